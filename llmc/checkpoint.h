@@ -1,0 +1,134 @@
+// Model and training-state files. One format for both: a 1 KiB header of int32 slots, then FP32
+// parameters (GPT-2 tensor order, llmc/gpt2_config.h), then, for a training state, AdamW m and v.
+// Files are written to PATH.tmp, flushed, fsync'ed and renamed, so a crash never leaves half a file.
+//
+// Header slots (int32, little endian; int64 values take two slots, low word first):
+//   0 magic 20261202      1 version 1           2 contents: 1 = params, 3 = params + optimizer state
+//   3 model family (0 = GPT-2)                  4 max_seq_len  5 vocab_size  6 padded_vocab_size
+//   7 num_layers  8 num_heads  9 channels      10-11 step (optimizer steps done)
+//  12-13 number of parameters (checked against the shape)   14-15 seed the run was started with
+//  32-63  data loader state, 16 int64 (llmc/dataloader.h)    64-71 host RNG state, 4 uint64
+//  72-255 reserved, zero
+#ifndef LLMC_CHECKPOINT_H
+#define LLMC_CHECKPOINT_H
+
+#include <stdint.h>
+#include <unistd.h>
+#include "utils.h"
+#include "gpt2_config.h"
+
+#define CKPT_MAGIC 20261202
+#define CKPT_VERSION 1
+#define CKPT_HEADER_INTS 256
+#define CKPT_PARAMS 1
+#define CKPT_OPTIMIZER 2
+#define CKPT_DATA_STATE_LEN 16
+
+typedef struct {
+    GPT2Config config;
+    int family;
+    int contents;                 // CKPT_PARAMS, or CKPT_PARAMS | CKPT_OPTIMIZER
+    int64_t step;
+    int64_t seed;
+    int64_t data_state[CKPT_DATA_STATE_LEN];
+    uint64_t rng_state[4];
+} CheckpointHeader;
+
+static inline void ckpt_put64(int32_t* h, int slot, int64_t v) {
+    uint64_t u = (uint64_t)v;
+    h[slot] = (int32_t)(uint32_t)(u & 0xffffffffu);
+    h[slot + 1] = (int32_t)(uint32_t)(u >> 32);
+}
+static inline int64_t ckpt_get64(const int32_t* h, int slot) {
+    return (int64_t)(((uint64_t)(uint32_t)h[slot + 1] << 32) | (uint64_t)(uint32_t)h[slot]);
+}
+
+static inline size_t ckpt_payload_floats(const CheckpointHeader* ck) {
+    size_t n = gpt2_num_params(&ck->config);
+    return (ck->contents & CKPT_OPTIMIZER) ? 3 * n : n;
+}
+
+// writes header + params (+ m, v when contents has CKPT_OPTIMIZER) atomically
+static inline void checkpoint_write(const char* path, const CheckpointHeader* ck,
+                                    const float* params, const float* m, const float* v) {
+    int32_t h[CKPT_HEADER_INTS];
+    memset(h, 0, sizeof(h));
+    h[0] = CKPT_MAGIC; h[1] = CKPT_VERSION; h[2] = ck->contents; h[3] = ck->family;
+    h[4] = ck->config.max_seq_len; h[5] = ck->config.vocab_size; h[6] = ck->config.padded_vocab_size;
+    h[7] = ck->config.num_layers; h[8] = ck->config.num_heads; h[9] = ck->config.channels;
+    size_t n = gpt2_num_params(&ck->config);
+    ckpt_put64(h, 10, ck->step);
+    ckpt_put64(h, 12, (int64_t)n);
+    ckpt_put64(h, 14, ck->seed);
+    for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ckpt_put64(h, 32 + 2 * i, ck->data_state[i]); }
+    for (int i = 0; i < 4; i++) { ckpt_put64(h, 64 + 2 * i, (int64_t)ck->rng_state[i]); }
+
+    size_t len = strlen(path);
+    char* tmp = (char*)malloc_check(len + 5);
+    memcpy(tmp, path, len);
+    memcpy(tmp + len, ".tmp", 5);
+    FILE* fp = fopen_check(tmp, "wb");
+    fwrite_check(h, sizeof(int32_t), CKPT_HEADER_INTS, fp);
+    fwrite_check(params, sizeof(float), n, fp);
+    if (ck->contents & CKPT_OPTIMIZER) {
+        fwrite_check(m, sizeof(float), n, fp);
+        fwrite_check(v, sizeof(float), n, fp);
+    }
+    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) { die("cannot flush checkpoint '%s': %s", tmp, strerror(errno)); }
+    fclose_check(fp);
+    if (rename(tmp, path) != 0) { die("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
+    free(tmp);
+}
+
+// opens a checkpoint, validates its header and size, fills *ck; returns the file positioned at the params.
+// Any inconsistency is a clear error and exit(1).
+static inline FILE* checkpoint_open(const char* path, CheckpointHeader* ck) {
+    FILE* fp = fopen_check(path, "rb");
+    int32_t h[CKPT_HEADER_INTS];
+    long size = file_size(fp);
+    if (size < (long)sizeof(h)) { die("checkpoint '%s' is %ld bytes, shorter than its %zu-byte header", path, size, sizeof(h)); }
+    fread_check(h, sizeof(int32_t), CKPT_HEADER_INTS, fp, "checkpoint header");
+    if (h[0] != CKPT_MAGIC) { die("'%s' is not a checkpoint of this engine (magic %d, expected %d)", path, h[0], CKPT_MAGIC); }
+    if (h[1] != CKPT_VERSION) { die("checkpoint '%s' has version %d; this build reads version %d", path, h[1], CKPT_VERSION); }
+    if (h[2] != CKPT_PARAMS && h[2] != (CKPT_PARAMS | CKPT_OPTIMIZER)) { die("checkpoint '%s': unknown contents flags %d", path, h[2]); }
+    if (h[3] != 0) { die("checkpoint '%s': model family %d is not supported by this build (0 = GPT-2)", path, h[3]); }
+    memset(ck, 0, sizeof(*ck));
+    ck->contents = h[2]; ck->family = h[3];
+    ck->config.max_seq_len = h[4]; ck->config.vocab_size = h[5]; ck->config.padded_vocab_size = h[6];
+    ck->config.num_layers = h[7]; ck->config.num_heads = h[8]; ck->config.channels = h[9];
+    const char* problem = gpt2_config_problem(&ck->config);
+    if (problem) { die("checkpoint '%s' has an invalid model shape: %s", path, problem); }
+    ck->step = ckpt_get64(h, 10);
+    ck->seed = ckpt_get64(h, 14);
+    int64_t nparams = ckpt_get64(h, 12);
+    if (nparams != (int64_t)gpt2_num_params(&ck->config)) {
+        die("checkpoint '%s' says %lld parameters, its shape implies %zu", path, (long long)nparams, gpt2_num_params(&ck->config));
+    }
+    for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ck->data_state[i] = ckpt_get64(h, 32 + 2 * i); }
+    for (int i = 0; i < 4; i++) { ck->rng_state[i] = (uint64_t)ckpt_get64(h, 64 + 2 * i); }
+    long expected = (long)sizeof(h) + (long)(ckpt_payload_floats(ck) * sizeof(float));
+    if (size != expected) { die("checkpoint '%s' is %ld bytes, its header implies %ld (truncated or corrupt)", path, size, expected); }
+    return fp;
+}
+
+// reads the payload after checkpoint_open; m and v may be NULL when not wanted
+static inline void checkpoint_read_payload(FILE* fp, const CheckpointHeader* ck, float* params, float* m, float* v) {
+    size_t n = gpt2_num_params(&ck->config);
+    fread_check(params, sizeof(float), n, fp, "checkpoint parameters");
+    if ((ck->contents & CKPT_OPTIMIZER) && (m || v)) {
+        if (!m || !v) { die("checkpoint_read_payload: need both m and v"); }
+        fread_check(m, sizeof(float), n, fp, "checkpoint AdamW m");
+        fread_check(v, sizeof(float), n, fp, "checkpoint AdamW v");
+    }
+}
+
+// fails unless two configs describe the same model
+static inline void checkpoint_require_config(const char* path, const GPT2Config* have, const GPT2Config* want) {
+    if (memcmp(have, want, sizeof(GPT2Config)) != 0) {
+        die("checkpoint '%s' is for a model L=%d C=%d NH=%d V=%d maxT=%d, but this run wants L=%d C=%d NH=%d V=%d maxT=%d",
+            path, have->num_layers, have->channels, have->num_heads, have->vocab_size, have->max_seq_len,
+            want->num_layers, want->channels, want->num_heads, want->vocab_size, want->max_seq_len);
+    }
+}
+
+#endif

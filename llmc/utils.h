@@ -1,0 +1,86 @@
+// Checked wrappers around the C library: every failure prints where and why, then exits non-zero.
+#ifndef LLMC_UTILS_H
+#define LLMC_UTILS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <errno.h>
+
+#define die(...) do { fprintf(stderr, "error: " __VA_ARGS__); fputc('\n', stderr); exit(EXIT_FAILURE); } while (0)
+
+static inline FILE* fopen_check_(const char* path, const char* mode, const char* file, int line) {
+    FILE* fp = fopen(path, mode);
+    if (fp == NULL) {
+        fprintf(stderr, "error: cannot open '%s' (mode %s): %s [%s:%d]\n", path, mode, strerror(errno), file, line);
+        exit(EXIT_FAILURE);
+    }
+    return fp;
+}
+#define fopen_check(path, mode) fopen_check_(path, mode, __FILE__, __LINE__)
+
+static inline void fread_check_(void* ptr, size_t size, size_t nmemb, FILE* fp, const char* what, const char* file, int line) {
+    size_t got = fread(ptr, size, nmemb, fp);
+    if (got != nmemb) {
+        fprintf(stderr, "error: %s: expected %zu items of %zu bytes, read %zu (%s) [%s:%d]\n", what, nmemb, size, got,
+                feof(fp) ? "file is truncated" : "read error", file, line);
+        exit(EXIT_FAILURE);
+    }
+}
+#define fread_check(ptr, size, nmemb, fp, what) fread_check_(ptr, size, nmemb, fp, what, __FILE__, __LINE__)
+
+static inline void fwrite_check_(const void* ptr, size_t size, size_t nmemb, FILE* fp, const char* file, int line) {
+    if (fwrite(ptr, size, nmemb, fp) != nmemb) {
+        fprintf(stderr, "error: write failed: %s [%s:%d]\n", strerror(errno), file, line);
+        exit(EXIT_FAILURE);
+    }
+}
+#define fwrite_check(ptr, size, nmemb, fp) fwrite_check_(ptr, size, nmemb, fp, __FILE__, __LINE__)
+
+static inline void fclose_check_(FILE* fp, const char* file, int line) {
+    if (fclose(fp) != 0) {
+        fprintf(stderr, "error: close failed: %s [%s:%d]\n", strerror(errno), file, line);
+        exit(EXIT_FAILURE);
+    }
+}
+#define fclose_check(fp) fclose_check_(fp, __FILE__, __LINE__)
+
+static inline void fseek_check_(FILE* fp, long off, int whence, const char* file, int line) {
+    if (fseek(fp, off, whence) != 0) {
+        fprintf(stderr, "error: seek to %ld failed: %s [%s:%d]\n", off, strerror(errno), file, line);
+        exit(EXIT_FAILURE);
+    }
+}
+#define fseek_check(fp, off, whence) fseek_check_(fp, off, whence, __FILE__, __LINE__)
+
+// size of an open file in bytes; the position is restored
+static inline long file_size(FILE* fp) {
+    long here = ftell(fp);
+    fseek_check(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    fseek_check(fp, here, SEEK_SET);
+    return size;
+}
+
+static inline void* malloc_check_(size_t size, const char* file, int line) {
+    void* p = malloc(size);
+    if (p == NULL && size > 0) {
+        fprintf(stderr, "error: host allocation of %zu bytes failed [%s:%d]\n", size, file, line);
+        exit(EXIT_FAILURE);
+    }
+    return p;
+}
+#define malloc_check(size) malloc_check_(size, __FILE__, __LINE__)
+
+static inline void* calloc_check_(size_t n, size_t size, const char* file, int line) {
+    void* p = calloc(n, size);
+    if (p == NULL && n * size > 0) {
+        fprintf(stderr, "error: host allocation of %zu bytes failed [%s:%d]\n", n * size, file, line);
+        exit(EXIT_FAILURE);
+    }
+    return p;
+}
+#define calloc_check(n, size) calloc_check_(n, size, __FILE__, __LINE__)
+
+#endif
