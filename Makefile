@@ -1,0 +1,64 @@
+# Build and test. `make test` runs every CPU test, compiles and links every CUDA program for sm_90, and,
+# on a machine with an NVIDIA GPU, runs the GPU tests too. `make train` trains on the embedded data.
+CC ?= gcc
+NVCC ?= nvcc
+PYTHON ?= python3
+CFLAGS = -O2 -std=gnu11 -Wall -Wextra -I.
+OMPFLAGS = $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
+NVCCFLAGS = -O3 -std=c++17 -I. -gencode arch=compute_90,code=sm_90 -Xcompiler -Wall
+NVLIBS = -lcublasLt -lcublas
+BUILD = build
+
+HOST_HEADERS = $(wildcard llmc/*.h) dev/test/test_common.h
+CUDA_HEADERS = $(wildcard llmc/*.cuh)
+CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_tokenizer
+CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels
+
+.PHONY: all cpu cuda test test-cpu test-python test-gpu train clean
+all: cpu cuda
+cpu: train_gpt2 test_gpt2 $(CPU_TESTS)
+cuda: $(CUDA_PROGRAMS)
+
+$(BUILD):
+	mkdir -p $(BUILD)
+
+# ---- CPU: reference model, its trainer and tests
+train_gpt2: train_gpt2.c $(HOST_HEADERS)
+	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
+test_gpt2: test_gpt2.c dev/test/reference_file.h $(HOST_HEADERS)
+	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
+$(BUILD)/test_%: dev/test/test_%.c $(HOST_HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
+
+# ---- CUDA: the trainer, the model test and the kernel tests (compile and link anywhere nvcc exists)
+train_gpt2_adahop: train_gpt2_adahop.cu $(HOST_HEADERS) $(CUDA_HEADERS)
+	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
+test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_HEADERS) $(CUDA_HEADERS)
+	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
+$(BUILD)/test_kernels: dev/cuda/test_kernels.cu $(HOST_HEADERS) $(CUDA_HEADERS) | $(BUILD)
+	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
+
+# ---- tests
+$(BUILD)/.python-deps: dev/data/requirements.txt | $(BUILD)
+	$(PYTHON) -m pip install -q -r dev/data/requirements.txt && touch $@ || echo "warning: could not install dev/data/requirements.txt"
+
+test-cpu: cpu
+	@for t in $(CPU_TESTS); do echo "== $$t"; ./$$t || exit 1; done
+	@echo "== test_gpt2 (CPU reference vs PyTorch fixture)"; ./test_gpt2
+	@echo "== CPU reference trains a tiny model"; bash dev/test/cpu_train_smoke.sh
+
+test-python: $(BUILD)/.python-deps
+	@echo "== dev/data/test_tokenize_text.py"; $(PYTHON) dev/data/test_tokenize_text.py
+
+test-gpu: cuda
+	bash dev/test/run_gpu_tests.sh
+
+test: test-cpu test-python cuda
+	@if nvidia-smi -L >/dev/null 2>&1; then $(MAKE) --no-print-directory test-gpu; \
+	 else echo "no NVIDIA GPU here: CUDA programs compiled and linked for sm_90; GPU tests skipped"; fi
+
+train: train_gpt2_adahop
+	./train_gpt2_adahop
+
+clean:
+	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2_adahop test_gpt2cu

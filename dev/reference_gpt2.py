@@ -1,0 +1,278 @@
+"""Independent PyTorch GPT-2 oracle for the C/CUDA trainer.
+
+Builds a GPT-2 (from a seed with GPT-2 init, or from one of our model files with --load), optionally
+writes it in our model format (llmc/checkpoint.h), draws one B x T batch of random tokens from the seed,
+runs forward + backward once and writes a reference file (format: dev/test/reference_file.h), then runs
+--steps AdamW steps on the same batch and records the loss before each update.
+
+The parameters live as the 16 tensors of llmc/gpt2_config.h (per-layer tensors stacked over layers,
+linear weights [out, in]), so gradients come out directly in our layout. Weights are made or loaded in
+float32 (exactly what the model file holds) and then cast to --dtype for the computation.
+
+Example (the committed fixture, see dev/test/fixtures/README.md):
+  /usr/bin/python3 dev/reference_gpt2.py --preset tiny -B 2 -T 16 --dtype float64 --seed 1337 \
+      --write-model dev/test/fixtures/tiny_model.bin --write-ref dev/test/fixtures/tiny_ref.bin
+Works with torch 1.13 (CPU) and torch 2.x (--device cuda).
+"""
+import argparse
+import math
+import struct
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+CKPT_MAGIC, CKPT_VERSION, CKPT_HEADER_INTS = 20261202, 1, 256
+REF_MAGIC, REF_VERSION = 20261203, 1
+NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b",
+         "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
+DECAYED = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}
+DEPTH_CHANNELS = {6: 384, 12: 768, 24: 1024, 36: 1280, 48: 1600}
+PRESETS = {
+    "d12": dict(L=12, C=768, NH=12, V=50257, maxT=1024),
+    "tiny": dict(L=2, C=64, NH=4, V=100, maxT=32),
+}
+
+
+def round_up(x, m):
+    """x rounded up to a multiple of m"""
+    return (x + m - 1) // m * m
+
+
+def param_shapes(cfg):
+    """shapes of the 16 parameter tensors, in our file order"""
+    L, C, Vp, maxT = cfg["L"], cfg["C"], cfg["Vp"], cfg["maxT"]
+    return {"wte": (Vp, C), "wpe": (maxT, C), "ln1w": (L, C), "ln1b": (L, C),
+            "qkvw": (L, 3 * C, C), "qkvb": (L, 3 * C), "attprojw": (L, C, C), "attprojb": (L, C),
+            "ln2w": (L, C), "ln2b": (L, C), "fcw": (L, 4 * C, C), "fcb": (L, 4 * C),
+            "fcprojw": (L, C, 4 * C), "fcprojb": (L, C), "lnfw": (C,), "lnfb": (C,)}
+
+
+def num_params(cfg):
+    """total number of parameters"""
+    return sum(math.prod(s) for s in param_shapes(cfg).values())
+
+
+def init_params(cfg, seed):
+    """GPT-2 init in float32 on the CPU: N(0,0.02), residual projections N(0,0.02/sqrt(2L)), zero biases,
+    unit norm weights, zero padded wte rows"""
+    gen = torch.Generator().manual_seed(seed)
+    params = {}
+    for name, shape in param_shapes(cfg).items():
+        if name in ("ln1w", "ln2w", "lnfw"):
+            p = torch.ones(shape)
+        elif name in DECAYED:
+            std = 0.02 / math.sqrt(2 * cfg["L"]) if name in ("attprojw", "fcprojw") else 0.02
+            p = torch.randn(shape, generator=gen) * std
+        else:
+            p = torch.zeros(shape)
+        params[name] = p
+    params["wte"][cfg["V"]:] = 0.0
+    return params
+
+
+def flatten(tensors):
+    """the 16 tensors concatenated in our layout, as a float32 numpy array"""
+    return np.concatenate([tensors[n].detach().to("cpu", torch.float32).reshape(-1).numpy() for n in NAMES])
+
+
+def write_model(path, cfg, params, seed):
+    """writes the params as one of our model files (contents=1 params, step 0)"""
+    h = np.zeros(CKPT_HEADER_INTS, dtype="<i4")
+    h[0:10] = [CKPT_MAGIC, CKPT_VERSION, 1, 0, cfg["maxT"], cfg["V"], cfg["Vp"], cfg["L"], cfg["NH"], cfg["C"]]
+    n = num_params(cfg)
+    h[12], h[13] = n & 0xFFFFFFFF, n >> 32
+    h[14], h[15] = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+    with open(path, "wb") as f:
+        f.write(h.astype("<u4").tobytes() if False else h.view("<i4").tobytes())
+        f.write(flatten(params).astype("<f4").tobytes())
+
+
+def load_model(path):
+    """reads one of our model files (params only; optimizer state is ignored) -> (cfg, params)"""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 * CKPT_HEADER_INTS:
+        raise SystemExit(f"error: '{path}' is shorter than a model header")
+    h = np.frombuffer(data[:4 * CKPT_HEADER_INTS], dtype="<i4")
+    if h[0] != CKPT_MAGIC or h[1] != CKPT_VERSION:
+        raise SystemExit(f"error: '{path}' is not a version {CKPT_VERSION} model file (magic {h[0]}, version {h[1]})")
+    if h[3] != 0:
+        raise SystemExit(f"error: '{path}': model family {h[3]} is not GPT-2")
+    cfg = dict(maxT=int(h[4]), V=int(h[5]), Vp=int(h[6]), L=int(h[7]), NH=int(h[8]), C=int(h[9]))
+    n = num_params(cfg)
+    copies = 3 if h[2] & 2 else 1
+    if len(data) != 4 * CKPT_HEADER_INTS + 4 * n * copies:
+        raise SystemExit(f"error: '{path}' is {len(data)} bytes, its header implies {4 * CKPT_HEADER_INTS + 4 * n * copies}")
+    flat = torch.from_numpy(np.frombuffer(data, dtype="<f4", count=n, offset=4 * CKPT_HEADER_INTS).copy())
+    params, off = {}, 0
+    for name, shape in param_shapes(cfg).items():
+        k = math.prod(shape)
+        params[name] = flat[off:off + k].reshape(shape).clone()
+        off += k
+    return cfg, params
+
+
+def gelu(x):
+    """GELU, tanh approximation"""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def attention(qkv, NH):
+    """causal multi-head self-attention of qkv [B,T,3C] -> [B,T,C]"""
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    hs = C // NH
+    q, k, v = (t.reshape(B, T, NH, hs).transpose(1, 2) for t in qkv.split(C, dim=-1))
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+    mask = torch.ones(T, T, dtype=torch.bool, device=qkv.device).tril()
+    att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    return (att @ v).transpose(1, 2).reshape(B, T, C)
+
+
+def forward(p, cfg, inputs, targets):
+    """logits [B,T,Vp] and the mean cross-entropy over the real vocab"""
+    B, T = inputs.shape
+    C, V = cfg["C"], cfg["V"]
+    x = p["wte"][inputs] + p["wpe"][:T]
+    for l in range(cfg["L"]):
+        h = F.layer_norm(x, (C,), p["ln1w"][l], p["ln1b"][l], eps=1e-5)
+        h = F.linear(h, p["qkvw"][l], p["qkvb"][l])
+        x = x + F.linear(attention(h, cfg["NH"]), p["attprojw"][l], p["attprojb"][l])
+        h = F.layer_norm(x, (C,), p["ln2w"][l], p["ln2b"][l], eps=1e-5)
+        h = gelu(F.linear(h, p["fcw"][l], p["fcb"][l]))
+        x = x + F.linear(h, p["fcprojw"][l], p["fcprojb"][l])
+    x = F.layer_norm(x, (C,), p["lnfw"], p["lnfb"], eps=1e-5)
+    logits = x @ p["wte"].t()
+    loss = F.cross_entropy(logits[..., :V].reshape(-1, V), targets.reshape(-1))
+    return logits, loss
+
+
+def grad_norm(p):
+    """global L2 norm over all gradients"""
+    return torch.sqrt(sum((t.grad.double() ** 2).sum() for t in p.values())).item()
+
+
+def train_losses(p, cfg, inputs, targets, args):
+    """runs args.steps AdamW steps (global-norm clipping first) on one batch; returns the loss before each"""
+    groups = [{"params": [p[n] for n in NAMES if n in DECAYED], "weight_decay": args.wd},
+              {"params": [p[n] for n in NAMES if n not in DECAYED], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps)
+    losses = []
+    for _ in range(args.steps):
+        opt.zero_grad(set_to_none=False)
+        _, loss = forward(p, cfg, inputs, targets)
+        loss.backward()
+        losses.append(loss.item())
+        norm = grad_norm(p)
+        if args.grad_clip > 0 and norm > args.grad_clip:
+            for t in p.values():
+                t.grad.mul_(args.grad_clip / norm)
+        opt.step()
+    return losses
+
+
+def f32_bits(x):
+    """the int32 whose bits are the float32 x"""
+    return struct.unpack("<i", struct.pack("<f", x))[0]
+
+
+def write_reference(path, cfg, args, inputs, targets, logits, loss, norm, grads, losses):
+    """writes the reference file described in dev/test/reference_file.h"""
+    B, T = inputs.shape
+    h = np.zeros(256, dtype="<i4")
+    h[0:11] = [REF_MAGIC, REF_VERSION, B, T, len(losses), cfg["V"], cfg["Vp"], cfg["L"], cfg["NH"], cfg["C"], cfg["maxT"]]
+    h[16:22] = [f32_bits(v) for v in (args.lr, args.beta1, args.beta2, args.eps, args.wd, args.grad_clip)]
+    with open(path, "wb") as f:
+        f.write(h.tobytes())
+        f.write(inputs.cpu().numpy().astype("<i4").tobytes())
+        f.write(targets.cpu().numpy().astype("<i4").tobytes())
+        f.write(logits[..., :cfg["V"]].detach().to("cpu", torch.float32).numpy().astype("<f4").tobytes())
+        f.write(np.array([loss, norm], dtype="<f4").tobytes())
+        f.write(flatten(grads).astype("<f4").tobytes())
+        f.write(np.array(losses, dtype="<f4").tobytes())
+
+
+def make_config(args):
+    """model shape from --preset / --depth, overridden by the explicit size flags"""
+    cfg = dict(PRESETS[args.preset]) if args.preset else dict(PRESETS["d12"])
+    if args.depth is not None:
+        if args.depth not in DEPTH_CHANNELS:
+            raise SystemExit(f"error: unknown depth {args.depth}; known: {sorted(DEPTH_CHANNELS)}")
+        cfg.update(L=args.depth, C=DEPTH_CHANNELS[args.depth], NH=DEPTH_CHANNELS[args.depth] // 64)
+    for key, val in (("L", args.layers), ("C", args.channels), ("NH", args.heads), ("V", args.vocab), ("maxT", args.max_seq_len)):
+        if val is not None:
+            cfg[key] = val
+    cfg["Vp"] = round_up(cfg["V"], 128)
+    if cfg["C"] % cfg["NH"] != 0:
+        raise SystemExit("error: channels must be a multiple of heads")
+    return cfg
+
+
+def parse_args():
+    """command line"""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", choices=sorted(PRESETS), help="d12 or tiny (default d12 shape)")
+    ap.add_argument("--depth", type=int, help="GPT-2 depth preset: 6, 12, 24, 36, 48 (C = 64 * heads)")
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--channels", type=int)
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--vocab", type=int, help="real vocab V; Vp = V rounded up to 128")
+    ap.add_argument("--max-seq-len", type=int)
+    ap.add_argument("--load", help="build the model from this model file instead of --seed init")
+    ap.add_argument("--write-model", help="write the (initial) model here in our format")
+    ap.add_argument("--write-ref", help="write the reference file here")
+    ap.add_argument("--seed", type=int, default=1337, help="init and batch seed")
+    ap.add_argument("-B", type=int, default=2)
+    ap.add_argument("-T", type=int, default=16)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="compute dtype of the oracle")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.95)
+    ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--wd", type=float, default=0.1)
+    ap.add_argument("--grad-clip", type=float, default=1.0, help="global norm clip, 0 = none")
+    ap.add_argument("--steps", type=int, default=10)
+    return ap.parse_args()
+
+
+def main():
+    """builds the model, writes the requested files"""
+    args = parse_args()
+    if args.load:
+        cfg, params = load_model(args.load)
+    else:
+        cfg = make_config(args)
+        params = init_params(cfg, args.seed)
+    if args.T > cfg["maxT"]:
+        raise SystemExit(f"error: T={args.T} exceeds max_seq_len {cfg['maxT']}")
+    if args.write_model:
+        write_model(args.write_model, cfg, params, args.seed)
+    if not args.write_ref:
+        return
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dtype = getattr(torch, args.dtype)
+    p = {n: t.to(args.device, dtype).requires_grad_(True) for n, t in params.items()}
+    gen = torch.Generator().manual_seed(args.seed + 1)
+    tokens = torch.randint(0, cfg["V"], (args.B, args.T + 1), generator=gen)
+    inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    x, y = inputs.to(args.device), targets.to(args.device)
+
+    logits, loss = forward(p, cfg, x, y)
+    loss.backward()
+    norm = grad_norm(p)
+    grads = {n: t.grad for n, t in p.items()}
+    logits_cpu = logits.detach().cpu()
+    grads_cpu = {n: g.detach().cpu().clone() for n, g in grads.items()}
+    losses = train_losses(p, cfg, x, y, args)
+    write_reference(args.write_ref, cfg, args, inputs, targets, logits_cpu, loss.item(), norm, grads_cpu, losses)
+    print(f"L={cfg['L']} C={cfg['C']} NH={cfg['NH']} V={cfg['V']} Vp={cfg['Vp']} maxT={cfg['maxT']} "
+          f"params={num_params(cfg)} B={args.B} T={args.T} dtype={args.dtype} device={args.device}")
+    print(f"loss {loss.item():.6f} grad_norm {norm:.6f}")
+    print("losses " + " ".join(f"{v:.6f}" for v in losses))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+// CPU tests of the host-side pieces of the trainer: checkpoint files (round trip and every kind of bad
+// file), the learning-rate schedule, the sampler, the token grouping of the embedding backward, the RNG
+// and GPT-2 init.
+#include <sys/wait.h>
+#include <unistd.h>
+#include "llmc/checkpoint.h"
+#include "llmc/schedule.h"
+#include "llmc/sampler.h"
+#include "llmc/token_groups.h"
+#include "dev/test/test_common.h"
+
+static char tmpdir[] = "/tmp/test_host_utils_XXXXXX";
+
+static GPT2Config tiny_config(void) {
+    GPT2Config c = {32, 100, 128, 2, 4, 64};
+    return c;
+}
+
+// runs checkpoint_open on path in a child; returns 1 if the child exited non-zero with `expect` in stderr
+static int open_fails_with(const char* path, const char* expect) {
+    int pipefd[2];
+    if (pipe(pipefd) != 0) { return 0; }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pipefd[1], 2);
+        close(pipefd[0]);
+        CheckpointHeader ck;
+        FILE* fp = checkpoint_open(path, &ck);
+        fclose(fp);
+        _exit(0);
+    }
+    close(pipefd[1]);
+    char buf[4096] = {0};
+    ssize_t got = 0, r;
+    while ((r = read(pipefd[0], buf + got, sizeof(buf) - 1 - got)) > 0) { got += r; }
+    close(pipefd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    int ok = WIFEXITED(status) && WEXITSTATUS(status) != 0 && strstr(buf, expect) != NULL;
+    if (!ok && expect[0] != 0) { printf("  child status %d, stderr: %s\n", status, buf); }
+    return ok;
+}
+
+static void write_bytes(const char* path, const void* data, size_t n) {
+    FILE* fp = fopen_check(path, "wb");
+    fwrite_check(data, 1, n, fp);
+    fclose_check(fp);
+}
+
+static void test_checkpoint(void) {
+    GPT2Config c = tiny_config();
+    size_t n = gpt2_num_params(&c);
+    float* p = (float*)malloc_check(3 * n * sizeof(float));
+    gpt2_init_params(&c, p, 42);
+    for (size_t i = 0; i < 2 * n; i++) { p[n + i] = (float)i * 0.5f; }
+    CheckpointHeader ck;
+    memset(&ck, 0, sizeof(ck));
+    ck.config = c; ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER; ck.step = 123456789012LL; ck.seed = -7;
+    for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ck.data_state[i] = (int64_t)i * -1000000007LL; }
+    for (int i = 0; i < 4; i++) { ck.rng_state[i] = 0xF0F0F0F0F0F0F0F0ULL >> i; }
+    char path[256];
+    snprintf(path, sizeof(path), "%s/state.bin", tmpdir);
+    checkpoint_write(path, &ck, p, p + n, p + 2 * n);
+    char tmp_path[300];
+    snprintf(tmp_path, sizeof(tmp_path), "%s.tmp", path);
+    CHECK(access(tmp_path, F_OK) != 0, "temporary file left behind after an atomic write");
+
+    CheckpointHeader back;
+    FILE* fp = checkpoint_open(path, &back);
+    float* q = (float*)malloc_check(3 * n * sizeof(float));
+    checkpoint_read_payload(fp, &back, q, q + n, q + 2 * n);
+    fclose_check(fp);
+    CHECK(memcmp(&back.config, &c, sizeof(c)) == 0, "config round trip");
+    CHECK(back.step == ck.step && back.seed == ck.seed, "step/seed round trip: %lld %lld", (long long)back.step, (long long)back.seed);
+    CHECK(memcmp(back.data_state, ck.data_state, sizeof(ck.data_state)) == 0, "data state round trip");
+    CHECK(memcmp(back.rng_state, ck.rng_state, sizeof(ck.rng_state)) == 0, "rng state round trip");
+    CHECK(memcmp(p, q, 3 * n * sizeof(float)) == 0, "payload round trip bit for bit");
+
+    // corrupt variants of the same file
+    size_t size = 1024 + 3 * n * sizeof(float);
+    unsigned char* raw = (unsigned char*)malloc_check(size);
+    fp = fopen_check(path, "rb");
+    fread_check(raw, 1, size, fp, "checkpoint");
+    fclose_check(fp);
+    char bad[256];
+    snprintf(bad, sizeof(bad), "%s/bad.bin", tmpdir);
+    int32_t* h = (int32_t*)raw;
+    int32_t saved;
+
+    saved = h[0]; h[0] = 12345; write_bytes(bad, raw, size); h[0] = saved;
+    CHECK(open_fails_with(bad, "not a checkpoint"), "bad magic is refused");
+    saved = h[1]; h[1] = 99; write_bytes(bad, raw, size); h[1] = saved;
+    CHECK(open_fails_with(bad, "version 99"), "bad version is refused");
+    write_bytes(bad, raw, size - 4);
+    CHECK(open_fails_with(bad, "truncated or corrupt"), "truncated payload is refused");
+    write_bytes(bad, raw, 100);
+    CHECK(open_fails_with(bad, "shorter than its"), "truncated header is refused");
+    saved = h[9]; h[9] = 65; write_bytes(bad, raw, size); h[9] = saved;
+    CHECK(open_fails_with(bad, "invalid model shape"), "channels not divisible by heads is refused");
+    saved = h[7]; h[7] = 3; write_bytes(bad, raw, size); h[7] = saved;
+    CHECK(open_fails_with(bad, "parameters"), "shape/parameter-count mismatch is refused");
+    saved = h[3]; h[3] = 1; write_bytes(bad, raw, size); h[3] = saved;
+    CHECK(open_fails_with(bad, "family"), "unknown model family is refused");
+    CHECK(open_fails_with("/nonexistent/ckpt.bin", "cannot open"), "missing file is refused");
+    write_bytes(bad, raw, size);
+    CHECK(!open_fails_with(bad, ""), "the intact copy opens");
+    free(raw); free(p); free(q);
+}
+
+static void test_schedule(void) {
+    float peak = 1e-3f;
+    CHECK(fabsf(lr_schedule(0, 100, 10, peak, 0.1f) - peak / 10) < 1e-9f, "first warmup step is peak/warmup");
+    CHECK(fabsf(lr_schedule(9, 100, 10, peak, 0.1f) - peak) < 1e-9f, "warmup ends at the peak");
+    CHECK(fabsf(lr_schedule(10, 100, 10, peak, 0.1f) - peak) < 1e-9f, "decay starts at the peak");
+    CHECK(fabsf(lr_schedule(100, 100, 10, peak, 0.1f) - 0.1f * peak) < 1e-9f, "decay ends at final fraction");
+    CHECK(fabsf(lr_schedule(55, 100, 10, peak, 0.0f) - 0.5f * peak) < 1e-7f, "cosine midpoint is half");
+    int monotone = 1;
+    for (int s = 11; s <= 100; s++) { monotone &= lr_schedule(s, 100, 10, peak, 0.1f) <= lr_schedule(s - 1, 100, 10, peak, 0.1f); }
+    CHECK(monotone, "decay is monotone");
+}
+
+static void test_sampler(void) {
+    float logits[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    CHECK(sample_softmax(logits, 4, 1.0f, 0.0f) == 0, "coin 0 -> first");
+    CHECK(sample_softmax(logits, 4, 1.0f, 0.30f) == 1, "coin 0.30 of uniform 4 -> index 1");
+    CHECK(sample_softmax(logits, 4, 1.0f, 0.999999f) == 3, "coin near 1 -> last");
+    float peaked[3] = {-1000.0f, 50.0f, -1000.0f};
+    CHECK(sample_softmax(peaked, 3, 1.0f, 0.01f) == 1 && sample_softmax(peaked, 3, 1.0f, 0.99f) == 1, "a dominant logit always wins");
+    // frequencies follow the softmax
+    float l2[2] = {0.0f, logf(3.0f)};
+    Rng r;
+    rng_seed(&r, 5);
+    int ones = 0;
+    for (int i = 0; i < 40000; i++) { ones += sample_softmax(l2, 2, 1.0f, rng_uniform(&r)); }
+    CHECK(fabs(ones / 40000.0 - 0.75) < 0.01, "empirical p(1) = %.4f, expected 0.75", ones / 40000.0);
+}
+
+static void test_token_groups(void) {
+    int V = 50, BT = 500;
+    int* inp = (int*)malloc_check(BT * sizeof(int));
+    int *counts = (int*)malloc_check(V * sizeof(int)), *tokens = (int*)malloc_check(BT * sizeof(int));
+    int *offsets = (int*)malloc_check((BT + 1) * sizeof(int)), *pos = (int*)malloc_check(BT * sizeof(int));
+    Rng r;
+    rng_seed(&r, 11);
+    for (int i = 0; i < BT; i++) { inp[i] = (int)rng_below(&r, 37) * (i % 3 == 0 ? 1 : 0) + (i % 7); }
+    int u = encoder_group_positions(inp, BT, V, counts, tokens, offsets, pos);
+    int ok = offsets[0] == 0 && offsets[u] == BT;
+    int* seen = (int*)calloc_check(BT, sizeof(int));
+    for (int k = 0; k < u; k++) {
+        ok &= k == 0 || tokens[k] > tokens[k - 1];
+        for (int p = offsets[k]; p < offsets[k + 1]; p++) {
+            ok &= inp[pos[p]] == tokens[k];
+            ok &= p == offsets[k] || pos[p] > pos[p - 1];
+            seen[pos[p]]++;
+        }
+    }
+    for (int i = 0; i < BT; i++) { ok &= seen[i] == 1; }
+    CHECK(ok, "grouping is a stable partition of the positions by increasing token");
+    free(inp); free(counts); free(tokens); free(offsets); free(pos); free(seen);
+}
+
+static void test_rng_and_init(void) {
+    Rng a, b;
+    rng_seed(&a, 1); rng_seed(&b, 1);
+    int same = 1;
+    for (int i = 0; i < 100; i++) { same &= rng_u64(&a) == rng_u64(&b); }
+    CHECK(same, "same seed, same stream");
+    double s = 0, s2 = 0;
+    int n = 200000;
+    for (int i = 0; i < n; i++) { double x = rng_normal(&a); s += x; s2 += x * x; }
+    CHECK(fabs(s / n) < 0.01 && fabs(s2 / n - 1.0) < 0.01, "normal draws: mean %.4f var %.4f", s / n, s2 / n);
+    GPT2Config c = tiny_config();
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(&c, sizes);
+    float* p = (float*)malloc_check(gpt2_num_params(&c) * sizeof(float));
+    gpt2_init_params(&c, p, 3);
+    float* t = p;
+    int ok = 1;
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+        double ss = 0;
+        for (size_t i = 0; i < sizes[k]; i++) { ss += (double)t[i] * t[i]; }
+        double rms = sqrt(ss / sizes[k]);
+        if (k == P_LN1W || k == P_LN2W || k == P_LNFW) { ok &= fabs(rms - 1.0) < 1e-9; }
+        else if (k == P_WTE) { ok &= t[(size_t)c.vocab_size * c.channels] == 0.0f && t[sizes[k] - 1] == 0.0f; }
+        else if (k == P_ATTPROJW || k == P_FCPROJW) { ok &= fabs(rms - 0.01) < 0.002; }   // 0.02 / sqrt(2L), L = 2
+        else if (gpt2_param_decays(k)) { ok &= fabs(rms - 0.02) < 0.002; }
+        else { ok &= rms == 0.0; }
+        t += sizes[k];
+    }
+    CHECK(ok, "GPT-2 init: unit norms, zero biases and padded rows, std 0.02 and 0.02/sqrt(2L)");
+    free(p);
+}
+
+int main(void) {
+    if (mkdtemp(tmpdir) == NULL) { die("mkdtemp failed"); }
+    test_checkpoint();
+    test_schedule();
+    test_sampler();
+    test_token_groups();
+    test_rng_and_init();
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) { printf("warning: could not remove %s\n", tmpdir); }
+    return test_summary("test_host_utils");
+}

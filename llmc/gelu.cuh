@@ -1,0 +1,49 @@
+// GELU, tanh approximation (GPT-2): forward, and backward applied in place to the incoming gradient.
+#ifndef LLMC_GELU_CUH
+#define LLMC_GELU_CUH
+
+#include "cuda_common.cuh"
+
+#define GELU_SCALE 0.7978845608028654f   // sqrt(2 / pi)
+
+// out = 0.5 x (1 + tanh(s (x + 0.044715 x^3))); 8 elements per thread. Traffic: one read, one write.
+__global__ void gelu_forward_kernel(floatX* out, const floatX* inp, long n) {
+    long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= n) { return; }
+    x128 x = load128(inp + i), o;
+    for (int k = 0; k < 8; k++) {
+        float v = (float)x[k];
+        o[k] = (floatX)(0.5f * v * (1.0f + tanhf(GELU_SCALE * (v + 0.044715f * v * v * v))));
+    }
+    store128(out + i, o);
+}
+
+// d = d * gelu'(inp), in place. Traffic: reads d and inp, writes d.
+__global__ void gelu_backward_kernel(floatX* d, const floatX* inp, long n) {
+    long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= n) { return; }
+    x128 x = load128(inp + i), g = load128(d + i);
+    for (int k = 0; k < 8; k++) {
+        float v = (float)x[k];
+        float u = GELU_SCALE * (v + 0.044715f * v * v * v);
+        float th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float grad = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
+        g[k] = (floatX)((float)g[k] * grad);
+    }
+    store128(d + i, g);
+}
+
+static inline void gelu_forward(floatX* out, const floatX* inp, long n, cudaStream_t stream) {
+    if (n % 8 != 0) { die("gelu: size %ld must be a multiple of 8", n); }
+    gelu_forward_kernel<<<ceil_div(n / 8, 256), 256, 0, stream>>>(out, inp, n);
+    cudaCheckLaunch();
+}
+
+static inline void gelu_backward(floatX* d, const floatX* inp, long n, cudaStream_t stream) {
+    if (n % 8 != 0) { die("gelu: size %ld must be a multiple of 8", n); }
+    gelu_backward_kernel<<<ceil_div(n / 8, 256), 256, 0, stream>>>(d, inp, n);
+    cudaCheckLaunch();
+}
+
+#endif

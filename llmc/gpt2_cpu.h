@@ -1,0 +1,521 @@
+// FP32 CPU reference of GPT-2 (forward, backward, AdamW), in the style of llm.c's train_gpt2.c.
+// The per-layer *_cpu functions are the oracle for the GPU kernel tests, so this header compiles as C11
+// and as C++ (nvcc): casted mallocs, no VLAs, no restrict. OpenMP pragmas are used where they pay.
+//
+// Conventions: activations are row-major [B, T, ...]; weights are [out, in] like torch nn.Linear;
+// every *_backward_cpu ACCUMULATES (+=) into its gradient outputs, so callers zero them first.
+#ifndef LLMC_GPT2_CPU_H
+#define LLMC_GPT2_CPU_H
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+#include "utils.h"
+#include "gpt2_config.h"
+
+#define GELU_SCALE 0.7978845608028654f   // sqrt(2 / pi)
+
+// ----------------------------------------------------------------------------------------------
+// layers
+
+// out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]
+static inline void encoder_forward_cpu(float* out, const int* inp, const float* wte, const float* wpe,
+                                       int B, int T, int C) {
+    for (int bt = 0; bt < B * T; bt++) {
+        const float* wte_ix = wte + (size_t)inp[bt] * C;
+        const float* wpe_t = wpe + (size_t)(bt % T) * C;
+        float* o = out + (size_t)bt * C;
+        for (int i = 0; i < C; i++) { o[i] = wte_ix[i] + wpe_t[i]; }
+    }
+}
+
+// dwte[inp[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:] (serial: rows of dwte may repeat)
+static inline void encoder_backward_cpu(float* dwte, float* dwpe, const float* dout, const int* inp,
+                                        int B, int T, int C) {
+    for (int bt = 0; bt < B * T; bt++) {
+        const float* d = dout + (size_t)bt * C;
+        float* dwte_ix = dwte + (size_t)inp[bt] * C;
+        float* dwpe_t = dwpe + (size_t)(bt % T) * C;
+        for (int i = 0; i < C; i++) { dwte_ix[i] += d[i]; dwpe_t[i] += d[i]; }
+    }
+}
+
+// out = (inp - mean) * rstd * weight + bias per row of C, eps 1e-5; saves mean and rstd [B*T]
+static inline void layernorm_forward_cpu(float* out, float* mean, float* rstd, const float* inp,
+                                         const float* weight, const float* bias, int B, int T, int C) {
+    for (int bt = 0; bt < B * T; bt++) {
+        const float* x = inp + (size_t)bt * C;
+        float m = 0.0f, v = 0.0f;
+        for (int i = 0; i < C; i++) { m += x[i]; }
+        m /= C;
+        for (int i = 0; i < C; i++) { float d = x[i] - m; v += d * d; }
+        v /= C;
+        float s = 1.0f / sqrtf(v + 1e-5f);
+        float* o = out + (size_t)bt * C;
+        for (int i = 0; i < C; i++) { o[i] = (x[i] - m) * s * weight[i] + bias[i]; }
+        mean[bt] = m;
+        rstd[bt] = s;
+    }
+}
+
+// layernorm gradients: dinp +=, dweight +=, dbias += (serial over rows: dweight/dbias are shared)
+static inline void layernorm_backward_cpu(float* dinp, float* dweight, float* dbias, const float* dout,
+                                          const float* inp, const float* weight, const float* mean,
+                                          const float* rstd, int B, int T, int C) {
+    for (int bt = 0; bt < B * T; bt++) {
+        const float* d = dout + (size_t)bt * C;
+        const float* x = inp + (size_t)bt * C;
+        float* dx = dinp + (size_t)bt * C;
+        float m = mean[bt], s = rstd[bt];
+        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float dnorm = weight[i] * d[i];
+            dnorm_mean += dnorm;
+            dnorm_norm_mean += dnorm * (x[i] - m) * s;
+        }
+        dnorm_mean /= C;
+        dnorm_norm_mean /= C;
+        for (int i = 0; i < C; i++) {
+            float norm = (x[i] - m) * s;
+            float dnorm = weight[i] * d[i];
+            dbias[i] += d[i];
+            dweight[i] += norm * d[i];
+            dx[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+        }
+    }
+}
+
+// out[B*T, OC] = inp[B*T, C] @ weight[OC, C]^T + bias[OC]; bias may be NULL
+static inline void matmul_forward_cpu(float* out, const float* inp, const float* weight, const float* bias,
+                                      int B, int T, int C, int OC) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        const float* x = inp + (size_t)bt * C;
+        float* o = out + (size_t)bt * OC;
+        for (int oc = 0; oc < OC; oc++) {
+            const float* w = weight + (size_t)oc * C;
+            float sum = 0.0f;
+            #pragma omp simd reduction(+:sum)
+            for (int i = 0; i < C; i++) { sum += x[i] * w[i]; }
+            o[oc] = sum + (bias != NULL ? bias[oc] : 0.0f);
+        }
+    }
+}
+
+// matmul gradients: dinp += dout @ weight, dweight += dout^T @ inp, dbias += column sums of dout (may be NULL)
+static inline void matmul_backward_cpu(float* dinp, float* dweight, float* dbias, const float* dout,
+                                       const float* inp, const float* weight, int B, int T, int C, int OC) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        const float* d = dout + (size_t)bt * OC;
+        float* dx = dinp + (size_t)bt * C;
+        for (int oc = 0; oc < OC; oc++) {
+            const float* w = weight + (size_t)oc * C;
+            float g = d[oc];
+            for (int i = 0; i < C; i++) { dx[i] += g * w[i]; }
+        }
+    }
+    #pragma omp parallel for
+    for (int oc = 0; oc < OC; oc++) {
+        float* dw = dweight + (size_t)oc * C;
+        float db = 0.0f;
+        for (int bt = 0; bt < B * T; bt++) {
+            const float* x = inp + (size_t)bt * C;
+            float g = dout[(size_t)bt * OC + oc];
+            db += g;
+            for (int i = 0; i < C; i++) { dw[i] += g * x[i]; }
+        }
+        if (dbias != NULL) { dbias[oc] += db; }
+    }
+}
+
+// causal self-attention: inp = qkv [B,T,3C] (q, k, v slices; head h = channels h*hs..), out [B,T,C];
+// att [B,NH,T,T] keeps the softmax probabilities (zero above the diagonal) for the backward pass
+static inline void attention_forward_cpu(float* out, float* att, const float* inp, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    #pragma omp parallel for collapse(3)
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            for (int h = 0; h < NH; h++) {
+                const float* q = inp + ((size_t)b * T + t) * 3 * C + h * hs;
+                float* a = att + (((size_t)b * NH + h) * T + t) * T;
+                float maxval = -INFINITY;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float* k = inp + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    float dot = 0.0f;
+                    for (int i = 0; i < hs; i++) { dot += q[i] * k[i]; }
+                    a[t2] = dot * scale;
+                    if (a[t2] > maxval) { maxval = a[t2]; }
+                }
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - maxval); sum += a[t2]; }
+                for (int t2 = 0; t2 <= t; t2++) { a[t2] /= sum; }
+                for (int t2 = t + 1; t2 < T; t2++) { a[t2] = 0.0f; }
+                float* o = out + ((size_t)b * T + t) * C + h * hs;
+                for (int i = 0; i < hs; i++) { o[i] = 0.0f; }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float* v = inp + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    for (int i = 0; i < hs; i++) { o[i] += a[t2] * v[i]; }
+                }
+            }
+        }
+    }
+}
+
+// attention gradient: dinp (dqkv [B,T,3C]) += d(out)/d(qkv) applied to dout, from the saved att
+static inline void attention_backward_cpu(float* dinp, const float* dout, const float* inp, const float* att,
+                                          int B, int T, int C, int NH) {
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {   // one (b, h) owns its q/k/v channels of dinp: no races
+            float* datt = (float*)malloc_check((size_t)T * sizeof(float));
+            for (int t = 0; t < T; t++) {
+                const float* a = att + (((size_t)b * NH + h) * T + t) * T;
+                const float* d = dout + ((size_t)b * T + t) * C + h * hs;
+                const float* q = inp + ((size_t)b * T + t) * 3 * C + h * hs;
+                float* dq = dinp + ((size_t)b * T + t) * 3 * C + h * hs;
+                float datt_dot_att = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float* v = inp + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    float* dv = dinp + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    float s = 0.0f;
+                    for (int i = 0; i < hs; i++) { s += d[i] * v[i]; dv[i] += a[t2] * d[i]; }
+                    datt[t2] = s;
+                    datt_dot_att += s * a[t2];
+                }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    float dpre = a[t2] * (datt[t2] - datt_dot_att) * scale;
+                    const float* k = inp + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    float* dk = dinp + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    for (int i = 0; i < hs; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
+                }
+            }
+            free(datt);
+        }
+    }
+}
+
+// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise over N
+static inline void gelu_forward_cpu(float* out, const float* inp, size_t N) {
+    for (size_t i = 0; i < N; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+    }
+}
+
+// dinp += gelu'(inp) * dout, elementwise over N
+static inline void gelu_backward_cpu(float* dinp, const float* inp, const float* dout, size_t N) {
+    for (size_t i = 0; i < N; i++) {
+        float x = inp[i];
+        float th = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
+        float dth = (1.0f - th * th) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] += (0.5f * (1.0f + th) + 0.5f * x * dth) * dout[i];
+    }
+}
+
+// out = inp1 + inp2, elementwise over N
+static inline void residual_forward_cpu(float* out, const float* inp1, const float* inp2, size_t N) {
+    for (size_t i = 0; i < N; i++) { out[i] = inp1[i] + inp2[i]; }
+}
+
+// dinp1 += dout, dinp2 += dout
+static inline void residual_backward_cpu(float* dinp1, float* dinp2, const float* dout, size_t N) {
+    for (size_t i = 0; i < N; i++) { dinp1[i] += dout[i]; dinp2[i] += dout[i]; }
+}
+
+// probs = softmax over the V real columns of logits [B*T, Vp] (padded columns of probs = 0);
+// losses[bt] = -log probs[bt, targets[bt]] when targets is not NULL (then losses must be too)
+static inline void softmax_crossentropy_forward_cpu(float* losses, float* probs, const float* logits,
+                                                    const int* targets, int B, int T, int V, int Vp) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        const float* z = logits + (size_t)bt * Vp;
+        float* p = probs + (size_t)bt * Vp;
+        float maxval = -INFINITY;
+        for (int i = 0; i < V; i++) { if (z[i] > maxval) { maxval = z[i]; } }
+        double sum = 0.0;
+        for (int i = 0; i < V; i++) { p[i] = expf(z[i] - maxval); sum += p[i]; }
+        for (int i = 0; i < V; i++) { p[i] = (float)(p[i] / sum); }
+        for (int i = V; i < Vp; i++) { p[i] = 0.0f; }
+        if (targets != NULL) { losses[bt] = (float)(log(sum) - (double)(z[targets[bt]] - maxval)); }
+    }
+}
+
+// dlogits[bt, i] += (probs[bt, i] - [i == target]) * dlosses[bt] over the V real columns (padded stay)
+static inline void crossentropy_softmax_backward_cpu(float* dlogits, const float* dlosses, const float* probs,
+                                                     const int* targets, int B, int T, int V, int Vp) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        float* dz = dlogits + (size_t)bt * Vp;
+        const float* p = probs + (size_t)bt * Vp;
+        float d = dlosses[bt];
+        for (int i = 0; i < V; i++) { dz[i] += (p[i] - (i == targets[bt] ? 1.0f : 0.0f)) * d; }
+    }
+}
+
+// one AdamW step (torch.optim.AdamW semantics) on n values; t is the 1-based step
+static inline void adamw_update_cpu(float* params, const float* grads, float* m, float* v, size_t n,
+                                    float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
+    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i];
+        m[i] = beta1 * m[i] + (1.0f - beta1) * g;
+        v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
+        float mhat = m[i] / bc1, vhat = v[i] / bc2;
+        params[i] -= lr * weight_decay * params[i];
+        params[i] -= lr * mhat / (sqrtf(vhat) + eps);
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
+// model
+
+// pointers into one block of parameters (or gradients), in the gpt2_param_sizes() order
+typedef struct {
+    float *wte, *wpe, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
+    float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb, *lnfw, *lnfb;
+} GPT2CPUParams;
+
+#define GPT2CPU_NUM_ACTS 23
+// pointers into one block of activations (or their gradients); per-layer tensors are stacked over L
+typedef struct {
+    float *encoded, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *attproj, *residual2;
+    float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *residual3;
+    float *lnf, *lnf_mean, *lnf_rstd, *logits, *probs, *losses, *dlosses;
+} GPT2CPUActs;
+
+typedef struct {
+    GPT2Config config;
+    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t num_params;
+    float* params_memory;           // all parameters, our file layout
+    float* grads_memory;            // d(mean loss)/d(params), same layout
+    float* m_memory;                // AdamW first moment
+    float* v_memory;                // AdamW second moment
+    GPT2CPUParams params, grads;
+    int alloc_B, alloc_T;           // activation buffers fit B*T <= alloc_B*alloc_T (0 = not yet)
+    float* acts_memory;
+    float* grad_acts_memory;
+    GPT2CPUActs acts, grad_acts;
+    int* inputs;                    // copies of the last forward's batch
+    int* targets;
+    int B, T;                       // shape of the last forward
+    float mean_loss;                // -1 when the last forward had no targets
+} GPT2CPU;
+
+// points the 16 named tensors into memory laid out by sizes
+static inline void gpt2cpu_point_params(GPT2CPUParams* p, float* memory, const size_t* sizes) {
+    float** ptrs[NUM_PARAMETER_TENSORS] = {&p->wte, &p->wpe, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb,
+        &p->attprojw, &p->attprojb, &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb,
+        &p->lnfw, &p->lnfb};
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *ptrs[i] = memory; memory += sizes[i]; }
+}
+
+// sizes of the activation tensors for a (B, T) batch, in GPT2CPUActs order
+static inline void gpt2cpu_act_sizes(const GPT2Config* c, int B, int T, size_t sizes[GPT2CPU_NUM_ACTS]) {
+    size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
+    size_t BT = (size_t)B * T;
+    size_t s[GPT2CPU_NUM_ACTS] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C,
+        L * B * NH * T * T, L * BT * C, L * BT * C, L * BT * C, L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C,
+        L * BT * C, L * BT * C, BT * C, BT, BT, BT * Vp, BT * Vp, BT, BT};
+    memcpy(sizes, s, sizeof(s));
+}
+
+// points the named activation tensors into memory laid out for (B, T)
+static inline void gpt2cpu_point_acts(GPT2CPUActs* a, float* memory, const GPT2Config* c, int B, int T) {
+    float** ptrs[GPT2CPU_NUM_ACTS] = {&a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty,
+        &a->att, &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu,
+        &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->probs, &a->losses,
+        &a->dlosses};
+    size_t sizes[GPT2CPU_NUM_ACTS];
+    gpt2cpu_act_sizes(c, B, T, sizes);
+    for (int i = 0; i < GPT2CPU_NUM_ACTS; i++) { *ptrs[i] = memory; memory += sizes[i]; }
+}
+
+// total activation floats for (B, T)
+static inline size_t gpt2cpu_num_acts(const GPT2Config* c, int B, int T) {
+    size_t sizes[GPT2CPU_NUM_ACTS], n = 0;
+    gpt2cpu_act_sizes(c, B, T, sizes);
+    for (int i = 0; i < GPT2CPU_NUM_ACTS; i++) { n += sizes[i]; }
+    return n;
+}
+
+// builds a model of shape *config with a copy of params (gpt2_num_params floats); zero grads and moments
+static inline void gpt2cpu_build(GPT2CPU* m, const GPT2Config* config, const float* params) {
+    const char* problem = gpt2_config_problem(config);
+    if (problem) { die("gpt2cpu_build: invalid model shape: %s", problem); }
+    memset(m, 0, sizeof(*m));
+    m->config = *config;
+    gpt2_param_sizes(config, m->param_sizes);
+    m->num_params = gpt2_num_params(config);
+    m->params_memory = (float*)malloc_check(m->num_params * sizeof(float));
+    memcpy(m->params_memory, params, m->num_params * sizeof(float));
+    m->grads_memory = (float*)calloc_check(m->num_params, sizeof(float));
+    m->m_memory = (float*)calloc_check(m->num_params, sizeof(float));
+    m->v_memory = (float*)calloc_check(m->num_params, sizeof(float));
+    gpt2cpu_point_params(&m->params, m->params_memory, m->param_sizes);
+    gpt2cpu_point_params(&m->grads, m->grads_memory, m->param_sizes);
+    m->mean_loss = -1.0f;
+}
+
+// allocates activations on the first call; later calls must fit in the first (B, T)
+static inline void gpt2cpu_ensure_acts(GPT2CPU* m, int B, int T) {
+    if (m->acts_memory == NULL) {
+        size_t n = gpt2cpu_num_acts(&m->config, B, T);
+        m->acts_memory = (float*)malloc_check(n * sizeof(float));
+        m->grad_acts_memory = (float*)malloc_check(n * sizeof(float));
+        m->inputs = (int*)malloc_check((size_t)B * T * sizeof(int));
+        m->targets = (int*)malloc_check((size_t)B * T * sizeof(int));
+        m->alloc_B = B;
+        m->alloc_T = T;
+    } else if (B > m->alloc_B || T > m->alloc_T) {
+        die("gpt2cpu_forward: batch B=%d T=%d is larger than the B=%d T=%d the activations were allocated for",
+            B, T, m->alloc_B, m->alloc_T);
+    }
+}
+
+// forward pass; targets may be NULL (then mean_loss = -1). Probabilities and logits stay in m->acts
+static inline void gpt2cpu_forward(GPT2CPU* m, const int* inputs, const int* targets, int B, int T) {
+    const GPT2Config* c = &m->config;
+    int L = c->num_layers, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
+    if (B <= 0 || T <= 0 || T > c->max_seq_len) { die("gpt2cpu_forward: need B > 0 and 0 < T <= %d, got B=%d T=%d", c->max_seq_len, B, T); }
+    for (int i = 0; i < B * T; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V) { die("gpt2cpu_forward: input token %d at %d is outside [0, %d)", inputs[i], i, V); }
+        if (targets && (targets[i] < 0 || targets[i] >= V)) { die("gpt2cpu_forward: target token %d at %d is outside [0, %d)", targets[i], i, V); }
+    }
+    gpt2cpu_ensure_acts(m, B, T);
+    m->B = B;
+    m->T = T;
+    memcpy(m->inputs, inputs, (size_t)B * T * sizeof(int));
+    if (targets) { memcpy(m->targets, targets, (size_t)B * T * sizeof(int)); }
+    gpt2cpu_point_acts(&m->acts, m->acts_memory, c, B, T);
+    GPT2CPUParams p = m->params;
+    GPT2CPUActs a = m->acts;
+    size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
+
+    encoder_forward_cpu(a.encoded, inputs, p.wte, p.wpe, B, T, C);
+    for (int l = 0; l < L; l++) {
+        const float* res = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
+        float* ln1 = a.ln1 + l * BTC;
+        float* qkv = a.qkv + l * 3 * BTC;
+        float* atty = a.atty + l * BTC;
+        float* attproj = a.attproj + l * BTC;
+        float* res2 = a.residual2 + l * BTC;
+        float* ln2 = a.ln2 + l * BTC;
+        float* fch = a.fch + l * 4 * BTC;
+        float* fch_gelu = a.fch_gelu + l * 4 * BTC;
+        float* fcproj = a.fcproj + l * BTC;
+        layernorm_forward_cpu(ln1, a.ln1_mean + l * BT, a.ln1_rstd + l * BT, res, p.ln1w + l * C, p.ln1b + l * C, B, T, C);
+        matmul_forward_cpu(qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, B, T, C, 3 * C);
+        attention_forward_cpu(atty, a.att + (size_t)l * B * NH * T * T, qkv, B, T, C, NH);
+        matmul_forward_cpu(attproj, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, B, T, C, C);
+        residual_forward_cpu(res2, res, attproj, BTC);
+        layernorm_forward_cpu(ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, res2, p.ln2w + l * C, p.ln2b + l * C, B, T, C);
+        matmul_forward_cpu(fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, B, T, C, 4 * C);
+        gelu_forward_cpu(fch_gelu, fch, 4 * BTC);
+        matmul_forward_cpu(fcproj, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, B, T, 4 * C, C);
+        residual_forward_cpu(a.residual3 + l * BTC, res2, fcproj, BTC);
+    }
+    layernorm_forward_cpu(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3 + (L - 1) * BTC, p.lnfw, p.lnfb, B, T, C);
+    matmul_forward_cpu(a.logits, a.lnf, p.wte, NULL, B, T, C, Vp);
+    softmax_crossentropy_forward_cpu(a.losses, a.probs, a.logits, targets, B, T, V, Vp);
+    if (targets) {
+        double sum = 0.0;
+        for (size_t i = 0; i < BT; i++) { sum += a.losses[i]; }
+        m->mean_loss = (float)(sum / (double)BT);
+    } else {
+        m->mean_loss = -1.0f;
+    }
+}
+
+// sets the parameter gradients to zero (gpt2cpu_backward accumulates into them)
+static inline void gpt2cpu_zero_grad(GPT2CPU* m) {
+    memset(m->grads_memory, 0, m->num_params * sizeof(float));
+}
+
+// backward pass of the last forward (which needs targets): grads += d(mean loss)/d(params)
+static inline void gpt2cpu_backward(GPT2CPU* m) {
+    if (m->acts_memory == NULL || m->mean_loss < 0.0f) { die("gpt2cpu_backward: needs a forward pass with targets first"); }
+    const GPT2Config* c = &m->config;
+    int B = m->B, T = m->T;
+    int L = c->num_layers, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
+    memset(m->grad_acts_memory, 0, gpt2cpu_num_acts(c, B, T) * sizeof(float));
+    gpt2cpu_point_acts(&m->grad_acts, m->grad_acts_memory, c, B, T);
+    GPT2CPUParams p = m->params, g = m->grads;
+    GPT2CPUActs a = m->acts, d = m->grad_acts;
+    size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
+
+    for (size_t i = 0; i < BT; i++) { d.dlosses[i] = 1.0f / (float)BT; }
+    crossentropy_softmax_backward_cpu(d.logits, d.dlosses, a.probs, m->targets, B, T, V, Vp);
+    matmul_backward_cpu(d.lnf, g.wte, NULL, d.logits, a.lnf, p.wte, B, T, C, Vp);
+    layernorm_backward_cpu(d.residual3 + (L - 1) * BTC, g.lnfw, g.lnfb, d.lnf, a.residual3 + (L - 1) * BTC,
+                           p.lnfw, a.lnf_mean, a.lnf_rstd, B, T, C);
+    for (int l = L - 1; l >= 0; l--) {
+        const float* res = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
+        float* dres = l == 0 ? d.encoded : d.residual3 + (l - 1) * BTC;
+        size_t o = l * BTC;
+        // fcproj and its residual
+        residual_backward_cpu(d.residual2 + o, d.fcproj + o, d.residual3 + o, BTC);
+        matmul_backward_cpu(d.fch_gelu + 4 * o, g.fcprojw + (size_t)l * 4 * C * C, g.fcprojb + l * C, d.fcproj + o,
+                            a.fch_gelu + 4 * o, p.fcprojw + (size_t)l * 4 * C * C, B, T, 4 * C, C);
+        gelu_backward_cpu(d.fch + 4 * o, a.fch + 4 * o, d.fch_gelu + 4 * o, 4 * BTC);
+        matmul_backward_cpu(d.ln2 + o, g.fcw + (size_t)l * 4 * C * C, g.fcb + l * 4 * C, d.fch + 4 * o,
+                            a.ln2 + o, p.fcw + (size_t)l * 4 * C * C, B, T, C, 4 * C);
+        layernorm_backward_cpu(d.residual2 + o, g.ln2w + l * C, g.ln2b + l * C, d.ln2 + o, a.residual2 + o,
+                               p.ln2w + l * C, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, B, T, C);
+        // attention and its residual
+        residual_backward_cpu(dres, d.attproj + o, d.residual2 + o, BTC);
+        matmul_backward_cpu(d.atty + o, g.attprojw + (size_t)l * C * C, g.attprojb + l * C, d.attproj + o,
+                            a.atty + o, p.attprojw + (size_t)l * C * C, B, T, C, C);
+        attention_backward_cpu(d.qkv + 3 * o, d.atty + o, a.qkv + 3 * o, a.att + (size_t)l * B * NH * T * T, B, T, C, NH);
+        matmul_backward_cpu(d.ln1 + o, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + l * 3 * C, d.qkv + 3 * o,
+                            a.ln1 + o, p.qkvw + (size_t)l * 3 * C * C, B, T, C, 3 * C);
+        layernorm_backward_cpu(dres, g.ln1w + l * C, g.ln1b + l * C, d.ln1 + o, res,
+                               p.ln1w + l * C, a.ln1_mean + l * BT, a.ln1_rstd + l * BT, B, T, C);
+    }
+    encoder_backward_cpu(g.wte, g.wpe, d.encoded, m->inputs, B, T, C);
+}
+
+// global L2 norm of all parameter gradients
+static inline float gpt2cpu_grad_norm(const GPT2CPU* m) {
+    double sum = 0.0;
+    for (size_t i = 0; i < m->num_params; i++) { sum += (double)m->grads_memory[i] * m->grads_memory[i]; }
+    return (float)sqrt(sum);
+}
+
+// clips the gradients to global norm grad_clip (when > 0), then one AdamW step (1-based step), decaying
+// only the tensors gpt2_param_decays() names; returns the gradient norm before clipping
+static inline float gpt2cpu_update(GPT2CPU* m, float lr, float beta1, float beta2, float eps,
+                                   float weight_decay, float grad_clip, int step) {
+    float norm = gpt2cpu_grad_norm(m);
+    if (grad_clip > 0.0f && norm > grad_clip) {
+        float scale = grad_clip / norm;
+        for (size_t i = 0; i < m->num_params; i++) { m->grads_memory[i] *= scale; }
+    }
+    size_t off = 0;
+    for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) {
+        float wd = gpt2_param_decays(t) ? weight_decay : 0.0f;
+        adamw_update_cpu(m->params_memory + off, m->grads_memory + off, m->m_memory + off, m->v_memory + off,
+                         m->param_sizes[t], lr, beta1, beta2, eps, wd, step);
+        off += m->param_sizes[t];
+    }
+    return norm;
+}
+
+// frees everything gpt2cpu_build and gpt2cpu_forward allocated
+static inline void gpt2cpu_free(GPT2CPU* m) {
+    free(m->params_memory);
+    free(m->grads_memory);
+    free(m->m_memory);
+    free(m->v_memory);
+    free(m->acts_memory);
+    free(m->grad_acts_memory);
+    free(m->inputs);
+    free(m->targets);
+    memset(m, 0, sizeof(*m));
+}
+
+#endif

@@ -1,0 +1,105 @@
+// LayerNorm (eps 1e-5) forward, optionally fused with the residual add that precedes it, and backward.
+#ifndef LLMC_LAYERNORM_CUH
+#define LLMC_LAYERNORM_CUH
+
+#include "cuda_common.cuh"
+#include "matmul.cuh"
+
+// One warp per row: res = a + b (or res = a when b is NULL; res_out written only when b is given),
+// out = (res - mean) * rstd * weight + bias, and mean/rstd saved for the backward pass.
+// Traffic: reads a (and b) once from DRAM (re-reads hit L1/L2), writes out (and res_out).
+__global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, floatX* res_out,
+                                         const floatX* a, const floatX* b, const floatX* weight,
+                                         const floatX* bias, int N, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N) { return; }
+    const floatX* ar = a + (size_t)row * C;
+    const floatX* br = b ? b + (size_t)row * C : NULL;
+    float sum = 0.0f;
+    for (int c = lane * 8; c < C; c += 32 * 8) {
+        x128 av = load128(ar + c);
+        if (br) {
+            x128 bv = load128(br + c);
+            for (int i = 0; i < 8; i++) { av[i] = (floatX)((float)av[i] + (float)bv[i]); }
+            store128(res_out + (size_t)row * C + c, av);
+        }
+        for (int i = 0; i < 8; i++) { sum += (float)av[i]; }
+    }
+    float mu = warp_sum(sum) / C;
+    const floatX* xr = br ? res_out + (size_t)row * C : ar;   // each lane re-reads only what it wrote
+    float var = 0.0f;
+    for (int c = lane * 8; c < C; c += 32 * 8) {
+        x128 xv = load128(xr + c);
+        for (int i = 0; i < 8; i++) { float d = (float)xv[i] - mu; var += d * d; }
+    }
+    float rs = rsqrtf(warp_sum(var) / C + 1e-5f);
+    for (int c = lane * 8; c < C; c += 32 * 8) {
+        x128 xv = load128(xr + c), wv = load128(weight + c), bv = load128(bias + c), ov;
+        for (int i = 0; i < 8; i++) { ov[i] = (floatX)(((float)xv[i] - mu) * rs * (float)wv[i] + (float)bv[i]); }
+        store128(out + (size_t)row * C + c, ov);
+    }
+    if (lane == 0) { mean[row] = mu; rstd[row] = rs; }
+}
+
+// dinp[r] += rstd * (g - mean(g) - y * mean(g * y)) with g = dout * weight, y = normalized input.
+// One warp per row. Traffic: reads dout, inp, dinp once, writes dinp.
+__global__ void layernorm_backward_dinp_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
+                                               const float* mean, const float* rstd, const floatX* weight,
+                                               int N, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N) { return; }
+    const floatX* dr = dout + (size_t)row * C;
+    const floatX* xr = inp + (size_t)row * C;
+    float mu = mean[row], rs = rstd[row];
+    float sum_g = 0.0f, sum_gy = 0.0f;
+    for (int c = lane * 8; c < C; c += 32 * 8) {
+        x128 dv = load128(dr + c), xv = load128(xr + c), wv = load128(weight + c);
+        for (int i = 0; i < 8; i++) {
+            float g = (float)dv[i] * (float)wv[i];
+            sum_g += g;
+            sum_gy += g * ((float)xv[i] - mu) * rs;
+        }
+    }
+    float mean_g = warp_sum(sum_g) / C, mean_gy = warp_sum(sum_gy) / C;
+    floatX* dir = dinp + (size_t)row * C;
+    for (int c = lane * 8; c < C; c += 32 * 8) {
+        x128 dv = load128(dr + c), xv = load128(xr + c), wv = load128(weight + c), iv = load128(dir + c);
+        for (int i = 0; i < 8; i++) {
+            float g = (float)dv[i] * (float)wv[i];
+            float y = ((float)xv[i] - mu) * rs;
+            iv[i] = (floatX)((float)iv[i] + rs * (g - mean_g - y * mean_gy));
+        }
+        store128(dir + c, iv);
+    }
+}
+
+static inline void layernorm_check_shape(int C) {
+    if (C % 8 != 0) { die("layernorm: channels C=%d must be a multiple of 8", C); }
+}
+
+// out = LayerNorm(a + b); res_out = a + b. Pass b = NULL (and res_out = NULL) for a plain LayerNorm of a.
+static inline void layernorm_forward(floatX* out, float* mean, float* rstd, floatX* res_out, const floatX* a,
+                                     const floatX* b, const floatX* weight, const floatX* bias, int N, int C,
+                                     cudaStream_t stream) {
+    layernorm_check_shape(C);
+    const int warps_per_block = 8;
+    layernorm_forward_kernel<<<ceil_div(N, warps_per_block), warps_per_block * 32, 0, stream>>>(
+        out, mean, rstd, res_out, a, b, weight, bias, N, C);
+    cudaCheckLaunch();
+}
+
+// dinp += dLayerNorm/dinp; dweight += ..., dbias += ... (deterministic, FP32 accumulators)
+static inline void layernorm_backward(floatX* dinp, float* dweight, float* dbias, float* scratch, const floatX* dout,
+                                      const floatX* inp, const float* mean, const float* rstd, const floatX* weight,
+                                      int N, int C, cudaStream_t stream) {
+    layernorm_check_shape(C);
+    const int warps_per_block = 8;
+    layernorm_backward_dinp_kernel<<<ceil_div(N, warps_per_block), warps_per_block * 32, 0, stream>>>(
+        dinp, dout, inp, mean, rstd, weight, N, C);
+    cudaCheckLaunch();
+    column_sums<COLSUM_LAYERNORM>(dweight, dbias, scratch, dout, inp, mean, rstd, N, C, stream);
+}
+
+#endif

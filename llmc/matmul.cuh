@@ -1,0 +1,175 @@
+// Dense GEMMs through cuBLASLt (BF16 operands, FP32 accumulation, BF16 or FP32 output, optional bias
+// epilogue, strided batches) and the deterministic column sums used for bias and norm gradients.
+#ifndef LLMC_MATMUL_CUH
+#define LLMC_MATMUL_CUH
+
+#include <cublasLt.h>
+#include "cuda_common.cuh"
+
+static cublasLtHandle_t cublaslt_handle;
+static void* cublaslt_workspace = NULL;
+static const size_t cublaslt_workspace_size = 32 * 1024 * 1024;
+
+static inline void cublas_check_(cublasStatus_t status, const char* file, int line) {
+    if (status != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "error: cuBLAS status %d [%s:%d]\n", (int)status, file, line);
+        exit(EXIT_FAILURE);
+    }
+}
+#define cublasCheck(status) cublas_check_((status), __FILE__, __LINE__)
+
+static inline void matmul_init(void) {
+    cublasCheck(cublasLtCreate(&cublaslt_handle));
+    cublaslt_workspace = device_malloc(cublaslt_workspace_size, "cuBLASLt workspace");
+}
+
+static inline void matmul_free(void) {
+    cudaCheck(cudaFree(cublaslt_workspace));
+    cublasCheck(cublasLtDestroy(cublaslt_handle));
+}
+
+// One GEMM in cuBLAS's column-major terms: D[m x n] = op(A)[m x k] op(B)[k x n] (+ beta * D) (+ bias[m]).
+// A is stored k x m when trans_a (else m x k), B is stored n x k when trans_b (else k x n), all packed.
+// A row-major matrix X[r x c] is the column-major X^T, so the linear layer y = x W^T over N tokens is
+// matmul(y, W, x, OC, N, C, trans_a=true, trans_b=false). d_fp32 selects an FP32 D (gradient accumulators).
+struct GemmBatch { int count; long stride_a, stride_b, stride_d; };
+static const GemmBatch gemm_single = {1, 0, 0, 0};
+
+static inline void matmul(void* d, bool d_fp32, const floatX* a, const floatX* b, const floatX* bias,
+                          int m, int n, int k, bool trans_a, bool trans_b, float beta, GemmBatch batch,
+                          cudaStream_t stream) {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    if (bias != NULL) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        cudaDataType_t bias_type = CUDA_R_16BF;
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    }
+    cudaDataType_t d_type = d_fp32 ? CUDA_R_32F : CUDA_R_16BF;
+    cublasCheck(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, trans_a ? k : m, trans_a ? m : k, trans_a ? k : m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&ld, d_type, m, n, m));
+    if (batch.count > 1) {
+        cublasLtMatrixLayout_t layouts[3] = {la, lb, ld};
+        long strides[3] = {batch.stride_a, batch.stride_b, batch.stride_d};
+        for (int i = 0; i < 3; i++) {
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch.count, sizeof(int)));
+            int64_t s = strides[i];
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof(s)));
+        }
+    }
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &cublaslt_workspace_size, sizeof(cublaslt_workspace_size)));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, la, lb, ld, ld, pref, 1, &heur, &found));
+    if (found == 0) {
+        die("cuBLASLt has no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d batch=%d bias=%d", m, n, k,
+            (int)trans_a, (int)trans_b, batch.count, bias != NULL);
+    }
+    const float alpha = 1.0f;
+    cublasCheck(cublasLtMatmul(cublaslt_handle, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur.algo,
+                               cublaslt_workspace, cublaslt_workspace_size, stream));
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasCheck(cublasLtMatmulDescDestroy(desc));
+    cublasCheck(cublasLtMatrixLayoutDestroy(la));
+    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
+    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
+}
+
+// ----------------------------------------------------------------------------
+// Deterministic column sums over the rows of a row-major [N x C] BF16 tensor, in two launches with a
+// fixed reduction order: partial sums per row-chunk, then a sum over chunks added into FP32 outputs.
+// Mode PLAIN: out0[c] += sum_r x[r,c] (bias gradient). Mode LAYERNORM: with y = the normalized input
+// (inp - mean[r]) * rstd[r], out0[c] += sum_r x[r,c] y[r,c] (dweight) and out1[c] += sum_r x[r,c] (dbias).
+
+enum ColumnSumMode { COLSUM_PLAIN = 1, COLSUM_LAYERNORM = 2 };
+static const int colsum_rows_per_warp_iter = 8;   // warps of a block take rows in this interleave
+static const int colsum_max_chunks = 256;
+
+// partial[chunk][out][c] = sums over this chunk's rows; each thread owns 8 consecutive columns.
+// Traffic: reads x (and inp) once; writes outputs * C * chunks floats.
+template <int MODE>
+__global__ void column_sums_partial_kernel(float* partial, const floatX* x, const floatX* inp, const float* mean,
+                                           const float* rstd, int N, int C, int rows_per_chunk) {
+    __shared__ float smem[MODE][8][256 + 8];
+    int col = (blockIdx.x * 32 + threadIdx.x) * 8;
+    int r0 = blockIdx.y * rows_per_chunk, r1 = min(N, r0 + rows_per_chunk);
+    float acc[MODE][8] = {};
+    if (col < C) {
+        for (int r = r0 + threadIdx.y; r < r1; r += blockDim.y) {
+            x128 xv = load128(x + (size_t)r * C + col);
+            if (MODE == COLSUM_LAYERNORM) {
+                x128 iv = load128(inp + (size_t)r * C + col);
+                float mu = mean[r], rs = rstd[r];
+                for (int i = 0; i < 8; i++) {
+                    float g = (float)xv[i];
+                    acc[0][i] += g * ((float)iv[i] - mu) * rs;
+                    acc[MODE - 1][i] += g;
+                }
+            } else {
+                for (int i = 0; i < 8; i++) { acc[0][i] += (float)xv[i]; }
+            }
+        }
+    }
+    for (int o = 0; o < MODE; o++) {
+        for (int i = 0; i < 8; i++) { smem[o][threadIdx.y][threadIdx.x * 8 + i] = acc[o][i]; }
+    }
+    __syncthreads();
+    // the first warp sums the 8 warps' partials in order, 8 columns per thread
+    if (threadIdx.y == 0 && col < C) {
+        for (int o = 0; o < MODE; o++) {
+            for (int i = 0; i < 8; i++) {
+                float s = 0.0f;
+                for (int w = 0; w < (int)blockDim.y; w++) { s += smem[o][w][threadIdx.x * 8 + i]; }
+                partial[((size_t)blockIdx.y * MODE + o) * C + col + i] = s;
+            }
+        }
+    }
+}
+
+// out_o[c] += sum over chunks of partial[chunk][o][c], chunks in order. Traffic: chunks * MODE * C floats.
+template <int MODE>
+__global__ void column_sums_final_kernel(float* out0, float* out1, const float* partial, int C, int chunks) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) { return; }
+    for (int o = 0; o < MODE; o++) {
+        float s = 0.0f;
+        for (int ch = 0; ch < chunks; ch++) { s += partial[((size_t)ch * MODE + o) * C + c]; }
+        float* out = (o == 0) ? out0 : out1;
+        out[c] += s;
+    }
+}
+
+// bytes of scratch the column sums need for width C
+static inline size_t column_sums_scratch_bytes(int C) { return (size_t)colsum_max_chunks * 2 * C * sizeof(float); }
+
+template <int MODE>
+static inline void column_sums(float* out0, float* out1, float* scratch, const floatX* x, const floatX* inp,
+                               const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
+    if (C % 8 != 0) { die("column_sums: C=%d must be a multiple of 8", C); }
+    int col_blocks = ceil_div(C, 256);
+    int chunks = min(colsum_max_chunks, max(1, 132 * 4 / col_blocks));
+    int rows_per_chunk = ceil_div(N, chunks);
+    chunks = ceil_div(N, rows_per_chunk);
+    dim3 grid(col_blocks, chunks), block(32, 8);
+    column_sums_partial_kernel<MODE><<<grid, block, 0, stream>>>(scratch, x, inp, mean, rstd, N, C, rows_per_chunk);
+    cudaCheckLaunch();
+    column_sums_final_kernel<MODE><<<ceil_div(C, 256), 256, 0, stream>>>(out0, out1, scratch, C, chunks);
+    cudaCheckLaunch();
+}
+
+// dbias[c] += sum over the N rows of dout[r, c]
+static inline void bias_backward(float* dbias, float* scratch, const floatX* dout, int N, int C, cudaStream_t stream) {
+    column_sums<COLSUM_PLAIN>(dbias, NULL, scratch, dout, NULL, NULL, NULL, N, C, stream);
+}
+
+#endif

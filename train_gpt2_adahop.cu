@@ -1,0 +1,655 @@
+// GPT-2 training on one GPU with explicit forward and backward passes.
+// Read top to bottom: the model's memory (parameters, optimizer state, activations), the forward pass,
+// the backward pass, the optimizer step, then the training loop with data, validation, sampling,
+// logging and checkpoints. Parameters and activations are BF16, gradients and AdamW state FP32,
+// with FP32 master weights. Every reduction has a fixed order, so a run is bit-for-bit repeatable.
+#include <time.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include "llmc/utils.h"
+#include "llmc/rand.h"
+#include "llmc/gpt2_config.h"
+#include "llmc/checkpoint.h"
+#include "llmc/schedule.h"
+#include "llmc/sampler.h"
+#include "llmc/dataloader.h"
+#include "llmc/tokenizer.h"
+#include "llmc/cuda_common.cuh"
+#include "llmc/matmul.cuh"
+#include "llmc/encoder.cuh"
+#include "llmc/layernorm.cuh"
+#include "llmc/attention.cuh"
+#include "llmc/gelu.cuh"
+#include "llmc/classifier.cuh"
+#include "llmc/adamw.cuh"
+
+// ----------------------------------------------------------------------------
+// activations kept for the backward pass, and scratch buffers
+
+enum { A_ENCODED, A_LN1, A_QKV, A_ATTY, A_ATT, A_RES2, A_LN2, A_FCH, A_FCH_GELU, A_RES3, A_LNF, A_LOGITS,
+       A_QKVR, A_SCORES, A_YR, A_DQKVR, A_DRES, A_D4C, A_DC, NUM_ACT_TENSORS };
+
+typedef struct {
+    floatX* t[NUM_ACT_TENSORS];
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd;
+    float* losses;     // [B*T], summed over the micro-steps of one optimizer step
+} Activations;
+
+// elements of each activation tensor for a micro-batch of B x T
+static void activation_sizes(const GPT2Config* c, int B, int T, size_t sizes[NUM_ACT_TENSORS]) {
+    size_t L = c->num_layers, C = c->channels, NH = c->num_heads, BT = (size_t)B * T;
+    sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = L * BT * C;       sizes[A_QKV] = L * BT * 3 * C;
+    sizes[A_ATTY] = L * BT * C;     sizes[A_ATT] = L * B * NH * T * T; sizes[A_RES2] = L * BT * C;
+    sizes[A_LN2] = L * BT * C;      sizes[A_FCH] = L * BT * 4 * C;   sizes[A_FCH_GELU] = L * BT * 4 * C;
+    sizes[A_RES3] = L * BT * C;     sizes[A_LNF] = BT * C;           sizes[A_LOGITS] = BT * c->padded_vocab_size;
+    sizes[A_QKVR] = BT * 3 * C;     sizes[A_SCORES] = B * NH * T * T; sizes[A_YR] = BT * C;
+    sizes[A_DQKVR] = BT * 3 * C;    sizes[A_DRES] = BT * C;          sizes[A_D4C] = BT * 4 * C;
+    sizes[A_DC] = BT * C;
+}
+
+// ----------------------------------------------------------------------------
+// the model
+
+typedef struct {
+    GPT2Config config;
+    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t num_params;
+    floatX* params;                         // BF16 copy used by forward/backward
+    floatX* w[NUM_PARAMETER_TENSORS];       // views into params
+    float* master;                          // FP32 master weights
+    float* grads;                           // FP32 gradients, accumulated over micro-steps
+    float* g[NUM_PARAMETER_TENSORS];        // views into grads
+    float *adam_m, *adam_v;
+    Activations acts;
+    int max_B, max_T;                       // what the activations were sized for
+    float* scratch;                         // column-sum partials, then the grad norm
+    // host -> device staging of a micro-batch: inputs, targets and the per-token position groups
+    int* staging_host;                      // pinned
+    int* staging_dev;
+    int* token_counts;                      // host, V ints, for the grouping
+    int num_distinct_tokens;
+    cudaEvent_t staging_done;
+    cudaStream_t stream;
+} GPT2;
+
+static void staging_layout(int BT, size_t offs[6]) {
+    // inputs, targets, tokens, offsets (BT+1), positions; offs[5] = total ints
+    offs[0] = 0; offs[1] = BT; offs[2] = 2 * (size_t)BT; offs[3] = 3 * (size_t)BT; offs[4] = 4 * (size_t)BT + 1;
+    offs[5] = 5 * (size_t)BT + 1;
+}
+
+// device bytes the model needs at micro-batch B x T: used to refuse a batch that cannot fit, before allocating
+static size_t gpt2_device_bytes(const GPT2Config* c, int B, int T) {
+    size_t n = gpt2_num_params(c), sizes[NUM_ACT_TENSORS], act = 0, offs[6];
+    activation_sizes(c, B, T, sizes);
+    for (int i = 0; i < NUM_ACT_TENSORS; i++) { act += sizes[i]; }
+    staging_layout(B * T, offs);
+    size_t stats = (size_t)c->num_layers * 4 * B * T + 2 * (size_t)B * T + (size_t)B * T;
+    return n * (sizeof(floatX) + 4 * sizeof(float)) + act * sizeof(floatX) + stats * sizeof(float) +
+           column_sums_scratch_bytes(4 * c->channels) + offs[5] * sizeof(int) + cublaslt_workspace_size;
+}
+
+static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, int B, int T) {
+    memset(m, 0, sizeof(*m));
+    m->config = *c;
+    m->max_B = B; m->max_T = T;
+    if (T > c->max_seq_len) { die("sequence length T=%d exceeds the model's max_seq_len %d", T, c->max_seq_len); }
+    size_t free_b, total_b, need = gpt2_device_bytes(c, B, T);
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    if (need > free_b) {
+        die("micro-batch B=%d T=%d needs %.1f GiB of GPU memory, only %.1f GiB of %.1f GiB are free: reduce -b or -t "
+            "(gradient accumulation through -d keeps the total batch)", B, T, need / 1073741824.0, free_b / 1073741824.0,
+            total_b / 1073741824.0);
+    }
+    gpt2_param_sizes(c, m->param_sizes);
+    size_t n = m->num_params = gpt2_num_params(c);
+    m->params = (floatX*)device_malloc(n * sizeof(floatX), "parameters (BF16)");
+    m->master = (float*)device_malloc(n * sizeof(float), "master weights");
+    m->grads = (float*)device_malloc(n * sizeof(float), "gradients");
+    m->adam_m = (float*)device_malloc(n * sizeof(float), "AdamW m");
+    m->adam_v = (float*)device_malloc(n * sizeof(float), "AdamW v");
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        m->w[i] = m->params + off;
+        m->g[i] = m->grads + off;
+        off += m->param_sizes[i];
+    }
+    size_t sizes[NUM_ACT_TENSORS];
+    activation_sizes(c, B, T, sizes);
+    for (int i = 0; i < NUM_ACT_TENSORS; i++) { m->acts.t[i] = (floatX*)device_malloc(sizes[i] * sizeof(floatX), "activations"); }
+    size_t LBT = (size_t)c->num_layers * B * T, BT = (size_t)B * T;
+    float** stats[6] = {&m->acts.ln1_mean, &m->acts.ln1_rstd, &m->acts.ln2_mean, &m->acts.ln2_rstd,
+                        &m->acts.lnf_mean, &m->acts.lnf_rstd};
+    for (int i = 0; i < 6; i++) { *stats[i] = (float*)device_malloc((i < 4 ? LBT : BT) * sizeof(float), "norm statistics"); }
+    m->acts.losses = (float*)device_malloc(BT * sizeof(float), "losses");
+    m->scratch = (float*)device_malloc(column_sums_scratch_bytes(4 * c->channels), "reduction scratch");
+    size_t offs[6];
+    staging_layout((int)BT, offs);
+    cudaCheck(cudaMallocHost((void**)&m->staging_host, offs[5] * sizeof(int)));
+    m->staging_dev = (int*)device_malloc(offs[5] * sizeof(int), "input staging");
+    m->token_counts = (int*)malloc_check((size_t)c->padded_vocab_size * sizeof(int));
+    cudaCheck(cudaEventCreateWithFlags(&m->staging_done, cudaEventDisableTiming));
+    cudaCheck(cudaStreamCreate(&m->stream));
+    cudaCheck(cudaMemcpy(m->master, master_init, n * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemset(m->adam_m, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(m->adam_v, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(m->grads, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(m->acts.losses, 0, BT * sizeof(float)));
+}
+
+// BF16 compute copy of the master weights (round to nearest)
+__global__ void round_to_bf16_kernel(floatX* out, const float* in, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { out[i] = (floatX)in[i]; }
+}
+
+static void gpt2_sync_params(GPT2* m) {
+    round_to_bf16_kernel<<<ceil_div((long)m->num_params, 512), 512, 0, m->stream>>>(m->params, m->master, m->num_params);
+    cudaCheckLaunch();
+}
+
+static void gpt2_free(GPT2* m) {
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    void* bufs[] = {m->params, m->master, m->grads, m->adam_m, m->adam_v, m->acts.ln1_mean, m->acts.ln1_rstd,
+                    m->acts.ln2_mean, m->acts.ln2_rstd, m->acts.lnf_mean, m->acts.lnf_rstd, m->acts.losses,
+                    m->scratch, m->staging_dev};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
+    for (int i = 0; i < NUM_ACT_TENSORS; i++) { cudaCheck(cudaFree(m->acts.t[i])); }
+    cudaCheck(cudaFreeHost(m->staging_host));
+    free(m->token_counts);
+    cudaCheck(cudaEventDestroy(m->staging_done));
+    cudaCheck(cudaStreamDestroy(m->stream));
+}
+
+// Copies a micro-batch to the device together with the token grouping of the embedding backward.
+// The staging buffer is reused only after the previous copy has left it.
+static void gpt2_stage_batch(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+    int BT = B * T, V = m->config.vocab_size;
+    size_t offs[6];
+    staging_layout(BT, offs);
+    cudaCheck(cudaEventSynchronize(m->staging_done));
+    int* h = m->staging_host;
+    for (int i = 0; i < BT; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V || (targets && (targets[i] < 0 || targets[i] >= V))) {
+            die("token out of range [0, %d) at position %d of the batch", V, i);
+        }
+    }
+    memcpy(h + offs[0], inputs, BT * sizeof(int));
+    if (targets) { memcpy(h + offs[1], targets, BT * sizeof(int)); }
+    m->num_distinct_tokens = encoder_group_positions(inputs, BT, V, m->token_counts, h + offs[2], h + offs[3], h + offs[4]);
+    cudaCheck(cudaMemcpyAsync(m->staging_dev, h, offs[5] * sizeof(int), cudaMemcpyHostToDevice, m->stream));
+    cudaCheck(cudaEventRecord(m->staging_done, m->stream));
+}
+
+// ----------------------------------------------------------------------------
+// forward pass: logits for a staged micro-batch; with targets, per-token losses are added into acts.losses,
+// and when dloss != 0 the logits are replaced by d(loss)/d(logits) * dloss for the backward pass.
+
+static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T, float dloss) {
+    const GPT2Config* c = &m->config;
+    if (B > m->max_B || T > m->max_T) { die("forward with B=%d T=%d, but the model was sized for B=%d T=%d", B, T, m->max_B, m->max_T); }
+    gpt2_stage_batch(m, inputs, targets, B, T);
+    int L = c->num_layers, C = c->channels, NH = c->num_heads, N = B * T;
+    size_t offs[6];
+    staging_layout(N, offs);
+    Activations* a = &m->acts;
+    floatX** w = m->w;
+    cudaStream_t s = m->stream;
+    encoder_forward(a->t[A_ENCODED], m->staging_dev + offs[0], w[P_WTE], w[P_WPE], B, T, C, s);
+    // the first LayerNorm has no residual add before it
+    layernorm_forward(a->t[A_LN1], a->ln1_mean, a->ln1_rstd, NULL, a->t[A_ENCODED], NULL, w[P_LN1W], w[P_LN1B], N, C, s);
+    for (int l = 0; l < L; l++) {
+        size_t nc = (size_t)N * C;
+        floatX* ln1 = a->t[A_LN1] + l * nc;
+        floatX* qkv = a->t[A_QKV] + l * 3 * nc;
+        floatX* atty = a->t[A_ATTY] + l * nc;
+        floatX* att = a->t[A_ATT] + (size_t)l * B * NH * T * T;
+        floatX* res_in = l == 0 ? a->t[A_ENCODED] : a->t[A_RES3] + (l - 1) * nc;
+        floatX* res2 = a->t[A_RES2] + l * nc;
+        floatX* ln2 = a->t[A_LN2] + l * nc;
+        floatX* fch = a->t[A_FCH] + l * 4 * nc;
+        floatX* fch_gelu = a->t[A_FCH_GELU] + l * 4 * nc;
+        floatX* res3 = a->t[A_RES3] + l * nc;
+        // the block's linear layers: y = x W^T + b, each one GEMM (see matmul())
+        matmul(qkv, false, w[P_QKVW] + (size_t)l * 3 * C * C, ln1, w[P_QKVB] + l * 3 * C, 3 * C, N, C, true, false, 0.0f, gemm_single, s);
+        attention_forward(atty, att, a->t[A_QKVR], a->t[A_SCORES], a->t[A_YR], qkv, B, T, C, NH, s);
+        // attention projection output goes to the scratch A_DC, then residual add + LayerNorm in one kernel
+        matmul(a->t[A_DC], false, w[P_ATTPROJW] + (size_t)l * C * C, atty, w[P_ATTPROJB] + l * C, C, N, C, true, false, 0.0f, gemm_single, s);
+        layernorm_forward(ln2, a->ln2_mean + l * N, a->ln2_rstd + l * N, res2, res_in, a->t[A_DC], w[P_LN2W] + l * C, w[P_LN2B] + l * C, N, C, s);
+        matmul(fch, false, w[P_FCW] + (size_t)l * 4 * C * C, ln2, w[P_FCB] + l * 4 * C, 4 * C, N, C, true, false, 0.0f, gemm_single, s);
+        gelu_forward(fch_gelu, fch, (long)N * 4 * C, s);
+        matmul(a->t[A_DC], false, w[P_FCPROJW] + (size_t)l * 4 * C * C, fch_gelu, w[P_FCPROJB] + l * C, C, N, 4 * C, true, false, 0.0f, gemm_single, s);
+        // residual add, then the next layer's first LayerNorm (or the final one)
+        bool last = l == L - 1;
+        floatX* next_ln = last ? a->t[A_LNF] : a->t[A_LN1] + (l + 1) * nc;
+        float* next_mean = last ? a->lnf_mean : a->ln1_mean + (l + 1) * N;
+        float* next_rstd = last ? a->lnf_rstd : a->ln1_rstd + (l + 1) * N;
+        const floatX* nw = last ? w[P_LNFW] : w[P_LN1W] + (l + 1) * C;
+        const floatX* nb = last ? w[P_LNFB] : w[P_LN1B] + (l + 1) * C;
+        layernorm_forward(next_ln, next_mean, next_rstd, res3, res2, a->t[A_DC], nw, nb, N, C, s);
+    }
+    // classifier: logits over the padded vocabulary with the tied embedding
+    matmul(a->t[A_LOGITS], false, w[P_WTE], a->t[A_LNF], NULL, c->padded_vocab_size, N, C, true, false, 0.0f, gemm_single, s);
+    if (targets) {
+        softmax_crossentropy(a->t[A_LOGITS], a->losses, m->staging_dev + offs[1], N, c->vocab_size, c->padded_vocab_size, dloss, s);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// backward pass: gradients of the loss of the last forward (which ran with dloss != 0), added into grads
+
+// dinp = dout W; dW += dout^T inp; db += column sums of dout. dout [N x OC], inp [N x IC], W [OC x IC].
+static void linear_backward(floatX* dinp, float* dweight, float* dbias, float* scratch, const floatX* dout,
+                            const floatX* inp, const floatX* weight, int N, int IC, int OC, cudaStream_t s) {
+    matmul(dinp, false, weight, dout, NULL, IC, N, OC, false, false, 0.0f, gemm_single, s);
+    matmul(dweight, true, inp, dout, NULL, IC, OC, N, false, true, 1.0f, gemm_single, s);
+    if (dbias) { bias_backward(dbias, scratch, dout, N, OC, s); }
+}
+
+static void gpt2_backward(GPT2* m, int B, int T) {
+    const GPT2Config* c = &m->config;
+    int L = c->num_layers, C = c->channels, NH = c->num_heads, N = B * T;
+    size_t nc = (size_t)N * C, offs[6];
+    staging_layout(N, offs);
+    Activations* a = &m->acts;
+    floatX** w = m->w;
+    float** g = m->g;
+    cudaStream_t s = m->stream;
+    floatX *dres = a->t[A_DRES], *d4c = a->t[A_D4C], *dc = a->t[A_DC];
+    // classifier: the logits buffer holds dlogits now
+    linear_backward(dc, g[P_WTE], NULL, m->scratch, a->t[A_LOGITS], a->t[A_LNF], w[P_WTE], N, C, c->padded_vocab_size, s);
+    cudaCheck(cudaMemsetAsync(dres, 0, nc * sizeof(floatX), s));
+    layernorm_backward(dres, g[P_LNFW], g[P_LNFB], m->scratch, dc, a->t[A_RES3] + (L - 1) * nc, a->lnf_mean, a->lnf_rstd,
+                       w[P_LNFW], N, C, s);
+    for (int l = L - 1; l >= 0; l--) {
+        floatX* ln1 = a->t[A_LN1] + l * nc;
+        floatX* qkv = a->t[A_QKV] + l * 3 * nc;
+        floatX* atty = a->t[A_ATTY] + l * nc;
+        floatX* att = a->t[A_ATT] + (size_t)l * B * NH * T * T;
+        floatX* res_in = l == 0 ? a->t[A_ENCODED] : a->t[A_RES3] + (l - 1) * nc;
+        floatX* res2 = a->t[A_RES2] + l * nc;
+        floatX* ln2 = a->t[A_LN2] + l * nc;
+        floatX* fch = a->t[A_FCH] + l * 4 * nc;
+        floatX* fch_gelu = a->t[A_FCH_GELU] + l * 4 * nc;
+        size_t cc = (size_t)C * C;
+        // MLP
+        linear_backward(d4c, g[P_FCPROJW] + l * 4 * cc, g[P_FCPROJB] + l * C, m->scratch, dres, fch_gelu,
+                        w[P_FCPROJW] + l * 4 * cc, N, 4 * C, C, s);
+        gelu_backward(d4c, fch, (long)N * 4 * C, s);
+        linear_backward(dc, g[P_FCW] + l * 4 * cc, g[P_FCB] + l * 4 * C, m->scratch, d4c, ln2, w[P_FCW] + l * 4 * cc,
+                        N, C, 4 * C, s);
+        layernorm_backward(dres, g[P_LN2W] + l * C, g[P_LN2B] + l * C, m->scratch, dc, res2, a->ln2_mean + l * N,
+                           a->ln2_rstd + l * N, w[P_LN2W] + l * C, N, C, s);
+        // attention
+        linear_backward(dc, g[P_ATTPROJW] + l * cc, g[P_ATTPROJB] + l * C, m->scratch, dres, atty, w[P_ATTPROJW] + l * cc,
+                        N, C, C, s);
+        attention_backward(d4c, a->t[A_QKVR], a->t[A_DQKVR], a->t[A_SCORES], a->t[A_YR], dc, qkv, att, B, T, C, NH, s);
+        linear_backward(dc, g[P_QKVW] + l * 3 * cc, g[P_QKVB] + l * 3 * C, m->scratch, d4c, ln1, w[P_QKVW] + l * 3 * cc,
+                        N, C, 3 * C, s);
+        layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, m->scratch, dc, res_in, a->ln1_mean + l * N,
+                           a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
+    }
+    encoder_backward(g[P_WTE], g[P_WPE], dres, m->staging_dev + offs[2], m->staging_dev + offs[3],
+                     m->staging_dev + offs[4], m->num_distinct_tokens, B, T, C, s);
+}
+
+// ----------------------------------------------------------------------------
+// optimizer step
+
+static void gpt2_zero_grad(GPT2* m) {
+    cudaCheck(cudaMemsetAsync(m->grads, 0, m->num_params * sizeof(float), m->stream));
+    cudaCheck(cudaMemsetAsync(m->acts.losses, 0, (size_t)m->max_B * m->max_T * sizeof(float), m->stream));
+}
+
+// clips to grad_clip (when > 0) and runs AdamW on every tensor; returns the gradient norm before clipping
+static float gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int step) {
+    global_norm(m->scratch, m->grads, m->num_params, m->stream);
+    float norm;
+    cudaCheck(cudaMemcpyAsync(&norm, m->scratch + norm_blocks, sizeof(float), cudaMemcpyDeviceToHost, m->stream));
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    float scale = (grad_clip > 0.0f && norm > grad_clip) ? grad_clip / norm : 1.0f;
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        float wd = gpt2_param_decays(i) ? weight_decay : 0.0f;
+        adamw_update(m->params + off, m->master + off, m->grads + off, m->adam_m + off, m->adam_v + off,
+                     m->param_sizes[i], lr, beta1, beta2, step, eps, wd, scale, m->stream);
+        off += m->param_sizes[i];
+    }
+    return norm;
+}
+
+// mean of the per-token losses of the last optimizer step (waits for the GPU)
+static float gpt2_mean_loss(GPT2* m, int B, int T, int micro_steps) {
+    int N = B * T;
+    float* h = (float*)malloc_check((size_t)N * sizeof(float));
+    cudaCheck(cudaMemcpyAsync(h, m->acts.losses, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost, m->stream));
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) { sum += h[i]; }
+    free(h);
+    return (float)(sum / ((double)N * micro_steps));
+}
+
+#ifndef TESTING
+// ----------------------------------------------------------------------------
+// training run: flags, data, validation, sampling, logging, checkpoints
+
+typedef struct {
+    const char* train_pattern;
+    const char* val_pattern;
+    const char* init;            // "dN" for a fresh GPT-2 of depth N, else a checkpoint/model file
+    const char* out_dir;         // log and checkpoints; NULL = neither
+    const char* tokenizer_path;
+    int B, T, total_batch, max_steps, warmup, val_every, val_batches, sample_every, gen_tokens, ckpt_every, resume;
+    float lr, final_lr_frac, weight_decay, grad_clip;
+    uint64_t seed;
+} Options;
+
+static void usage(const char* prog) {
+    printf("Usage: %s [options]\n"
+           "Trains GPT-2 on one GPU (BF16 compute, FP32 master weights and optimizer state).\n"
+           "  -i <glob>  training token shards             (default data/tinyshakespeare_train.bin)\n"
+           "  -j <glob>  validation token shards           (default data/tinyshakespeare_val.bin)\n"
+           "  -e <init>  d6|d12|d24|d36|d48 = fresh GPT-2 of that depth, or a model/checkpoint file (default d6)\n"
+           "  -o <dir>   output directory for main.log and checkpoints (default: none)\n"
+           "  -b <int>   micro-batch size B                (default 16)\n"
+           "  -t <int>   sequence length T, multiple of 8  (default 256)\n"
+           "  -d <int>   total batch in tokens; a multiple of B*T, the rest is gradient accumulation (default B*T)\n"
+           "  -x <int>   optimizer steps                   (default 200)\n"
+           "  -l <f>     peak learning rate                (default 1e-3)\n"
+           "  -u <int>   warmup steps                      (default 20)\n"
+           "  -q <f>     final learning rate as a fraction of the peak, cosine decay (default 0.1)\n"
+           "  -c <f>     AdamW weight decay on matrices    (default 0.1)\n"
+           "  -k <f>     clip the gradient global norm to this, 0 = off (default 1.0)\n"
+           "  -v <int>   validation every N steps, 0 = never (default 50)\n"
+           "  -m <int>   validation batches, -1 = the whole validation set (default 20)\n"
+           "  -s <int>   print a sample every N steps, 0 = never (default 100)\n"
+           "  -g <int>   tokens per sample                 (default 64)\n"
+           "  -n <int>   write a checkpoint every N steps to the -o dir, 0 = never (default 0)\n"
+           "  -y <0|1>   resume from the newest checkpoint in the -o dir (default 0)\n"
+           "  -r <int>   random seed for init, data order and sampling (default 1337)\n"
+           "  -z <path>  token decoding file               (default data/gpt2_tokenizer.bin)\n"
+           "  -h         this help\n", prog);
+}
+
+static long parse_int(const char* flag, const char* s, long lo, long hi) {
+    char* end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || end == s || v < lo || v > hi) { die("flag %s: '%s' is not an integer in [%ld, %ld]", flag, s, lo, hi); }
+    return v;
+}
+
+static float parse_float(const char* flag, const char* s, float lo, float hi) {
+    char* end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno != 0 || *end != '\0' || end == s || !(v >= lo && v <= hi)) { die("flag %s: '%s' is not a number in [%g, %g]", flag, s, lo, hi); }
+    return v;
+}
+
+static Options parse_options(int argc, char** argv) {
+    Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
+                 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { usage(argv[0]); exit(EXIT_SUCCESS); }
+    }
+    for (int i = 1; i < argc; i += 2) {
+        const char* f = argv[i];
+        if (f[0] != '-' || strlen(f) != 2) { usage(argv[0]); die("unknown argument '%s'", f); }
+        if (i + 1 >= argc) { die("flag %s needs a value (see -h)", f); }
+        const char* v = argv[i + 1];
+        switch (f[1]) {
+            case 'i': o.train_pattern = v; break;
+            case 'j': o.val_pattern = v; break;
+            case 'e': o.init = v; break;
+            case 'o': o.out_dir = v; break;
+            case 'z': o.tokenizer_path = v; break;
+            case 'b': o.B = (int)parse_int(f, v, 1, 1 << 16); break;
+            case 't': o.T = (int)parse_int(f, v, 8, 1 << 16); break;
+            case 'd': o.total_batch = (int)parse_int(f, v, 1, 1 << 30); break;
+            case 'x': o.max_steps = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'u': o.warmup = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'v': o.val_every = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'm': o.val_batches = (int)parse_int(f, v, -1, 1 << 30); break;
+            case 's': o.sample_every = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'g': o.gen_tokens = (int)parse_int(f, v, 1, 1 << 16); break;
+            case 'n': o.ckpt_every = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'y': o.resume = (int)parse_int(f, v, 0, 1); break;
+            case 'r': o.seed = (uint64_t)parse_int(f, v, 0, 0x7fffffffffffffffL); break;
+            case 'l': o.lr = parse_float(f, v, 0.0f, 10.0f); break;
+            case 'q': o.final_lr_frac = parse_float(f, v, 0.0f, 1.0f); break;
+            case 'c': o.weight_decay = parse_float(f, v, 0.0f, 10.0f); break;
+            case 'k': o.grad_clip = parse_float(f, v, 0.0f, 1e30f); break;
+            default: usage(argv[0]); die("unknown flag %s", f);
+        }
+    }
+    if (o.T % 8 != 0) { die("flag -t: sequence length %d must be a multiple of 8", o.T); }
+    if (o.total_batch == -1) { o.total_batch = o.B * o.T; }
+    if (o.total_batch % (o.B * o.T) != 0) { die("flag -d: total batch %d tokens is not a multiple of B*T = %d", o.total_batch, o.B * o.T); }
+    if ((o.ckpt_every > 0 || o.resume) && o.out_dir == NULL) { die("checkpoints (-n) and resume (-y) need an output directory (-o)"); }
+    return o;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// newest "state_XXXXXXXX.bin" in dir; returns 0 and fills path when there is one
+static int find_latest_checkpoint(const char* dir, char* path, size_t path_len) {
+    DIR* d = opendir(dir);
+    if (!d) { return -1; }
+    long best = -1;
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+        long step;
+        char tail[8];
+        if (sscanf(e->d_name, "state_%ld.bi%1s", &step, tail) == 2 && strcmp(tail, "n") == 0 && step > best) { best = step; }
+    }
+    closedir(d);
+    if (best < 0) { return -1; }
+    snprintf(path, path_len, "%s/state_%08ld.bin", dir, best);
+    return 0;
+}
+
+static float evaluate(GPT2* m, DataLoader* val, int batches, int B, int T) {
+    dataloader_reset(val);
+    int n = batches < 0 ? (int)dataloader_batches_per_epoch(val) : batches;
+    if (n <= 0) { die("validation set has no complete batch of B=%d x T=%d tokens", B, T); }
+    cudaCheck(cudaMemsetAsync(m->acts.losses, 0, (size_t)B * T * sizeof(float), m->stream));
+    for (int i = 0; i < n; i++) {
+        dataloader_next_batch(val);
+        gpt2_forward(m, val->inputs, val->targets, B, T, 0.0f);
+    }
+    return gpt2_mean_loss(m, B, T, n);
+}
+
+// prints gen_tokens sampled tokens after <|endoftext|>, one forward over a B=1 window per token
+static void print_sample(GPT2* m, const Tokenizer* tok, Rng* rng, int gen_tokens, int T) {
+    const GPT2Config* c = &m->config;
+    int* tokens = (int*)calloc_check((size_t)T, sizeof(int));
+    floatX* row = (floatX*)malloc_check((size_t)c->vocab_size * sizeof(floatX));
+    float* logits = (float*)malloc_check((size_t)c->vocab_size * sizeof(float));
+    int eot = c->vocab_size - 1;
+    tokens[0] = eot;
+    int n = gen_tokens < T - 1 ? gen_tokens : T - 1;
+    printf("---- sample ----\n");
+    for (int t = 1; t <= n; t++) {
+        int window = round_up(t, 8);
+        gpt2_forward(m, tokens, NULL, 1, window, 0.0f);
+        cudaCheck(cudaMemcpyAsync(row, m->acts.t[A_LOGITS] + (size_t)(t - 1) * c->padded_vocab_size,
+                                  (size_t)c->vocab_size * sizeof(floatX), cudaMemcpyDeviceToHost, m->stream));
+        cudaCheck(cudaStreamSynchronize(m->stream));
+        for (int v = 0; v < c->vocab_size; v++) { logits[v] = __bfloat162float(row[v]); }
+        tokens[t] = sample_softmax(logits, c->vocab_size, 1.0f, rng_uniform(rng));
+        if (tok->init_ok) { safe_print_token(tokenizer_decode(tok, (uint32_t)tokens[t])); }
+        else { printf("%d ", tokens[t]); }
+        fflush(stdout);
+    }
+    printf("\n----------------\n");
+    free(tokens); free(row); free(logits);
+}
+
+static void save_state(GPT2* m, const Options* o, int step, const DataLoader* train, const Rng* rng) {
+    CheckpointHeader ck;
+    memset(&ck, 0, sizeof(ck));
+    ck.config = m->config;
+    ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER;
+    ck.step = step;
+    ck.seed = (int64_t)o->seed;
+    dataloader_get_state(train, ck.data_state);
+    memcpy(ck.rng_state, rng->s, sizeof(rng->s));
+    size_t n = m->num_params;
+    float* host = (float*)malloc_check(3 * n * sizeof(float));
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    cudaCheck(cudaMemcpy(host, m->master, n * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(host + n, m->adam_m, n * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(host + 2 * n, m->adam_v, n * sizeof(float), cudaMemcpyDeviceToHost));
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/state_%08d.bin", o->out_dir, step);
+    checkpoint_write(path, &ck, host, host + n, host + 2 * n);
+    free(host);
+    printf("checkpoint: %s\n", path);
+}
+
+int main(int argc, char** argv) {
+    Options o = parse_options(argc, argv);
+    int device_count = 0;
+    if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) { die("no CUDA GPU found: this trainer needs one"); }
+    cudaCheck(cudaSetDevice(0));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    if (prop.major < 8) { die("GPU '%s' (sm_%d%d) has no BF16 tensor cores; sm_80 or newer is needed", prop.name, prop.major, prop.minor); }
+
+    // model: fresh, from a file, or the newest checkpoint of the output directory
+    GPT2Config config;
+    CheckpointHeader ck;
+    memset(&ck, 0, sizeof(ck));
+    float* init = NULL;
+    int start_step = 0;
+    char resume_path[4096] = "";
+    if (o.resume && find_latest_checkpoint(o.out_dir, resume_path, sizeof(resume_path)) != 0) {
+        printf("resume: no checkpoint in %s, starting fresh\n", o.out_dir);
+        resume_path[0] = '\0';
+    }
+    const char* load_path = resume_path[0] ? resume_path : (o.init[0] == 'd' && strchr(o.init, '/') == NULL ? NULL : o.init);
+    if (load_path) {
+        FILE* fp = checkpoint_open(load_path, &ck);
+        config = ck.config;
+        init = (float*)malloc_check(3 * gpt2_num_params(&config) * sizeof(float));
+        size_t n = gpt2_num_params(&config);
+        checkpoint_read_payload(fp, &ck, init, resume_path[0] ? init + n : NULL, resume_path[0] ? init + 2 * n : NULL);
+        fclose_check(fp);
+        if (resume_path[0] && !(ck.contents & CKPT_OPTIMIZER)) { die("'%s' holds no optimizer state: cannot resume from it", load_path); }
+        if (resume_path[0] && o.init[0] == 'd' && strchr(o.init, '/') == NULL) {
+            GPT2Config want;
+            if (gpt2_config_from_depth(atoi(o.init + 1), config.max_seq_len, config.vocab_size, &want) == 0) {
+                checkpoint_require_config(load_path, &config, &want);
+            }
+        }
+    } else {
+        char* end;
+        long depth = strtol(o.init + 1, &end, 10);
+        if (*end != '\0' || gpt2_config_from_depth((int)depth, 1024, 50257, &config) != 0) {
+            die("flag -e: '%s' is neither d6/d12/d24/d36/d48 nor a readable file", o.init);
+        }
+        init = (float*)malloc_check(gpt2_num_params(&config) * sizeof(float));
+        gpt2_init_params(&config, init, o.seed);
+    }
+    if (o.T > config.max_seq_len) { die("flag -t: T=%d exceeds the model's max_seq_len %d", o.T, config.max_seq_len); }
+
+    matmul_init();
+    GPT2 model;
+    gpt2_build(&model, &config, init, o.B, o.T);
+    gpt2_sync_params(&model);
+    Rng rng;
+    rng_seed(&rng, o.seed ^ 0x5eed5eedULL);
+    if (resume_path[0]) {
+        size_t n = model.num_params;
+        cudaCheck(cudaMemcpy(model.adam_m, init + n, n * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(model.adam_v, init + 2 * n, n * sizeof(float), cudaMemcpyHostToDevice));
+        start_step = (int)ck.step;
+        memcpy(rng.s, ck.rng_state, sizeof(rng.s));
+        if ((uint64_t)ck.seed != o.seed) { printf("resume: using the checkpoint's seed %lld\n", (long long)ck.seed); o.seed = (uint64_t)ck.seed; }
+    }
+    free(init);
+
+    DataLoader train, val;
+    dataloader_init(&train, o.train_pattern, o.B, o.T, 0, 1, 1, o.seed, config.vocab_size);
+    if (resume_path[0]) { dataloader_set_state(&train, ck.data_state); }
+    int have_val = o.val_every > 0;
+    if (have_val) { dataloader_init(&val, o.val_pattern, o.B, o.T, 0, 1, 0, 0, config.vocab_size); }
+    Tokenizer tokenizer;
+    tokenizer_init(&tokenizer, o.tokenizer_path);
+
+    int micro_steps = o.total_batch / (o.B * o.T);
+    FILE* logf = NULL;
+    if (o.out_dir) {
+        mkdir(o.out_dir, 0755);
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/main.log", o.out_dir);
+        logf = fopen_check(path, start_step > 0 ? "a" : "w");
+    }
+    printf("GPT-2: L=%d C=%d NH=%d V=%d (padded %d) maxT=%d, %.1fM parameters\n", config.num_layers, config.channels,
+           config.num_heads, config.vocab_size, config.padded_vocab_size, config.max_seq_len, model.num_params / 1e6);
+    printf("GPU: %s | B=%d T=%d, %d micro-steps, %d tokens per step | steps %d..%d | lr %.2e warmup %d | %.2f GiB allocated\n",
+           prop.name, o.B, o.T, micro_steps, o.total_batch, start_step, o.max_steps, o.lr, o.warmup,
+           device_bytes_allocated / 1073741824.0);
+    if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
+
+    double total_time = 0.0;
+    int timed_steps = 0;
+    for (int step = start_step; step <= o.max_steps; step++) {
+        bool last = step == o.max_steps;
+        if (o.ckpt_every > 0 && step > start_step && (step % o.ckpt_every == 0 || last)) { save_state(&model, &o, step, &train, &rng); }
+        if (have_val && (step % o.val_every == 0 || last)) {
+            float vl = evaluate(&model, &val, o.val_batches, o.B, o.T);
+            printf("step %5d | val loss %.6f\n", step, vl);
+            if (logf) { fprintf(logf, "s:%d vl:%.6f\n", step, vl); fflush(logf); }
+        }
+        if (o.sample_every > 0 && step > 0 && (step % o.sample_every == 0 || last)) { print_sample(&model, &tokenizer, &rng, o.gen_tokens, o.T); }
+        if (last) { break; }
+
+        double t0 = now_seconds();
+        gpt2_zero_grad(&model);
+        float dloss = 1.0f / ((float)o.B * o.T * micro_steps);
+        for (int micro = 0; micro < micro_steps; micro++) {
+            dataloader_next_batch(&train);
+            gpt2_forward(&model, train.inputs, train.targets, o.B, o.T, dloss);
+            gpt2_backward(&model, o.B, o.T);
+        }
+        float lr = lr_schedule(step, o.max_steps, o.warmup, o.lr, o.final_lr_frac);
+        float norm = gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.grad_clip, step + 1);
+        float loss = gpt2_mean_loss(&model, o.B, o.T, micro_steps);
+        double dt = now_seconds() - t0;
+        if (!isfinite(loss) || !isfinite(norm)) {
+            die("step %d: loss %f, grad norm %f: training diverged (lower the learning rate -l, or check the data)", step + 1, loss, norm);
+        }
+        if (step > start_step) { total_time += dt; timed_steps++; }   // the first step includes warm-up
+        double tok_s = o.total_batch / dt;
+        printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s\n", step + 1, o.max_steps, loss, lr,
+               norm, dt * 1e3, tok_s);
+        if (logf) {
+            fprintf(logf, "s:%d tl:%.6f lr:%.6e norm:%.4f tok/s:%.0f mem_gib:%.3f\n", step + 1, loss, lr, norm, tok_s,
+                    device_bytes_allocated / 1073741824.0);
+            fflush(logf);
+        }
+    }
+    if (timed_steps > 0) {
+        size_t free_b, total_b;
+        cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+        printf("summary: %.0f tok/s average over %d steps (first excluded) | %.2f GiB allocated by the trainer, %.2f GiB in use on the GPU\n",
+               (double)o.total_batch * timed_steps / total_time, timed_steps, device_bytes_allocated / 1073741824.0,
+               (total_b - free_b) / 1073741824.0);
+    }
+    if (logf) { fclose_check(logf); }
+    dataloader_free(&train);
+    if (have_val) { dataloader_free(&val); }
+    tokenizer_free(&tokenizer);
+    gpt2_free(&model);
+    matmul_free();
+    return 0;
+}
+#endif
