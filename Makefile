@@ -5,8 +5,8 @@ NVCC ?= nvcc
 PYTHON ?= python3
 CFLAGS = -O2 -std=gnu11 -Wall -Wextra -I.
 OMPFLAGS = $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
-NVCCFLAGS = -O3 -std=c++17 -I. -gencode arch=compute_90,code=sm_90 -Xcompiler -Wall
-NVLIBS = -lcublasLt -lcublas
+NVCCFLAGS = -O3 -std=c++17 -I. -gencode arch=compute_90,code=sm_90 -Xcompiler -Wall -Xcompiler -fopenmp
+NVLIBS = -lcublasLt -lcublas -lgomp
 BUILD = build
 
 HOST_HEADERS = $(wildcard llmc/*.h) dev/test/test_common.h

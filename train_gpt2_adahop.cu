@@ -210,15 +210,15 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         floatX* fch = a->t[A_FCH] + l * 4 * nc;
         floatX* fch_gelu = a->t[A_FCH_GELU] + l * 4 * nc;
         floatX* res3 = a->t[A_RES3] + l * nc;
-        // the block's linear layers: y = x W^T + b, each one GEMM (see matmul())
-        matmul(qkv, false, w[P_QKVW] + (size_t)l * 3 * C * C, ln1, w[P_QKVB] + l * 3 * C, 3 * C, N, C, true, false, 0.0f, gemm_single, s);
+        // the block's linear layers: y = x W^T + b (llmc/matmul.cuh)
+        linear_forward(qkv, ln1, w[P_QKVW] + (size_t)l * 3 * C * C, w[P_QKVB] + l * 3 * C, N, C, 3 * C, s);
         attention_forward(atty, att, a->t[A_QKVR], a->t[A_SCORES], a->t[A_YR], qkv, B, T, C, NH, s);
         // attention projection output goes to the scratch A_DC, then residual add + LayerNorm in one kernel
-        matmul(a->t[A_DC], false, w[P_ATTPROJW] + (size_t)l * C * C, atty, w[P_ATTPROJB] + l * C, C, N, C, true, false, 0.0f, gemm_single, s);
+        linear_forward(a->t[A_DC], atty, w[P_ATTPROJW] + (size_t)l * C * C, w[P_ATTPROJB] + l * C, N, C, C, s);
         layernorm_forward(ln2, a->ln2_mean + l * N, a->ln2_rstd + l * N, res2, res_in, a->t[A_DC], w[P_LN2W] + l * C, w[P_LN2B] + l * C, N, C, s);
-        matmul(fch, false, w[P_FCW] + (size_t)l * 4 * C * C, ln2, w[P_FCB] + l * 4 * C, 4 * C, N, C, true, false, 0.0f, gemm_single, s);
+        linear_forward(fch, ln2, w[P_FCW] + (size_t)l * 4 * C * C, w[P_FCB] + l * 4 * C, N, C, 4 * C, s);
         gelu_forward(fch_gelu, fch, (long)N * 4 * C, s);
-        matmul(a->t[A_DC], false, w[P_FCPROJW] + (size_t)l * 4 * C * C, fch_gelu, w[P_FCPROJB] + l * C, C, N, 4 * C, true, false, 0.0f, gemm_single, s);
+        linear_forward(a->t[A_DC], fch_gelu, w[P_FCPROJW] + (size_t)l * 4 * C * C, w[P_FCPROJB] + l * C, N, 4 * C, C, s);
         // residual add, then the next layer's first LayerNorm (or the final one)
         bool last = l == L - 1;
         floatX* next_ln = last ? a->t[A_LNF] : a->t[A_LN1] + (l + 1) * nc;
@@ -229,7 +229,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         layernorm_forward(next_ln, next_mean, next_rstd, res3, res2, a->t[A_DC], nw, nb, N, C, s);
     }
     // classifier: logits over the padded vocabulary with the tied embedding
-    matmul(a->t[A_LOGITS], false, w[P_WTE], a->t[A_LNF], NULL, c->padded_vocab_size, N, C, true, false, 0.0f, gemm_single, s);
+    linear_forward(a->t[A_LOGITS], a->t[A_LNF], w[P_WTE], NULL, N, C, c->padded_vocab_size, s);
     if (targets) {
         softmax_crossentropy(a->t[A_LOGITS], a->losses, m->staging_dev + offs[1], N, c->vocab_size, c->padded_vocab_size, dloss, s);
     }
@@ -237,14 +237,6 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
 
 // ----------------------------------------------------------------------------
 // backward pass: gradients of the loss of the last forward (which ran with dloss != 0), added into grads
-
-// dinp = dout W; dW += dout^T inp; db += column sums of dout. dout [N x OC], inp [N x IC], W [OC x IC].
-static void linear_backward(floatX* dinp, float* dweight, float* dbias, float* scratch, const floatX* dout,
-                            const floatX* inp, const floatX* weight, int N, int IC, int OC, cudaStream_t s) {
-    matmul(dinp, false, weight, dout, NULL, IC, N, OC, false, false, 0.0f, gemm_single, s);
-    matmul(dweight, true, inp, dout, NULL, IC, OC, N, false, true, 1.0f, gemm_single, s);
-    if (dbias) { bias_backward(dbias, scratch, dout, N, OC, s); }
-}
 
 static void gpt2_backward(GPT2* m, int B, int T) {
     const GPT2Config* c = &m->config;

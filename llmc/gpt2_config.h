@@ -84,29 +84,27 @@ static inline int gpt2_param_decays(int tensor) {
 }
 
 // GPT-2 init: N(0, 0.02) for matrices, residual output projections scaled by 1/sqrt(2L), zero biases,
-// unit norm weights, zero padded vocab rows. Deterministic for a seed, on any machine.
+// unit norm weights, zero padded vocab rows. Each value depends only on (seed, its index), so the init is
+// the same on any machine and runs in parallel.
 static inline void gpt2_init_params(const GPT2Config* c, float* params, uint64_t seed) {
     size_t sizes[NUM_PARAMETER_TENSORS];
     gpt2_param_sizes(c, sizes);
-    Rng rng;
-    rng_seed(&rng, seed);
     float residual_std = 0.02f / sqrtf(2.0f * (float)c->num_layers);
-    float* p = params;
+    size_t base = 0;
     for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) {
-        size_t n = sizes[t];
+        long n = (long)sizes[t];
+        float* p = params + base;
         if (t == P_LN1W || t == P_LN2W || t == P_LNFW) {
-            for (size_t i = 0; i < n; i++) { p[i] = 1.0f; }
+            for (long i = 0; i < n; i++) { p[i] = 1.0f; }
         } else if (gpt2_param_decays(t)) {
             float std = (t == P_ATTPROJW || t == P_FCPROJW) ? residual_std : 0.02f;
-            for (size_t i = 0; i < n; i++) { p[i] = std * rng_normal(&rng); }
-            if (t == P_WTE) {
-                memset(p + (size_t)c->vocab_size * c->channels, 0,
-                       (size_t)(c->padded_vocab_size - c->vocab_size) * c->channels * sizeof(float));
-            }
+            long real = t == P_WTE ? (long)c->vocab_size * c->channels : n;
+            #pragma omp parallel for
+            for (long i = 0; i < n; i++) { p[i] = i < real ? std * normal_at(seed, base + (size_t)i) : 0.0f; }
         } else {
-            memset(p, 0, n * sizeof(float));
+            memset(p, 0, (size_t)n * sizeof(float));
         }
-        p += n;
+        base += (size_t)n;
     }
 }
 

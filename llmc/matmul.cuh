@@ -172,4 +172,18 @@ static inline void bias_backward(float* dbias, float* scratch, const floatX* dou
     column_sums<COLSUM_PLAIN>(dbias, NULL, scratch, dout, NULL, NULL, NULL, N, C, stream);
 }
 
+// out = inp W^T + bias: inp [N x IC], W [OC x IC] (nn.Linear layout), out [N x OC]; bias may be NULL
+static inline void linear_forward(floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int IC,
+                                  int OC, cudaStream_t s) {
+    matmul(out, false, weight, inp, bias, OC, N, IC, true, false, 0.0f, gemm_single, s);
+}
+
+// dinp = dout W; dW += dout^T inp; db += column sums of dout. dout [N x OC], inp [N x IC], W [OC x IC].
+static inline void linear_backward(floatX* dinp, float* dweight, float* dbias, float* scratch, const floatX* dout,
+                                   const floatX* inp, const floatX* weight, int N, int IC, int OC, cudaStream_t s) {
+    matmul(dinp, false, weight, dout, NULL, IC, N, OC, false, false, 0.0f, gemm_single, s);
+    matmul(dweight, true, inp, dout, NULL, IC, OC, N, false, true, 1.0f, gemm_single, s);
+    if (dbias) { bias_backward(dbias, scratch, dout, N, OC, s); }
+}
+
 #endif

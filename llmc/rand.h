@@ -49,6 +49,15 @@ static inline float rng_normal(Rng* r) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
+// standard normal that depends only on (seed, index): parallel init gives the same numbers as serial
+static inline float normal_at(uint64_t seed, uint64_t index) {
+    uint64_t x = seed ^ (index * 0xD1B54A32D192ED03ull);
+    uint64_t a = splitmix64(&x), b = splitmix64(&x);
+    double u1 = ((double)(a >> 11) + 1.0) * (1.0 / 9007199254740993.0);
+    double u2 = (double)(b >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
 // in-place Fisher-Yates shuffle of an int array
 static inline void rng_shuffle_int(Rng* r, int* a, int n) {
     for (int i = n - 1; i > 0; i--) {

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Whole-step training throughput of train_gpt2_adahop and of the PyTorch reference (dev/bench_torch_gpt2.py:
+# BF16 autocast, torch.compile, flash SDPA, fused AdamW) on the same GPU in the same run, T=1024.
+# Usage: dev/bench_gpt2.sh [depth:batch ...]   (default 12:64 24:32 48:16). Needs a GPU and PyTorch.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+configs=("$@")
+[ ${#configs[@]} -eq 0 ] && configs=(12:64 24:32 48:16)
+out=${OUT:-build}/bench
+mkdir -p "$out"
+steps=${STEPS:-20}
+rm -f "$out/torch.jsonl"
+declare -A ours ours_mem torch torch_mem
+for cfg in "${configs[@]}"; do
+    d=${cfg%%:*}; b=${cfg##*:}
+    log="$out/ours_d${d}.txt"
+    ./train_gpt2_adahop -e "d$d" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 > "$log" 2>&1
+    ours[$cfg]=$(sed -n 's/^summary: \([0-9]*\) tok\/s.*/\1/p' "$log")
+    ours_mem[$cfg]=$(sed -n 's/^summary:.*| \([0-9.]*\) GiB allocated.*/\1/p' "$log")
+    echo "ours d$d B=$b: ${ours[$cfg]:-FAILED} tok/s, ${ours_mem[$cfg]:-?} GiB"; tail -n 2 "$log"
+done
+depths=(); batches=()
+for cfg in "${configs[@]}"; do depths+=("${cfg%%:*}"); batches+=("${cfg##*:}"); done
+$PYTHON dev/bench_torch_gpt2.py --depth "${depths[@]}" --batch "${batches[@]}" --seq 1024 --warmup 5 --steps "$steps" \
+    --json "$out/torch.jsonl" > "$out/torch.txt" 2>&1 || echo "PyTorch benchmark failed: see $out/torch.txt"
+for cfg in "${configs[@]}"; do
+    d=${cfg%%:*}
+    torch[$cfg]=$($PYTHON -c "import json,sys; [print(int(r['tok_s'])) for r in map(json.loads, open('$out/torch.jsonl')) if r.get('depth')==$d and r.get('status')=='ok']" 2>/dev/null | head -1)
+    torch_mem[$cfg]=$($PYTHON -c "import json,sys; [print('%.2f'%r['peak_GiB']) for r in map(json.loads, open('$out/torch.jsonl')) if r.get('depth')==$d and r.get('status')=='ok']" 2>/dev/null | head -1)
+done
+echo
+echo "| model | B | ours tok/s | ours GiB | PyTorch tok/s | PyTorch GiB | ours / PyTorch |"
+echo "|---|---|---|---|---|---|---|"
+for cfg in "${configs[@]}"; do
+    d=${cfg%%:*}; b=${cfg##*:}
+    ratio=$(awk -v a="${ours[$cfg]:-0}" -v b="${torch[$cfg]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+    echo "| d$d | $b | ${ours[$cfg]:--} | ${ours_mem[$cfg]:--} | ${torch[$cfg]:--} | ${torch_mem[$cfg]:--} | $ratio |"
+done

@@ -1,0 +1,305 @@
+// GPU kernels against the FP32 CPU reference (llmc/gpt2_cpu.h) on fresh random inputs and on adversarial
+// ones. Inputs are rounded to BF16 before both sides see them, so differences come from BF16 outputs and
+// summation order only. Tolerance per element: |gpu - cpu| <= atol + rtol |cpu|, with rtol = 2^-6 (two BF16
+// ulps) for BF16 outputs and 1e-4 for FP32 accumulators; atol is stated per test relative to the data scale.
+// Also checks that the kernels are deterministic (two runs, identical bits). Needs a GPU.
+#include "llmc/cuda_common.cuh"
+#include "llmc/matmul.cuh"
+#include "llmc/encoder.cuh"
+#include "llmc/layernorm.cuh"
+#include "llmc/attention.cuh"
+#include "llmc/gelu.cuh"
+#include "llmc/classifier.cuh"
+#include "llmc/adamw.cuh"
+#include "llmc/gpt2_cpu.h"
+#include "dev/test/test_common.h"
+
+static Rng rng;
+static float* scratch;   // column sums / norm scratch on the device
+
+static float* host_random(size_t n, float scale) {
+    float* h = (float*)malloc_check(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) { h[i] = __bfloat162float(__float2bfloat16(scale * rng_normal(&rng))); }
+    return h;
+}
+static float* host_zeros(size_t n) { return (float*)calloc_check(n, sizeof(float)); }
+
+static floatX* to_device_bf16(const float* h, size_t n) {
+    floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
+    for (size_t i = 0; i < n; i++) { tmp[i] = __float2bfloat16(h[i]); }
+    floatX* d = (floatX*)device_malloc(n * sizeof(floatX), "test tensor");
+    cudaCheck(cudaMemcpy(d, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(tmp);
+    return d;
+}
+static float* to_device_f32(const float* h, size_t n) {
+    float* d = (float*)device_malloc(n * sizeof(float), "test tensor");
+    cudaCheck(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+static int* to_device_int(const int* h, size_t n) {
+    int* d = (int*)device_malloc(n * sizeof(int), "test tensor");
+    cudaCheck(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
+    return d;
+}
+static float* from_device_bf16(const floatX* d, size_t n) {
+    floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(tmp, d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    float* h = (float*)malloc_check(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) { h[i] = __bfloat162float(tmp[i]); }
+    free(tmp);
+    return h;
+}
+static float* from_device_f32(const float* d, size_t n) {
+    float* h = (float*)malloc_check(n * sizeof(float));
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+// elementwise |got - want| <= atol + rtol |want|; NaN never passes. Prints the worst element. Frees got.
+static void compare(const char* what, float* got, const float* want, size_t n, float atol, float rtol) {
+    size_t bad = 0, worst = 0;
+    double worst_excess = -1.0, max_abs = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - want[i]), lim = atol + rtol * fabs(want[i]);
+        if (!(err <= lim)) { bad++; }
+        if (err > max_abs || isnan(err)) { max_abs = isnan(err) ? INFINITY : err; }
+        if (err - lim > worst_excess || isnan(err)) { worst_excess = isnan(err) ? INFINITY : err - lim; worst = i; }
+    }
+    printf("  %-34s n=%-9zu max|err| %.3e  worst [%zu] got %.6g want %.6g\n", what, n, max_abs, worst, got[worst], want[worst]);
+    CHECK(bad == 0, "%s: %zu of %zu elements outside atol %.1e rtol %.1e", what, bad, n, atol, rtol);
+    free(got);
+}
+
+static void test_encoder(int B, int T, int C, int V) {
+    printf("encoder B=%d T=%d C=%d V=%d\n", B, T, C, V);
+    size_t BT = (size_t)B * T;
+    float *wte = host_random((size_t)V * C, 0.5f), *wpe = host_random((size_t)T * C, 0.5f), *dout = host_random(BT * C, 1.0f);
+    int* inp = (int*)malloc_check(BT * sizeof(int));
+    for (size_t i = 0; i < BT; i++) { inp[i] = (int)rng_below(&rng, i % 5 == 0 ? 3 : V); }   // many repeats
+    float* out = host_zeros(BT * C);
+    encoder_forward_cpu(out, inp, wte, wpe, B, T, C);
+    floatX *d_wte = to_device_bf16(wte, (size_t)V * C), *d_wpe = to_device_bf16(wpe, (size_t)T * C), *d_out = to_device_bf16(out, BT * C);
+    int* d_inp = to_device_int(inp, BT);
+    cudaCheck(cudaMemset(d_out, 0xff, BT * C * sizeof(floatX)));   // poison: every element must be written
+    encoder_forward(d_out, d_inp, d_wte, d_wpe, B, T, C, 0);
+    compare("encoder forward", from_device_bf16(d_out, BT * C), out, BT * C, 0.0f, 1.0f / 128);
+
+    // backward accumulates into non-zero gradients
+    float *dwte = host_random((size_t)V * C, 1.0f), *dwpe = host_random((size_t)T * C, 1.0f);
+    float *d_dwte = to_device_f32(dwte, (size_t)V * C), *d_dwpe = to_device_f32(dwpe, (size_t)T * C);
+    encoder_backward_cpu(dwte, dwpe, dout, inp, B, T, C);
+    int *counts = (int*)malloc_check(V * sizeof(int)), *groups = (int*)malloc_check((3 * BT + 1) * sizeof(int));
+    int u = encoder_group_positions(inp, (int)BT, V, counts, groups, groups + BT, groups + 2 * BT + 1);
+    int* d_groups = to_device_int(groups, 3 * BT + 1);
+    floatX* d_dout = to_device_bf16(dout, BT * C);
+    encoder_backward(d_dwte, d_dwpe, d_dout, d_groups, d_groups + BT, d_groups + 2 * BT + 1, u, B, T, C, 0);
+    compare("encoder backward dwte", from_device_f32(d_dwte, (size_t)V * C), dwte, (size_t)V * C, 1e-4f, 1e-4f);
+    compare("encoder backward dwpe", from_device_f32(d_dwpe, (size_t)T * C), dwpe, (size_t)T * C, 1e-4f, 1e-4f);
+    free(wte); free(wpe); free(dout); free(inp); free(out); free(dwte); free(dwpe); free(counts); free(groups);
+    cudaFree(d_wte); cudaFree(d_wpe); cudaFree(d_out); cudaFree(d_inp); cudaFree(d_dwte); cudaFree(d_dwpe);
+    cudaFree(d_groups); cudaFree(d_dout);
+}
+
+// LayerNorm with and without the fused residual, forward and backward; scale sets the input magnitude
+static void test_layernorm(int N, int C, float scale, bool zero_rows) {
+    printf("layernorm N=%d C=%d scale=%g%s\n", N, C, scale, zero_rows ? " (with all-zero rows)" : "");
+    size_t n = (size_t)N * C;
+    float *a = host_random(n, scale), *b = host_random(n, scale), *w = host_random(C, 1.0f), *bias = host_random(C, 1.0f);
+    if (zero_rows) { for (int c = 0; c < C; c++) { a[c] = 0.0f; b[c] = 0.0f; } }
+    float *res = host_zeros(n), *out = host_zeros(n), *mean = host_zeros(N), *rstd = host_zeros(N);
+    for (size_t i = 0; i < n; i++) { res[i] = __bfloat162float(__float2bfloat16(a[i] + b[i])); }   // residual stream is BF16
+    layernorm_forward_cpu(out, mean, rstd, res, w, bias, 1, N, C);
+    floatX *d_a = to_device_bf16(a, n), *d_b = to_device_bf16(b, n), *d_w = to_device_bf16(w, C), *d_bias = to_device_bf16(bias, C);
+    floatX *d_out = to_device_bf16(out, n), *d_res = to_device_bf16(out, n);
+    float *d_mean = to_device_f32(mean, N), *d_rstd = to_device_f32(rstd, N);
+    cudaCheck(cudaMemset(d_out, 0xff, n * sizeof(floatX)));
+    layernorm_forward(d_out, d_mean, d_rstd, d_res, d_a, d_b, d_w, d_bias, N, C, 0);
+    compare("residual + layernorm: residual", from_device_bf16(d_res, n), res, n, 0.0f, 0.0f);
+    compare("residual + layernorm: out", from_device_bf16(d_out, n), out, n, 1e-2f, 1.0f / 64);
+    compare("residual + layernorm: mean", from_device_f32(d_mean, N), mean, N, 1e-5f * scale, 1e-4f);
+    compare("residual + layernorm: rstd", from_device_f32(d_rstd, N), rstd, N, 0.0f, 1e-3f);
+
+    // backward: dinp accumulates into a BF16 buffer, dweight/dbias into FP32
+    float *dout = host_random(n, 1.0f), *dinp = host_random(n, 1.0f), *dw = host_random(C, 1.0f), *db = host_random(C, 1.0f);
+    floatX *d_dout = to_device_bf16(dout, n), *d_dinp = to_device_bf16(dinp, n);
+    float *d_dw = to_device_f32(dw, C), *d_db = to_device_f32(db, C);
+    layernorm_backward_cpu(dinp, dw, db, dout, res, w, mean, rstd, 1, N, C);
+    layernorm_backward(d_dinp, d_dw, d_db, scratch, d_dout, d_res, d_mean, d_rstd, d_w, N, C, 0);
+    float dinp_scale = 0.0f;
+    for (size_t i = 0; i < n; i++) { dinp_scale = fmaxf(dinp_scale, fabsf(dinp[i])); }
+    compare("layernorm backward dinp", from_device_bf16(d_dinp, n), dinp, n, 1e-2f * dinp_scale, 1.0f / 64);
+    compare("layernorm backward dweight", from_device_f32(d_dw, C), dw, C, 1e-3f * sqrtf((float)N), 1e-3f);
+    compare("layernorm backward dbias", from_device_f32(d_db, C), db, C, 1e-4f * sqrtf((float)N), 1e-4f);
+    free(a); free(b); free(w); free(bias); free(res); free(out); free(mean); free(rstd); free(dout); free(dinp); free(dw); free(db);
+    cudaFree(d_a); cudaFree(d_b); cudaFree(d_w); cudaFree(d_bias); cudaFree(d_out); cudaFree(d_res); cudaFree(d_mean);
+    cudaFree(d_rstd); cudaFree(d_dout); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_db);
+}
+
+static void test_linear(int N, int IC, int OC) {
+    printf("linear N=%d IC=%d OC=%d\n", N, IC, OC);
+    size_t ni = (size_t)N * IC, no = (size_t)N * OC, nw = (size_t)OC * IC;
+    float *inp = host_random(ni, 1.0f), *w = host_random(nw, 0.05f), *bias = host_random(OC, 0.1f), *out = host_zeros(no);
+    matmul_forward_cpu(out, inp, w, bias, 1, N, IC, OC);
+    floatX *d_inp = to_device_bf16(inp, ni), *d_w = to_device_bf16(w, nw), *d_bias = to_device_bf16(bias, OC);
+    floatX* d_out = (floatX*)device_malloc(no * sizeof(floatX), "out");
+    cudaCheck(cudaMemset(d_out, 0xff, no * sizeof(floatX)));
+    linear_forward(d_out, d_inp, d_w, d_bias, N, IC, OC, 0);
+    float atol = 2e-3f * sqrtf((float)IC) * 0.05f;
+    compare("linear forward", from_device_bf16(d_out, no), out, no, atol, 1.0f / 64);
+
+    float *dout = host_random(no, 1.0f), *dinp = host_zeros(ni), *dw = host_random(nw, 1.0f), *db = host_random(OC, 1.0f);
+    floatX *d_dout = to_device_bf16(dout, no), *d_dinp = (floatX*)device_malloc(ni * sizeof(floatX), "dinp");
+    float *d_dw = to_device_f32(dw, nw), *d_db = to_device_f32(db, OC);
+    matmul_backward_cpu(dinp, dw, db, dout, inp, w, 1, N, IC, OC);
+    linear_backward(d_dinp, d_dw, d_db, scratch, d_dout, d_inp, d_w, N, IC, OC, 0);
+    compare("linear backward dinp", from_device_bf16(d_dinp, ni), dinp, ni, 2e-3f * sqrtf((float)OC) * 0.05f, 1.0f / 64);
+    compare("linear backward dweight", from_device_f32(d_dw, nw), dw, nw, 1e-4f * sqrtf((float)N), 1e-4f);
+    compare("linear backward dbias", from_device_f32(d_db, OC), db, OC, 1e-4f * sqrtf((float)N), 1e-4f);
+    free(inp); free(w); free(bias); free(out); free(dout); free(dinp); free(dw); free(db);
+    cudaFree(d_inp); cudaFree(d_w); cudaFree(d_bias); cudaFree(d_out); cudaFree(d_dout); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_db);
+}
+
+static void test_attention(int B, int T, int C, int NH, float scale) {
+    printf("attention B=%d T=%d C=%d NH=%d input scale %g\n", B, T, C, NH, scale);
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    float *qkv = host_random(nqkv, scale), *out = host_zeros(nout), *att = host_zeros(natt);
+    attention_forward_cpu(out, att, qkv, B, T, C, NH);
+    floatX* d_qkv = to_device_bf16(qkv, nqkv);
+    floatX *d_out = (floatX*)device_malloc(nout * 2, "o"), *d_att = (floatX*)device_malloc(natt * 2, "att");
+    floatX *d_qkvr = (floatX*)device_malloc(nqkv * 2, "qkvr"), *d_scores = (floatX*)device_malloc(natt * 2, "s");
+    floatX *d_yr = (floatX*)device_malloc(nout * 2, "yr"), *d_dqkvr = (floatX*)device_malloc(nqkv * 2, "dqkvr");
+    floatX* d_dqkv = (floatX*)device_malloc(nqkv * 2, "dqkv");
+    cudaCheck(cudaMemset(d_out, 0xff, nout * 2));
+    cudaCheck(cudaMemset(d_att, 0xff, natt * 2));
+    attention_forward(d_out, d_att, d_qkvr, d_scores, d_yr, d_qkv, B, T, C, NH, 0);
+    compare("attention forward probabilities", from_device_bf16(d_att, natt), att, natt, 2e-3f, 1.0f / 32);
+    compare("attention forward out", from_device_bf16(d_out, nout), out, nout, 2e-2f * scale, 1.0f / 32);
+
+    float *dout = host_random(nout, 1.0f), *dqkv = host_zeros(nqkv);
+    attention_backward_cpu(dqkv, dout, qkv, att, B, T, C, NH);
+    floatX* d_dout = to_device_bf16(dout, nout);
+    attention_backward(d_dqkv, d_qkvr, d_dqkvr, d_scores, d_yr, d_dout, d_qkv, d_att, B, T, C, NH, 0);
+    float mx = 0.0f;
+    for (size_t i = 0; i < nqkv; i++) { mx = fmaxf(mx, fabsf(dqkv[i])); }
+    compare("attention backward dqkv", from_device_bf16(d_dqkv, nqkv), dqkv, nqkv, 2e-2f * mx, 1.0f / 32);
+    free(qkv); free(out); free(att); free(dout); free(dqkv);
+    cudaFree(d_qkv); cudaFree(d_out); cudaFree(d_att); cudaFree(d_qkvr); cudaFree(d_scores); cudaFree(d_yr);
+    cudaFree(d_dqkvr); cudaFree(d_dqkv); cudaFree(d_dout);
+}
+
+static void test_gelu(size_t n) {
+    printf("gelu n=%zu\n", n);
+    float *x = host_random(n, 3.0f), *y = host_zeros(n), *dout = host_random(n, 1.0f), *dx = host_zeros(n);
+    gelu_forward_cpu(y, x, n);
+    gelu_backward_cpu(dx, x, dout, n);
+    floatX *d_x = to_device_bf16(x, n), *d_y = (floatX*)device_malloc(n * 2, "y"), *d_d = to_device_bf16(dout, n);
+    gelu_forward(d_y, d_x, (long)n, 0);
+    gelu_backward(d_d, d_x, (long)n, 0);
+    compare("gelu forward", from_device_bf16(d_y, n), y, n, 1e-3f, 1.0f / 64);
+    compare("gelu backward", from_device_bf16(d_d, n), dx, n, 1e-3f, 1.0f / 64);
+    free(x); free(y); free(dout); free(dx);
+    cudaFree(d_x); cudaFree(d_y); cudaFree(d_d);
+}
+
+static void test_classifier(int N, int V, int Vp, bool poison_nan) {
+    printf("softmax cross-entropy N=%d V=%d Vp=%d%s\n", N, V, Vp, poison_nan ? " (one NaN logit)" : "");
+    size_t n = (size_t)N * Vp;
+    float *logits = host_random(n, 4.0f), *probs = host_zeros(n), *losses = host_zeros(N), *dlog = host_zeros(n), *dl = host_zeros(N);
+    for (int r = 0; r < N; r++) { for (int j = V; j < Vp; j++) { logits[(size_t)r * Vp + j] = 1e4f; } }  // padding must be ignored
+    int* targets = (int*)malloc_check(N * sizeof(int));
+    for (int r = 0; r < N; r++) { targets[r] = (int)rng_below(&rng, V); }
+    if (poison_nan) { logits[3] = NAN; }
+    float dloss = 1.0f / N;
+    softmax_crossentropy_forward_cpu(losses, probs, logits, targets, 1, N, V, Vp);
+    for (int r = 0; r < N; r++) { dl[r] = dloss; }
+    crossentropy_softmax_backward_cpu(dlog, dl, probs, targets, 1, N, V, Vp);
+    floatX* d_logits = to_device_bf16(logits, n);
+    int* d_targets = to_device_int(targets, N);
+    float* prior = host_random(N, 1.0f);
+    float* d_losses = to_device_f32(prior, N);   // losses accumulate over micro-steps
+    for (int r = 0; r < N; r++) { losses[r] += prior[r]; }
+    softmax_crossentropy(d_logits, d_losses, d_targets, N, V, Vp, dloss, 0);
+    float* got = from_device_f32(d_losses, N);
+    if (poison_nan) {
+        CHECK(isnan(got[0]) && !isnan(got[1]), "a NaN logit gives a NaN loss for its row only (got %g, %g)", got[0], got[1]);
+        free(got);
+    } else {
+        compare("cross-entropy losses", got, losses, N, 1e-4f, 1e-4f);
+        compare("cross-entropy dlogits (incl. padding = 0)", from_device_bf16(d_logits, n), dlog, n, 1e-3f * dloss, 1.0f / 64);
+    }
+    free(logits); free(probs); free(losses); free(dlog); free(dl); free(targets); free(prior);
+    cudaFree(d_logits); cudaFree(d_targets); cudaFree(d_losses);
+}
+
+static void test_adamw_and_norm(size_t n) {
+    printf("adamw + global norm n=%zu\n", n);
+    float *p = host_random(n, 0.1f), *g = host_random(n, 0.01f), *m = host_random(n, 0.001f), *v = host_zeros(n);
+    for (size_t i = 0; i < n; i++) { v[i] = fabsf(m[i]) * 0.01f; }
+    float *d_p = to_device_f32(p, n), *d_g = to_device_f32(g, n), *d_m = to_device_f32(m, n), *d_v = to_device_f32(v, n);
+    floatX* d_pb = (floatX*)device_malloc(n * 2, "params");
+    double ss = 0.0;
+    for (size_t i = 0; i < n; i++) { ss += (double)g[i] * g[i]; }
+    global_norm(scratch, d_g, n, 0);
+    float* norm = from_device_f32(scratch + norm_blocks, 1);
+    CHECK(fabs(norm[0] - sqrt(ss)) <= 1e-5 * sqrt(ss), "global norm %.7g vs %.7g", norm[0], sqrt(ss));
+    free(norm);
+    float scale = 0.5f;
+    for (size_t i = 0; i < n; i++) { g[i] *= scale; }
+    adamw_update_cpu(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
+    adamw_update(d_pb, d_p, d_g, d_m, d_v, n, 1e-3f, 0.9f, 0.95f, 7, 1e-8f, 0.1f, scale, 0);
+    float* got_bf16 = from_device_bf16(d_pb, n);
+    compare("adamw master weights", from_device_f32(d_p, n), p, n, 1e-7f, 1e-5f);
+    compare("adamw m", from_device_f32(d_m, n), m, n, 1e-9f, 1e-5f);
+    compare("adamw v", from_device_f32(d_v, n), v, n, 1e-12f, 1e-5f);
+    compare("adamw BF16 copy", got_bf16, p, n, 0.0f, 1.0f / 256);
+    free(p); free(g); free(m); free(v);
+    cudaFree(d_p); cudaFree(d_g); cudaFree(d_m); cudaFree(d_v); cudaFree(d_pb);
+}
+
+// the whole backward path must give identical bits on a repeat: check column sums and the encoder backward
+static void test_determinism(int N, int C) {
+    printf("determinism N=%d C=%d\n", N, C);
+    size_t n = (size_t)N * C;
+    float* x = host_random(n, 1.0f);
+    floatX* d_x = to_device_bf16(x, n);
+    float *d_a = (float*)device_malloc(C * 4, "a"), *d_b = (float*)device_malloc(C * 4, "b");
+    cudaCheck(cudaMemset(d_a, 0, C * 4));
+    cudaCheck(cudaMemset(d_b, 0, C * 4));
+    bias_backward(d_a, scratch, d_x, N, C, 0);
+    bias_backward(d_b, scratch, d_x, N, C, 0);
+    float *a = from_device_f32(d_a, C), *b = from_device_f32(d_b, C);
+    CHECK(memcmp(a, b, C * sizeof(float)) == 0, "column sums differ between two identical runs");
+    free(x); free(a); free(b);
+    cudaFree(d_x); cudaFree(d_a); cudaFree(d_b);
+}
+
+int main(void) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the kernel tests need one"); }
+    rng_seed(&rng, (uint64_t)time(NULL));   // fresh inputs every run; the seed is printed for replay
+    printf("seed of this run: printed as the first rng word %llu\n", (unsigned long long)rng.s[0]);
+    matmul_init();
+    scratch = (float*)device_malloc(column_sums_scratch_bytes(4 * 1600), "scratch");
+    test_encoder(2, 24, 64, 50);
+    test_encoder(4, 64, 768, 1000);
+    test_layernorm(37, 64, 1.0f, false);
+    test_layernorm(256, 768, 1.0f, true);
+    test_layernorm(100, 1600, 300.0f, false);
+    test_linear(64, 64, 192);
+    test_linear(512, 768, 2304);
+    test_linear(200, 3072, 768);
+    test_attention(2, 64, 128, 4, 1.0f);
+    test_attention(1, 24, 64, 2, 6.0f);
+    test_attention(2, 256, 768, 12, 2.0f);
+    test_gelu(8 * 1000);
+    test_classifier(64, 1000, 1024, false);
+    test_classifier(8, 50257, 50304, false);
+    test_classifier(4, 100, 128, true);
+    test_adamw_and_norm(1000003);
+    test_determinism(4096, 768);
+    matmul_free();
+    return test_summary("test_kernels");
+}

@@ -1,0 +1,121 @@
+// GPU model test: the trainer's forward, backward and AdamW steps against a reference file written by the
+// independent PyTorch model dev/reference_gpt2.py (logits, loss, every parameter gradient, 10 step losses).
+// BF16 compute is compared with BF16 tolerances: relative Frobenius error per tensor (stated below), and
+// the max abs/rel errors are printed. Also checks that two identical backward passes give identical bits.
+#define TESTING
+#include "train_gpt2_adahop.cu"
+#include "dev/test/reference_file.h"
+#include "dev/test/test_common.h"
+
+static const double tol_logits = 1e-2;   // relative Frobenius error of the logits
+static const double tol_grads = 5e-2;    // per parameter tensor, relative Frobenius error
+static const double tol_norm = 2e-2;     // relative error of the global gradient norm
+static const double tol_loss = 5e-3;     // relative error of each loss (first one and the 10 steps)
+
+// prints and checks ||got - want|| / ||want|| (and the largest elementwise errors)
+static void compare_tensor(const char* name, const float* got, const float* want, size_t n, double tol) {
+    double diff2 = 0.0, ref2 = 0.0, max_abs = 0.0, max_rel = 0.0;
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i];
+        finite &= isfinite(got[i]);
+        diff2 += d * d;
+        ref2 += (double)want[i] * want[i];
+        max_abs = fmax(max_abs, fabs(d));
+        if (fabs(want[i]) > 1e-3) { max_rel = fmax(max_rel, fabs(d) / fabs(want[i])); }
+    }
+    double rel = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+    printf("  %-10s n=%-10zu rel.frob %.2e (tol %.0e) | max abs %.3e | max rel (|ref|>1e-3) %.3e\n", name, n, rel, tol,
+           max_abs, max_rel);
+    CHECK(finite && rel <= tol, "%s: relative error %.3e above %.1e (or non-finite values)", name, rel, tol);
+}
+
+static float* grads_to_host(GPT2* m) {
+    float* h = (float*)malloc_check(m->num_params * sizeof(float));
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    cudaCheck(cudaMemcpy(h, m->grads, m->num_params * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+int main(int argc, char** argv) {
+    const char* model_path = "build/ref/d12_model.bin";
+    const char* ref_path = "build/ref/d12_ref.bin";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "-e") == 0) { model_path = argv[i + 1]; }
+        else if (strcmp(argv[i], "-r") == 0) { ref_path = argv[i + 1]; }
+        else { die("usage: %s [-e model.bin] [-r reference.bin]", argv[0]); }
+    }
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: this test needs one"); }
+    CheckpointHeader ck;
+    FILE* fp = checkpoint_open(model_path, &ck);
+    size_t n = gpt2_num_params(&ck.config);
+    float* params = (float*)malloc_check(n * sizeof(float));
+    checkpoint_read_payload(fp, &ck, params, NULL, NULL);
+    fclose_check(fp);
+    ReferenceFile ref;
+    reference_file_read(ref_path, &ref);
+    checkpoint_require_config(model_path, &ck.config, &ref.config);
+    int B = ref.B, T = ref.T, V = ck.config.vocab_size, Vp = ck.config.padded_vocab_size;
+    printf("model %s: L=%d C=%d NH=%d V=%d, %.1fM params | reference %s: B=%d T=%d, %d steps\n", model_path,
+           ck.config.num_layers, ck.config.channels, ck.config.num_heads, V, n / 1e6, ref_path, B, T, ref.num_steps);
+
+    matmul_init();
+    GPT2 model;
+    gpt2_build(&model, &ck.config, params, B, T);
+    gpt2_sync_params(&model);
+
+    // forward only: logits and loss
+    gpt2_zero_grad(&model);
+    gpt2_forward(&model, ref.inputs, ref.targets, B, T, 0.0f);
+    float loss = gpt2_mean_loss(&model, B, T, 1);
+    floatX* lx = (floatX*)malloc_check((size_t)B * T * Vp * sizeof(floatX));
+    cudaCheck(cudaMemcpy(lx, model.acts.t[A_LOGITS], (size_t)B * T * Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
+    float* logits = (float*)malloc_check((size_t)B * T * V * sizeof(float));
+    for (size_t bt = 0; bt < (size_t)B * T; bt++) {
+        for (int v = 0; v < V; v++) { logits[bt * V + v] = __bfloat162float(lx[bt * Vp + v]); }
+    }
+    printf("forward:\n");
+    compare_tensor("logits", logits, ref.logits, (size_t)B * T * V, tol_logits);
+    printf("  loss %.6f vs reference %.6f\n", loss, ref.loss);
+    CHECK(fabs(loss - ref.loss) <= tol_loss * fabs(ref.loss), "loss %.6f vs %.6f", loss, ref.loss);
+
+    // backward: every parameter gradient, twice for determinism
+    float dloss = 1.0f / (B * T);
+    float* runs[2];
+    for (int r = 0; r < 2; r++) {
+        gpt2_zero_grad(&model);
+        gpt2_forward(&model, ref.inputs, ref.targets, B, T, dloss);
+        gpt2_backward(&model, B, T);
+        runs[r] = grads_to_host(&model);
+    }
+    CHECK(memcmp(runs[0], runs[1], n * sizeof(float)) == 0, "two identical backward passes gave different gradients");
+    printf("backward (two runs bit-identical: %s):\n", memcmp(runs[0], runs[1], n * sizeof(float)) == 0 ? "yes" : "NO");
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        compare_tensor(gpt2_param_names[i], runs[0] + off, ref.grads + off, model.param_sizes[i], tol_grads);
+        off += model.param_sizes[i];
+    }
+
+    // optimizer steps on the same batch
+    printf("AdamW steps (lr %g, betas %g %g, eps %g, wd %g, clip %g):\n", ref.lr, ref.beta1, ref.beta2, ref.eps,
+           ref.weight_decay, ref.grad_clip);
+    for (int step = 0; step < ref.num_steps; step++) {
+        gpt2_zero_grad(&model);
+        gpt2_forward(&model, ref.inputs, ref.targets, B, T, dloss);
+        gpt2_backward(&model, B, T);
+        float norm = gpt2_update(&model, ref.lr, ref.beta1, ref.beta2, ref.eps, ref.weight_decay, ref.grad_clip, step + 1);
+        float l = gpt2_mean_loss(&model, B, T, 1);
+        printf("  step %2d loss %.6f reference %.6f | diff %+.2e\n", step, l, ref.losses[step], l - ref.losses[step]);
+        CHECK(fabs(l - ref.losses[step]) <= tol_loss * fabs(ref.losses[step]), "step %d loss %.6f vs %.6f", step, l, ref.losses[step]);
+        if (step == 0) {
+            printf("  grad norm %.6f vs reference %.6f\n", norm, ref.grad_norm);
+            CHECK(fabs(norm - ref.grad_norm) <= tol_norm * ref.grad_norm, "grad norm %.6f vs %.6f", norm, ref.grad_norm);
+        }
+    }
+    free(params); free(lx); free(logits); free(runs[0]); free(runs[1]);
+    reference_file_free(&ref);
+    gpt2_free(&model);
+    matmul_free();
+    return test_summary("test_gpt2cu");
+}
