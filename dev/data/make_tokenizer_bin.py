@@ -1,0 +1,61 @@
+"""
+Writes the token decoding file the C trainer reads (llm.c's gpt2_tokenizer.bin, version 2) from a local
+gpt2.tiktoken file. Needs only the standard library.
+
+Format: int32 header[256] = {20240328 magic, 2 version, vocab size 50257, eot token 50256, 0...}, then for
+each token id 0..50256: one uint8 length followed by that many bytes. Token 50256 is b"<|endoftext|>".
+
+Example (from the repo root):
+  python3 dev/data/make_tokenizer_bin.py --out data/gpt2_tokenizer.bin
+"""
+import argparse
+import base64
+import os
+import struct
+import sys
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_RANKS = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data", "tokenizer", "gpt2.tiktoken"))
+MAGIC, VERSION, HEADER_INTS = 20240328, 2, 256
+EOT, EOT_BYTES = 50256, b"<|endoftext|>"
+
+
+def read_ranks(path):
+    """Token bytes indexed by rank, from 'base64(bytes) rank' lines; ranks must be exactly 0..N-1."""
+    by_rank = {}
+    with open(path, "rb") as f:
+        for line_no, line in enumerate(f, 1):
+            fields = line.split()
+            if len(fields) != 2:
+                sys.exit(f"error: {path}:{line_no}: expected 'base64 rank', got {line[:60]!r}")
+            by_rank[int(fields[1])] = base64.b64decode(fields[0])
+    if sorted(by_rank) != list(range(len(by_rank))):
+        sys.exit(f"error: {path}: ranks are not exactly 0..{len(by_rank) - 1}")
+    return [by_rank[i] for i in range(len(by_rank))]
+
+
+def write_tokenizer_bin(path, tokens):
+    header = [MAGIC, VERSION, len(tokens), len(tokens) - 1] + [0] * (HEADER_INTS - 4)
+    with open(path, "wb") as f:
+        f.write(struct.pack(f"<{HEADER_INTS}i", *header))
+        for token_id, piece in enumerate(tokens):
+            if not 0 < len(piece) < 256:
+                sys.exit(f"error: token {token_id} is {len(piece)} bytes; the format stores 1..255")
+            f.write(bytes([len(piece)]) + piece)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ranks", default=DEFAULT_RANKS, help="local gpt2.tiktoken file (default: %(default)s)")
+    p.add_argument("--out", default=os.path.join(REPO_ROOT, "data", "gpt2_tokenizer.bin"),
+                   help="output file (default: %(default)s)")
+    args = p.parse_args()
+    tokens = read_ranks(args.ranks)
+    if len(tokens) != EOT:
+        sys.exit(f"error: '{args.ranks}' holds {len(tokens)} tokens, GPT-2 has {EOT} plus <|endoftext|>")
+    write_tokenizer_bin(args.out, tokens + [EOT_BYTES])
+    print(f"{args.out}: {len(tokens) + 1} tokens, eot {EOT}, {os.path.getsize(args.out):,} bytes")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""
+Tokenizes raw text files into llm.c token shards with the GPT-2 BPE, loaded from a local gpt2.tiktoken
+file (no network).
+
+Shard format (llm.c): int32 header[256] = {20240520 magic, 1 version, number of tokens, 0...}, then the
+tokens as uint16, little endian.
+
+Documents: each input file (plain UTF-8 or .xz) holds documents separated by the line <|endoftext|>
+(they are split on "\\n<|endoftext|>\\n"); every document is prefixed with <|endoftext|> = 50256.
+With --sections (llm.c's tinyshakespeare convention) a file is instead cut into sections at blank lines,
+each section keeps its trailing "\\n\\n" and is prefixed with 50256.
+
+The held-out split is the START of the token stream (--val-tokens N or --val-docs N), or a separate
+file (--val-input). Outputs: OUT_DIR/PREFIX_val_000000.bin ..., OUT_DIR/PREFIX_train_000000.bin ...,
+or OUT_DIR/PREFIX_val.bin and OUT_DIR/PREFIX_train.bin with --single-file.
+
+Examples (from the repo root):
+  python3 dev/data/tokenize_text.py --tinyshakespeare ../shared/data/text/tinyshakespeare.txt --out-dir data
+  python3 dev/data/tokenize_text.py ../shared/data/text/gutenberg_train_0*.txt.xz \\
+      --val-input ../shared/data/text/gutenberg_val.txt.xz --out-dir gutenberg --prefix gutenberg --workers 2
+"""
+import argparse
+import lzma
+import multiprocessing as mp
+import os
+import sys
+
+import numpy as np
+import tiktoken
+import tiktoken.load
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_RANKS = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data", "tokenizer", "gpt2.tiktoken"))
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+EOT = 50256
+DOC_SEPARATOR = "\n<|endoftext|>\n"
+SHARD_MAGIC, SHARD_VERSION, HEADER_INTS = 20240520, 1, 256
+TINYSHAKESPEARE_VAL_TOKENS = 32768
+
+
+def load_encoding(ranks_path):
+    """The GPT-2 BPE (r50k_base) from a local gpt2.tiktoken file: 50256 ranks + <|endoftext|>."""
+    ranks = tiktoken.load.load_tiktoken_bpe(ranks_path)
+    if len(ranks) != EOT:
+        sys.exit(f"error: '{ranks_path}' holds {len(ranks)} ranks, GPT-2 has {EOT}")
+    return tiktoken.Encoding(name="gpt2_local", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
+                             special_tokens={"<|endoftext|>": EOT})
+
+
+def read_text(path):
+    opener = lzma.open if path.endswith(".xz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return f.read()
+
+
+def split_documents(text, sections):
+    """Documents of one file; with sections=True llm.c's blank-line sections, each but the last keeping its \\n\\n."""
+    if sections:
+        parts = text.split("\n\n")
+        return [p + "\n\n" for p in parts[:-1]] + parts[-1:]
+    return [d for d in text.split(DOC_SEPARATOR) if d]
+
+
+# each worker process builds its encoder once
+_encoding = None
+
+
+def _init_worker(ranks_path):
+    global _encoding
+    _encoding = load_encoding(ranks_path)
+
+
+def _encode_document(doc):
+    tokens = [EOT]
+    tokens.extend(_encoding.encode_ordinary(doc))
+    return np.array(tokens, dtype=np.uint16)
+
+
+def write_shard(path, tokens):
+    header = np.zeros(HEADER_INTS, dtype="<i4")
+    header[0], header[1], header[2] = SHARD_MAGIC, SHARD_VERSION, len(tokens)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(np.asarray(tokens, dtype="<u2").tobytes())
+
+
+def read_shard(path):
+    """Returns (header as int32 array, tokens as uint16 array) of a shard, checking magic, version and size."""
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(HEADER_INTS * 4), dtype="<i4")
+        tokens = np.frombuffer(f.read(), dtype="<u2")
+    if header[0] != SHARD_MAGIC or header[1] != SHARD_VERSION or header[2] != len(tokens):
+        raise ValueError(f"'{path}' is not a valid token shard (header {header[:3].tolist()}, {len(tokens)} tokens)")
+    return header, tokens
+
+
+class ShardWriter:
+    """Collects a token stream and writes it out in shards of at most shard_tokens tokens."""
+
+    def __init__(self, out_dir, prefix, split, shard_tokens, single_file):
+        self.out_dir, self.prefix, self.split = out_dir, prefix, split
+        self.shard_tokens, self.single_file = shard_tokens, single_file
+        self.pending = []     # token arrays not written yet
+        self.pending_count = 0
+        self.added = 0        # tokens received so far
+        self.written = 0      # tokens written so far
+        self.shards = 0
+
+    def add(self, tokens):
+        self.pending.append(tokens)
+        self.pending_count += len(tokens)
+        self.added += len(tokens)
+        while self.pending_count > self.shard_tokens:  # strictly more: the last shard is written by close()
+            self._flush(self.shard_tokens)
+
+    def _flush(self, n):
+        if self.single_file and self.shards > 0:
+            sys.exit(f"error: the {self.split} split does not fit one file of --shard-tokens {self.shard_tokens}")
+        stream = np.concatenate(self.pending)
+        self.pending, self.pending_count = [stream[n:]], len(stream) - n
+        name = f"{self.prefix}_{self.split}.bin" if self.single_file else f"{self.prefix}_{self.split}_{self.shards:06d}.bin"
+        path = os.path.join(self.out_dir, name)
+        write_shard(path, stream[:n])
+        print(f"{path}: {n:,} tokens")
+        self.written += n
+        self.shards += 1
+
+    def close(self):
+        if self.pending_count > 0:
+            self._flush(self.pending_count)
+        return self.written
+
+
+def encoded_documents(paths, sections, pool):
+    """Yields one uint16 token array per document, in input order."""
+    for path in paths:
+        docs = split_documents(read_text(path), sections)
+        print(f"{path}: {len(docs):,} documents")
+        yield from pool.imap(_encode_document, docs, chunksize=16)
+
+
+def route_tokens(docs, train, val, val_docs, val_tokens):
+    """Sends the first val_docs documents or the first val_tokens tokens to val, the rest to train."""
+    for i, tokens in enumerate(docs):
+        if i < val_docs:
+            val.add(tokens)
+            continue
+        n = max(0, min(len(tokens), val_tokens - val.added))
+        val.add(tokens[:n])
+        train.add(tokens[n:])
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inputs", nargs="+", help="text files (plain or .xz), tokenized in the given order")
+    p.add_argument("--ranks", default=DEFAULT_RANKS, help="local gpt2.tiktoken file (default: %(default)s)")
+    p.add_argument("--out-dir", default=".", help="output folder, created if missing (default: %(default)s)")
+    p.add_argument("--prefix", help="shard name prefix (default: data, or tinyshakespeare with --tinyshakespeare)")
+    p.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard (default: %(default)s)")
+    held_out = p.add_mutually_exclusive_group()
+    held_out.add_argument("--val-docs", type=int, default=0, help="the first N documents form the val split")
+    held_out.add_argument("--val-tokens", type=int, default=0, help="the first N tokens form the val split")
+    held_out.add_argument("--val-input", action="append", default=[], metavar="FILE",
+                          help="a text file tokenized into the val split (repeatable)")
+    p.add_argument("--sections", action="store_true", help="split documents at blank lines (llm.c tinyshakespeare style)")
+    p.add_argument("--single-file", action="store_true", help="write PREFIX_SPLIT.bin instead of numbered shards")
+    p.add_argument("--tinyshakespeare", action="store_true",
+                   help=f"llm.c's tinyshakespeare preset: --sections --single-file --val-tokens "
+                        f"{TINYSHAKESPEARE_VAL_TOKENS} --prefix tinyshakespeare")
+    p.add_argument("--workers", type=int, default=os.cpu_count(), help="tokenizer processes (default: %(default)s)")
+    args = p.parse_args(argv)
+    if args.tinyshakespeare:
+        args.sections, args.single_file = True, True
+        args.prefix = args.prefix or "tinyshakespeare"
+        if not args.val_docs and not args.val_input:
+            args.val_tokens = args.val_tokens or TINYSHAKESPEARE_VAL_TOKENS
+    args.prefix = args.prefix or "data"
+    if args.shard_tokens <= 0 or args.workers <= 0 or args.val_docs < 0 or args.val_tokens < 0:
+        p.error("--shard-tokens and --workers must be positive, --val-docs and --val-tokens non-negative")
+    for path in args.inputs + args.val_input + [args.ranks]:
+        if not os.path.isfile(path):
+            p.error(f"no such file: '{path}'")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    load_encoding(args.ranks)  # fail early, before starting workers
+    os.makedirs(args.out_dir, exist_ok=True)
+    train = ShardWriter(args.out_dir, args.prefix, "train", args.shard_tokens, args.single_file)
+    val = ShardWriter(args.out_dir, args.prefix, "val", args.shard_tokens, args.single_file)
+    with mp.Pool(args.workers, initializer=_init_worker, initargs=(args.ranks,)) as pool:
+        for tokens in encoded_documents(args.val_input, args.sections, pool):
+            val.add(tokens)
+        route_tokens(encoded_documents(args.inputs, args.sections, pool), train, val, args.val_docs, args.val_tokens)
+    n_val, n_train = val.close(), train.close()
+    print(f"total: {n_val + n_train:,} tokens ({n_val:,} val in {val.shards} file(s), "
+          f"{n_train:,} train in {train.shards} file(s))")
+
+
+if __name__ == "__main__":
+    main()
