@@ -78,13 +78,13 @@ def flatten(tensors):
 
 def write_model(path, cfg, params, seed):
     """writes the params as one of our model files (contents=1 params, step 0)"""
-    h = np.zeros(CKPT_HEADER_INTS, dtype="<i4")
+    h = np.zeros(CKPT_HEADER_INTS, dtype="<u4")
     h[0:10] = [CKPT_MAGIC, CKPT_VERSION, 1, 0, cfg["maxT"], cfg["V"], cfg["Vp"], cfg["L"], cfg["NH"], cfg["C"]]
     n = num_params(cfg)
     h[12], h[13] = n & 0xFFFFFFFF, n >> 32
     h[14], h[15] = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
     with open(path, "wb") as f:
-        f.write(h.astype("<u4").tobytes() if False else h.view("<i4").tobytes())
+        f.write(h.tobytes())
         f.write(flatten(params).astype("<f4").tobytes())
 
 
@@ -173,14 +173,14 @@ def train_losses(p, cfg, inputs, targets, args):
 
 
 def f32_bits(x):
-    """the int32 whose bits are the float32 x"""
-    return struct.unpack("<i", struct.pack("<f", x))[0]
+    """the uint32 whose bits are the float32 x"""
+    return struct.unpack("<I", struct.pack("<f", x))[0]
 
 
 def write_reference(path, cfg, args, inputs, targets, logits, loss, norm, grads, losses):
     """writes the reference file described in dev/test/reference_file.h"""
     B, T = inputs.shape
-    h = np.zeros(256, dtype="<i4")
+    h = np.zeros(256, dtype="<u4")
     h[0:11] = [REF_MAGIC, REF_VERSION, B, T, len(losses), cfg["V"], cfg["Vp"], cfg["L"], cfg["NH"], cfg["C"], cfg["maxT"]]
     h[16:22] = [f32_bits(v) for v in (args.lr, args.beta1, args.beta2, args.eps, args.wd, args.grad_clip)]
     with open(path, "wb") as f:

@@ -1,0 +1,208 @@
+// Small FP32 CPU trainer for GPT-2 on top of the reference model in llmc/gpt2_cpu.h. It exists to show the
+// CPU model learns: it trains a tiny model on token files and prints the loss per step.
+//
+// build: gcc -O2 -std=gnu11 -Wall -Wextra -fopenmp -I. train_gpt2.c -o build/train_gpt2 -lm
+// run:   OMP_NUM_THREADS=2 ./build/train_gpt2 -e L2C64H4 -b 4 -t 64 -x 40
+//
+// -e picks the model: a model/checkpoint file (llmc/checkpoint.h; only its parameters are used), a depth
+// preset "d6" / "d12" / "d24" / "d36" / "d48", or a spec "L<layers>C<channels>H<heads>" such as L2C64H4.
+// Presets and specs use the GPT-2 vocab (V 50257, Vp 50304), max_seq_len 1024 and GPT-2 init from -s.
+#include <time.h>
+#include "llmc/utils.h"
+#include "llmc/rand.h"
+#include "llmc/gpt2_config.h"
+#include "llmc/checkpoint.h"
+#include "llmc/gpt2_cpu.h"
+#include "llmc/sampler.h"
+#include "llmc/dataloader.h"
+#include "llmc/tokenizer.h"
+
+#define GPT2_VOCAB 50257
+#define GPT2_EOT 50256
+#define SPEC_MAX_SEQ_LEN 1024
+
+typedef struct {
+    const char* train_pattern;
+    const char* val_pattern;
+    const char* model;
+    const char* output;
+    const char* tokenizer;
+    int B, T, max_steps, val_every, val_batches, checkpoint_every, gen_tokens;
+    float lr, weight_decay, grad_clip;
+    uint64_t seed;
+} TrainArgs;
+
+// prints the flags and exits
+static void usage(const char* prog) {
+    fprintf(stderr,
+        "usage: %s [options]\n"
+        "  -i <path>  train token files pattern (default data/tinyshakespeare_train.bin)\n"
+        "  -j <path>  val token files pattern (default data/tinyshakespeare_val.bin)\n"
+        "  -e <str>   model: checkpoint file, depth preset d6..d48, or L<l>C<c>H<h> spec (default L2C64H4)\n"
+        "  -o <path>  write the model here at the end (default: none)\n"
+        "  -n <int>   also write it every n steps (default 0 = only at the end)\n"
+        "  -b <int>   batch size B (default 4)\n"
+        "  -t <int>   sequence length T (default 64)\n"
+        "  -x <int>   training steps (default 40)\n"
+        "  -l <float> learning rate (default 3e-3)\n"
+        "  -c <float> weight decay (default 0.0)\n"
+        "  -r <float> gradient clip norm, 0 = none (default 1.0)\n"
+        "  -s <int>   seed for init, data order and sampling (default 1337)\n"
+        "  -v <int>   val loss every n steps, 0 = never (default 10)\n"
+        "  -m <int>   val batches per evaluation (default 4)\n"
+        "  -g <int>   tokens to sample at the end, 0 = none (default 32)\n"
+        "  -h         this help\n", prog);
+    exit(EXIT_FAILURE);
+}
+
+// parses argv into *a (defaults first)
+static void parse_args(int argc, char** argv, TrainArgs* a) {
+    a->train_pattern = "data/tinyshakespeare_train.bin";
+    a->val_pattern = "data/tinyshakespeare_val.bin";
+    a->model = "L2C64H4";
+    a->output = NULL;
+    a->tokenizer = "data/gpt2_tokenizer.bin";
+    a->B = 4; a->T = 64; a->max_steps = 40; a->val_every = 10; a->val_batches = 4;
+    a->checkpoint_every = 0; a->gen_tokens = 32;
+    a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337;
+    for (int i = 1; i < argc; i += 2) {
+        if (argv[i][0] != '-' || strlen(argv[i]) != 2 || argv[i][1] == 'h' || i + 1 >= argc) { usage(argv[0]); }
+        const char* v = argv[i + 1];
+        switch (argv[i][1]) {
+            case 'i': a->train_pattern = v; break;
+            case 'j': a->val_pattern = v; break;
+            case 'e': a->model = v; break;
+            case 'o': a->output = v; break;
+            case 'n': a->checkpoint_every = atoi(v); break;
+            case 'b': a->B = atoi(v); break;
+            case 't': a->T = atoi(v); break;
+            case 'x': a->max_steps = atoi(v); break;
+            case 'l': a->lr = (float)atof(v); break;
+            case 'c': a->weight_decay = (float)atof(v); break;
+            case 'r': a->grad_clip = (float)atof(v); break;
+            case 's': a->seed = strtoull(v, NULL, 10); break;
+            case 'v': a->val_every = atoi(v); break;
+            case 'm': a->val_batches = atoi(v); break;
+            case 'g': a->gen_tokens = atoi(v); break;
+            default: usage(argv[0]);
+        }
+    }
+    if (a->B <= 0 || a->T <= 0 || a->max_steps < 0 || a->val_batches <= 0) { die("need B > 0, T > 0, -x >= 0, -m > 0"); }
+}
+
+// the config and initial parameters named by -e (a checkpoint path, "d<depth>" or "L<l>C<c>H<h>")
+static float* load_model(const char* spec, uint64_t seed, GPT2Config* c) {
+    int L, C, H, depth;
+    char extra;
+    if (sscanf(spec, "L%dC%dH%d%c", &L, &C, &H, &extra) == 3) {
+        c->num_layers = L; c->channels = C; c->num_heads = H; c->max_seq_len = SPEC_MAX_SEQ_LEN;
+        c->vocab_size = GPT2_VOCAB; c->padded_vocab_size = round_up(GPT2_VOCAB, 128);
+    } else if (sscanf(spec, "d%d%c", &depth, &extra) == 1) {
+        if (gpt2_config_from_depth(depth, SPEC_MAX_SEQ_LEN, GPT2_VOCAB, c) != 0) { die("unknown depth preset '%s' (d6, d12, d24, d36, d48)", spec); }
+    } else {
+        CheckpointHeader ck;
+        FILE* fp = checkpoint_open(spec, &ck);
+        float* params = (float*)malloc_check(gpt2_num_params(&ck.config) * sizeof(float));
+        checkpoint_read_payload(fp, &ck, params, NULL, NULL);
+        fclose_check(fp);
+        *c = ck.config;
+        return params;
+    }
+    const char* problem = gpt2_config_problem(c);
+    if (problem) { die("model spec '%s': %s", spec, problem); }
+    float* params = (float*)malloc_check(gpt2_num_params(c) * sizeof(float));
+    gpt2_init_params(c, params, seed);
+    return params;
+}
+
+// milliseconds since an arbitrary fixed point
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+// mean loss over the first n batches of the val loader
+static float val_loss(GPT2CPU* m, DataLoader* dl, int n) {
+    double sum = 0.0;
+    dataloader_reset(dl);
+    for (int i = 0; i < n; i++) {
+        dataloader_next_batch(dl);
+        gpt2cpu_forward(m, dl->inputs, dl->targets, dl->B, dl->T);
+        sum += m->mean_loss;
+    }
+    return (float)(sum / n);
+}
+
+// writes the model parameters as a checkpoint after `step` optimizer steps
+static void save_model(const char* path, const GPT2CPU* m, int step, uint64_t seed) {
+    CheckpointHeader ck;
+    memset(&ck, 0, sizeof(ck));
+    ck.config = m->config;
+    ck.contents = CKPT_PARAMS;
+    ck.step = step;
+    ck.seed = (int64_t)seed;
+    checkpoint_write(path, &ck, m->params_memory, m->m_memory, m->v_memory);   // m, v unused for CKPT_PARAMS
+    printf("wrote %s\n", path);
+}
+
+// samples n tokens after an EOT token and prints them (decoded when the tokenizer loaded)
+static void generate(GPT2CPU* m, const Tokenizer* tok, int n, Rng* rng) {
+    int* gen = (int*)malloc_check((size_t)n * sizeof(int));
+    const GPT2Config* c = &m->config;
+    for (int t = 0; t < n; t++) { gen[t] = c->vocab_size > GPT2_EOT ? GPT2_EOT : 0; }
+    printf("generated: ");
+    for (int t = 1; t < n; t++) {
+        gpt2cpu_forward(m, gen, NULL, 1, n);   // causal: the filler after t does not change position t-1
+        gen[t] = sample_softmax(m->acts.logits + (size_t)(t - 1) * c->padded_vocab_size, c->vocab_size, 1.0f, rng_uniform(rng));
+        if (tok->init_ok) { safe_print_token(tokenizer_decode(tok, (uint32_t)gen[t])); }
+        else { printf("%d ", gen[t]); }
+    }
+    printf("\n");
+    free(gen);
+}
+
+int main(int argc, char** argv) {
+    TrainArgs a;
+    parse_args(argc, argv, &a);
+    GPT2Config c;
+    float* params = load_model(a.model, a.seed, &c);
+    if (a.T > c.max_seq_len) { die("-t %d exceeds the model's max_seq_len %d", a.T, c.max_seq_len); }
+    GPT2CPU m;
+    gpt2cpu_build(&m, &c, params);
+    free(params);
+    printf("model %s: L=%d C=%d NH=%d V=%d Vp=%d maxT=%d, %zu params\n", a.model, c.num_layers, c.channels,
+           c.num_heads, c.vocab_size, c.padded_vocab_size, c.max_seq_len, m.num_params);
+
+    DataLoader train, val;
+    dataloader_init(&train, a.train_pattern, a.B, a.T, 0, 1, 1, a.seed, c.vocab_size);
+    dataloader_init(&val, a.val_pattern, a.B, a.T, 0, 1, 0, a.seed, c.vocab_size);
+    Tokenizer tok;
+    tokenizer_init(&tok, a.tokenizer);
+    Rng rng;
+    rng_seed(&rng, a.seed);
+    printf("B=%d T=%d steps=%d lr=%g wd=%g clip=%g seed=%llu\n", a.B, a.T, a.max_steps, a.lr, a.weight_decay,
+           a.grad_clip, (unsigned long long)a.seed);
+
+    for (int step = 1; step <= a.max_steps; step++) {
+        double t0 = now_ms();
+        dataloader_next_batch(&train);
+        gpt2cpu_forward(&m, train.inputs, train.targets, a.B, a.T);
+        gpt2cpu_zero_grad(&m);
+        gpt2cpu_backward(&m);
+        float norm = gpt2cpu_update(&m, a.lr, 0.9f, 0.95f, 1e-8f, a.weight_decay, a.grad_clip, step);
+        printf("step %4d/%d | train loss %.6f | norm %.4f | %.1f ms\n", step, a.max_steps, m.mean_loss, norm, now_ms() - t0);
+        if (a.val_every > 0 && (step % a.val_every == 0 || step == a.max_steps)) {
+            printf("val loss %.6f\n", val_loss(&m, &val, a.val_batches));
+        }
+        if (a.output && a.checkpoint_every > 0 && step % a.checkpoint_every == 0) { save_model(a.output, &m, step, a.seed); }
+    }
+    if (a.gen_tokens > 1) { generate(&m, &tok, a.gen_tokens < a.T ? a.gen_tokens : a.T, &rng); }
+    if (a.output) { save_model(a.output, &m, a.max_steps, a.seed); }
+
+    tokenizer_free(&tok);
+    dataloader_free(&train);
+    dataloader_free(&val);
+    gpt2cpu_free(&m);
+    return 0;
+}
