@@ -7,7 +7,7 @@
 #include "dev/test/reference_file.h"
 #include "dev/test/test_common.h"
 
-static const double tol_logits = 1e-2;   // relative Frobenius error of the logits
+static const double tol_logits = 2e-2;   // relative Frobenius error of the (BF16) logits
 static const double tol_grads = 5e-2;    // per parameter tensor, relative Frobenius error
 static const double tol_norm = 2e-2;     // relative error of the global gradient norm
 static const double tol_loss = 5e-3;     // relative error of each loss (first one and the 10 steps)

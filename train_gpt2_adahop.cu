@@ -27,12 +27,13 @@
 // activations kept for the backward pass, and scratch buffers
 
 enum { A_ENCODED, A_LN1, A_QKV, A_ATTY, A_ATT, A_RES2, A_LN2, A_FCH, A_FCH_GELU, A_RES3, A_LNF, A_LOGITS,
-       A_QKVR, A_SCORES, A_YR, A_DQKVR, A_DRES, A_D4C, A_DC, NUM_ACT_TENSORS };
+       A_QKVR, A_YR, A_DQKVR, A_DRES, A_D4C, A_DC, NUM_ACT_TENSORS };
 
 typedef struct {
     floatX* t[NUM_ACT_TENSORS];
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd;
     float* losses;     // [B*T], summed over the micro-steps of one optimizer step
+    float* scores;     // [B, NH, T, T] FP32 attention scores; the backward reuses it for the BF16 datt
 } Activations;
 
 // elements of each activation tensor for a micro-batch of B x T
@@ -42,7 +43,7 @@ static void activation_sizes(const GPT2Config* c, int B, int T, size_t sizes[NUM
     sizes[A_ATTY] = L * BT * C;     sizes[A_ATT] = L * B * NH * T * T; sizes[A_RES2] = L * BT * C;
     sizes[A_LN2] = L * BT * C;      sizes[A_FCH] = L * BT * 4 * C;   sizes[A_FCH_GELU] = L * BT * 4 * C;
     sizes[A_RES3] = L * BT * C;     sizes[A_LNF] = BT * C;           sizes[A_LOGITS] = BT * c->padded_vocab_size;
-    sizes[A_QKVR] = BT * 3 * C;     sizes[A_SCORES] = B * NH * T * T; sizes[A_YR] = BT * C;
+    sizes[A_QKVR] = BT * 3 * C;     sizes[A_YR] = BT * C;
     sizes[A_DQKVR] = BT * 3 * C;    sizes[A_DRES] = BT * C;          sizes[A_D4C] = BT * 4 * C;
     sizes[A_DC] = BT * C;
 }
@@ -84,7 +85,7 @@ static size_t gpt2_device_bytes(const GPT2Config* c, int B, int T) {
     activation_sizes(c, B, T, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { act += sizes[i]; }
     staging_layout(B * T, offs);
-    size_t stats = (size_t)c->num_layers * 4 * B * T + 2 * (size_t)B * T + (size_t)B * T;
+    size_t stats = (size_t)c->num_layers * 4 * B * T + 3 * (size_t)B * T + (size_t)B * c->num_heads * T * T;
     return n * (sizeof(floatX) + 4 * sizeof(float)) + act * sizeof(floatX) + stats * sizeof(float) +
            column_sums_scratch_bytes(4 * c->channels) + offs[5] * sizeof(int) + cublaslt_workspace_size;
 }
@@ -122,6 +123,7 @@ static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, i
                         &m->acts.lnf_mean, &m->acts.lnf_rstd};
     for (int i = 0; i < 6; i++) { *stats[i] = (float*)device_malloc((i < 4 ? LBT : BT) * sizeof(float), "norm statistics"); }
     m->acts.losses = (float*)device_malloc(BT * sizeof(float), "losses");
+    m->acts.scores = (float*)device_malloc((size_t)B * c->num_heads * T * T * sizeof(float), "attention scores");
     m->scratch = (float*)device_malloc(column_sums_scratch_bytes(4 * c->channels), "reduction scratch");
     size_t offs[6];
     staging_layout((int)BT, offs);
@@ -151,7 +153,7 @@ static void gpt2_sync_params(GPT2* m) {
 static void gpt2_free(GPT2* m) {
     cudaCheck(cudaStreamSynchronize(m->stream));
     void* bufs[] = {m->params, m->master, m->grads, m->adam_m, m->adam_v, m->acts.ln1_mean, m->acts.ln1_rstd,
-                    m->acts.ln2_mean, m->acts.ln2_rstd, m->acts.lnf_mean, m->acts.lnf_rstd, m->acts.losses,
+                    m->acts.ln2_mean, m->acts.ln2_rstd, m->acts.lnf_mean, m->acts.lnf_rstd, m->acts.losses, m->acts.scores,
                     m->scratch, m->staging_dev};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { cudaCheck(cudaFree(m->acts.t[i])); }
@@ -212,7 +214,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         floatX* res3 = a->t[A_RES3] + l * nc;
         // the block's linear layers: y = x W^T + b (llmc/matmul.cuh)
         linear_forward(qkv, ln1, w[P_QKVW] + (size_t)l * 3 * C * C, w[P_QKVB] + l * 3 * C, N, C, 3 * C, s);
-        attention_forward(atty, att, a->t[A_QKVR], a->t[A_SCORES], a->t[A_YR], qkv, B, T, C, NH, s);
+        attention_forward(atty, att, a->t[A_QKVR], a->scores, a->t[A_YR], qkv, B, T, C, NH, s);
         // attention projection output goes to the scratch A_DC, then residual add + LayerNorm in one kernel
         linear_forward(a->t[A_DC], atty, w[P_ATTPROJW] + (size_t)l * C * C, w[P_ATTPROJB] + l * C, N, C, C, s);
         layernorm_forward(ln2, a->ln2_mean + l * N, a->ln2_rstd + l * N, res2, res_in, a->t[A_DC], w[P_LN2W] + l * C, w[P_LN2B] + l * C, N, C, s);
@@ -275,7 +277,7 @@ static void gpt2_backward(GPT2* m, int B, int T) {
         // attention
         linear_backward(dc, g[P_ATTPROJW] + l * cc, g[P_ATTPROJB] + l * C, m->scratch, dres, atty, w[P_ATTPROJW] + l * cc,
                         N, C, C, s);
-        attention_backward(d4c, a->t[A_QKVR], a->t[A_DQKVR], a->t[A_SCORES], a->t[A_YR], dc, qkv, att, B, T, C, NH, s);
+        attention_backward(d4c, a->t[A_QKVR], a->t[A_DQKVR], (floatX*)a->scores, a->t[A_YR], dc, qkv, att, B, T, C, NH, s);
         linear_backward(dc, g[P_QKVW] + l * 3 * cc, g[P_QKVB] + l * 3 * C, m->scratch, d4c, ln1, w[P_QKVW] + l * 3 * cc,
                         N, C, 3 * C, s);
         layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, m->scratch, dc, res_in, a->ln1_mean + l * N,

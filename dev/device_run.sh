@@ -30,6 +30,6 @@ echo
 echo "==== summary ($(date -u +%F))"
 echo "GPU: $(cat "$OUT/gpu.txt")"
 echo "GPU tests: $status_tests   ($(grep -h 'passed,' "$OUT/gpu_tests.log" 2>/dev/null | tr '\n' ';'))"
-echo "default training run: $status_train   first/last train loss: $(grep -E '^step' "$OUT/train_default.log" 2>/dev/null | sed -n '1p;$p' | awk '{print $5}' | tr '\n' ' ')"
+echo "default training run: $status_train   first/last train loss: $(grep -E '^step +[0-9]+/' "$OUT/train_default.log" 2>/dev/null | sed -n '1p;$p' | awk '{print $5}' | tr '\n' ' ')"
 [ -f "$OUT/bench.log" ] && sed -n '/^| model/,$p' "$OUT/bench.log"
 exit 0

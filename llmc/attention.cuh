@@ -26,13 +26,13 @@ __global__ void heads_transpose_kernel(floatX* token_major, floatX* head_major, 
 }
 
 // att[row, j] = softmax_j(scale * scores[row, j]) for j <= t, 0 for j > t (row = (b*NH+h)*T + t).
-// One warp per row. Traffic: reads the causal half of scores, writes the full row.
-__global__ void softmax_causal_forward_kernel(floatX* att, const floatX* scores, int rows, int T, float scale) {
+// One warp per row. Traffic: reads the causal half of the FP32 scores, writes the full BF16 row.
+__global__ void softmax_causal_forward_kernel(floatX* att, const float* scores, int rows, int T, float scale) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= rows) { return; }
     int t = row % T;
-    const floatX* in = scores + (size_t)row * T;
+    const float* in = scores + (size_t)row * T;
     float mx = -INFINITY;
     for (int j = lane; j <= t; j += 32) { mx = fmaxf(mx, (float)in[j]); }
     mx = warp_max(mx);
@@ -74,8 +74,9 @@ static inline void attention_check_shape(int T, int C, int NH) {
     if (T % 8 != 0) { die("attention: sequence length T=%d must be a multiple of 8", T); }
 }
 
-// out [B,T,C] from qkv [B,T,3C]. Scratch: qkvr (3*B*T*C), scores (B*NH*T*T), yr (B*T*C). Keeps att (B*NH*T*T).
-static inline void attention_forward(floatX* out, floatX* att, floatX* qkvr, floatX* scores, floatX* yr,
+// out [B,T,C] from qkv [B,T,3C]. Scratch: qkvr (3*B*T*C), scores (B*NH*T*T floats: FP32 so that large scores
+// keep their precision before the exponential), yr (B*T*C). Keeps att (B*NH*T*T).
+static inline void attention_forward(floatX* out, floatX* att, floatX* qkvr, float* scores, floatX* yr,
                                      const floatX* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
     attention_check_shape(T, C, NH);
     int HS = C / NH;
@@ -83,7 +84,7 @@ static inline void attention_forward(floatX* out, floatX* att, floatX* qkvr, flo
     floatX *q = qkvr, *k = qkvr + bthd, *v = qkvr + 2 * bthd;
     heads_transpose((floatX*)qkv, qkvr, B, T, 3, NH, HS, true, stream);
     GemmBatch qk = {B * NH, th, th, tt};
-    matmul(scores, false, k, q, NULL, T, T, HS, true, false, 0.0f, qk, stream);
+    matmul(scores, true, k, q, NULL, T, T, HS, true, false, 0.0f, qk, stream);
     int rows = B * NH * T;
     softmax_causal_forward_kernel<<<ceil_div(rows, 8), 256, 0, stream>>>(att, scores, rows, T, 1.0f / sqrtf((float)HS));
     cudaCheckLaunch();

@@ -17,7 +17,7 @@ __device__ float block_reduce(float x, int op) {
     return op ? warp_max(x) : warp_sum(x);
 }
 
-// One block per row. losses[row] = logsumexp(logits[row, :V]) - logits[row, target]. Traffic: reads the row
+// One block per row. losses[row] += logsumexp(logits[row, :V]) - logits[row, target]. Traffic: reads the row
 // twice (the second time from L2), writes it once when the gradient is wanted.
 __global__ void softmax_crossentropy_kernel(floatX* logits, float* losses, const int* targets, int V, int Vp,
                                             float dloss) {
@@ -31,7 +31,7 @@ __global__ void softmax_crossentropy_kernel(floatX* logits, float* losses, const
     int target = targets[blockIdx.x];
     float target_logit = (float)row[target];
     __syncthreads();   // every thread has read the target logit before anyone overwrites it
-    if (threadIdx.x == 0) { losses[blockIdx.x] = logf(sum) + mx - target_logit; }
+    if (threadIdx.x == 0) { losses[blockIdx.x] += logf(sum) + mx - target_logit; }
     if (dloss == 0.0f) { return; }
     float inv = 1.0f / sum;
     for (int j = threadIdx.x; j < Vp; j += blockDim.x) {

@@ -169,7 +169,8 @@ static void test_attention(int B, int T, int C, int NH, float scale) {
     attention_forward_cpu(out, att, qkv, B, T, C, NH);
     floatX* d_qkv = to_device_bf16(qkv, nqkv);
     floatX *d_out = (floatX*)device_malloc(nout * 2, "o"), *d_att = (floatX*)device_malloc(natt * 2, "att");
-    floatX *d_qkvr = (floatX*)device_malloc(nqkv * 2, "qkvr"), *d_scores = (floatX*)device_malloc(natt * 2, "s");
+    floatX* d_qkvr = (floatX*)device_malloc(nqkv * 2, "qkvr");
+    float* d_scores = (float*)device_malloc(natt * 4, "scores");
     floatX *d_yr = (floatX*)device_malloc(nout * 2, "yr"), *d_dqkvr = (floatX*)device_malloc(nqkv * 2, "dqkvr");
     floatX* d_dqkv = (floatX*)device_malloc(nqkv * 2, "dqkv");
     cudaCheck(cudaMemset(d_out, 0xff, nout * 2));
@@ -181,7 +182,7 @@ static void test_attention(int B, int T, int C, int NH, float scale) {
     float *dout = host_random(nout, 1.0f), *dqkv = host_zeros(nqkv);
     attention_backward_cpu(dqkv, dout, qkv, att, B, T, C, NH);
     floatX* d_dout = to_device_bf16(dout, nout);
-    attention_backward(d_dqkv, d_qkvr, d_dqkvr, d_scores, d_yr, d_dout, d_qkv, d_att, B, T, C, NH, 0);
+    attention_backward(d_dqkv, d_qkvr, d_dqkvr, (floatX*)d_scores, d_yr, d_dout, d_qkv, d_att, B, T, C, NH, 0);
     float mx = 0.0f;
     for (size_t i = 0; i < nqkv; i++) { mx = fmaxf(mx, fabsf(dqkv[i])); }
     compare("attention backward dqkv", from_device_bf16(d_dqkv, nqkv), dqkv, nqkv, 2e-2f * mx, 1.0f / 32);
