@@ -6,9 +6,10 @@
 //
 // -e picks the model: a model/checkpoint file (llmc/checkpoint.h; only its parameters are used), a depth
 // preset "d6" / "d12" / "d24" / "d36" / "d48", or a spec "L<layers>C<channels>H<heads>" such as L2C64H4.
-// Presets and specs use the GPT-2 vocab (V 50257, Vp 50304), max_seq_len 1024 and GPT-2 init from -s.
+// Presets and specs use the GPT-2 vocab (V 50257, Vp 50304), max_seq_len 1024 and GPT-2 init from -r.
 #include <time.h>
 #include "llmc/utils.h"
+#include "llmc/cli.h"
 #include "llmc/rand.h"
 #include "llmc/gpt2_config.h"
 #include "llmc/checkpoint.h"
@@ -32,9 +33,9 @@ typedef struct {
     uint64_t seed;
 } TrainArgs;
 
-// prints the flags and exits
+// prints the flags
 static void usage(const char* prog) {
-    fprintf(stderr,
+    printf(
         "usage: %s [options]\n"
         "  -i <path>  train token files pattern (default data/tinyshakespeare_train.bin)\n"
         "  -j <path>  val token files pattern (default data/tinyshakespeare_val.bin)\n"
@@ -46,13 +47,12 @@ static void usage(const char* prog) {
         "  -x <int>   training steps (default 40)\n"
         "  -l <float> learning rate (default 3e-3)\n"
         "  -c <float> weight decay (default 0.0)\n"
-        "  -r <float> gradient clip norm, 0 = none (default 1.0)\n"
-        "  -s <int>   seed for init, data order and sampling (default 1337)\n"
+        "  -k <float> gradient clip norm, 0 = none (default 1.0)\n"
+        "  -r <int>   seed for init, data order and sampling (default 1337)\n"
         "  -v <int>   val loss every n steps, 0 = never (default 10)\n"
         "  -m <int>   val batches per evaluation (default 4)\n"
         "  -g <int>   tokens to sample at the end, 0 = none (default 32)\n"
         "  -h         this help\n", prog);
-    exit(EXIT_FAILURE);
 }
 
 // parses argv into *a (defaults first)
@@ -65,26 +65,31 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->B = 4; a->T = 64; a->max_steps = 40; a->val_every = 10; a->val_batches = 4;
     a->checkpoint_every = 0; a->gen_tokens = 32;
     a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { usage(argv[0]); exit(EXIT_SUCCESS); }
+    }
     for (int i = 1; i < argc; i += 2) {
-        if (argv[i][0] != '-' || strlen(argv[i]) != 2 || argv[i][1] == 'h' || i + 1 >= argc) { usage(argv[0]); }
+        const char* f = argv[i];
+        if (f[0] != '-' || strlen(f) != 2) { usage(argv[0]); die("unknown argument '%s'", f); }
+        if (i + 1 >= argc) { die("flag %s needs a value (see -h)", f); }
         const char* v = argv[i + 1];
         switch (argv[i][1]) {
             case 'i': a->train_pattern = v; break;
             case 'j': a->val_pattern = v; break;
             case 'e': a->model = v; break;
             case 'o': a->output = v; break;
-            case 'n': a->checkpoint_every = atoi(v); break;
-            case 'b': a->B = atoi(v); break;
-            case 't': a->T = atoi(v); break;
-            case 'x': a->max_steps = atoi(v); break;
-            case 'l': a->lr = (float)atof(v); break;
-            case 'c': a->weight_decay = (float)atof(v); break;
-            case 'r': a->grad_clip = (float)atof(v); break;
-            case 's': a->seed = strtoull(v, NULL, 10); break;
-            case 'v': a->val_every = atoi(v); break;
-            case 'm': a->val_batches = atoi(v); break;
-            case 'g': a->gen_tokens = atoi(v); break;
-            default: usage(argv[0]);
+            case 'n': a->checkpoint_every = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'b': a->B = (int)parse_int(f, v, 1, 1 << 16); break;
+            case 't': a->T = (int)parse_int(f, v, 1, 1 << 16); break;
+            case 'x': a->max_steps = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'l': a->lr = parse_float(f, v, 0.0f, 10.0f); break;
+            case 'c': a->weight_decay = parse_float(f, v, 0.0f, 10.0f); break;
+            case 'k': a->grad_clip = parse_float(f, v, 0.0f, 1e30f); break;
+            case 'r': a->seed = (uint64_t)parse_int(f, v, 0, 0x7fffffffffffffffL); break;
+            case 'v': a->val_every = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'm': a->val_batches = (int)parse_int(f, v, 1, 1 << 30); break;
+            case 'g': a->gen_tokens = (int)parse_int(f, v, 0, 1 << 16); break;
+            default: usage(argv[0]); die("unknown flag %s", f);
         }
     }
     if (a->B <= 0 || a->T <= 0 || a->max_steps < 0 || a->val_batches <= 0) { die("need B > 0, T > 0, -x >= 0, -m > 0"); }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <dirent.h>
 #include "llmc/utils.h"
+#include "llmc/cli.h"
 #include "llmc/rand.h"
 #include "llmc/gpt2_config.h"
 #include "llmc/checkpoint.h"
@@ -364,22 +365,6 @@ static void usage(const char* prog) {
            "  -r <int>   random seed for init, data order and sampling (default 1337)\n"
            "  -z <path>  token decoding file               (default data/gpt2_tokenizer.bin)\n"
            "  -h         this help\n", prog);
-}
-
-static long parse_int(const char* flag, const char* s, long lo, long hi) {
-    char* end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || end == s || v < lo || v > hi) { die("flag %s: '%s' is not an integer in [%ld, %ld]", flag, s, lo, hi); }
-    return v;
-}
-
-static float parse_float(const char* flag, const char* s, float lo, float hi) {
-    char* end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno != 0 || *end != '\0' || end == s || !(v >= lo && v <= hi)) { die("flag %s: '%s' is not a number in [%g, %g]", flag, s, lo, hi); }
-    return v;
 }
 
 static Options parse_options(int argc, char** argv) {
