@@ -12,7 +12,7 @@ BUILD = build
 HOST_HEADERS = $(wildcard llmc/*.h) dev/test/test_common.h
 CUDA_HEADERS = $(wildcard llmc/*.cuh)
 CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_tokenizer $(BUILD)/test_gpt2_layers
-CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels
+CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/test_mxfp4_gpu $(BUILD)/bench_mxfp4
 
 .PHONY: all cpu cuda test test-cpu test-python test-gpu train clean
 all: cpu cuda
@@ -35,7 +35,7 @@ train_gpt2_adahop: train_gpt2_adahop.cu $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
-$(BUILD)/test_kernels: dev/cuda/test_kernels.cu $(HOST_HEADERS) $(CUDA_HEADERS) | $(BUILD)
+$(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 
 # ---- tests

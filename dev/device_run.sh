@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build (unless the carried binaries load), GPU tests, a short training run on
 # the embedded data, then the throughput benchmark; logs go to $OUT (or build/), a short table comes last.
-# Usage: dev/device_run.sh [tests] [train] [bench]   (default: all three)
+# Usage: dev/device_run.sh [tests] [train] [bench] [kbench]   (default: all four; kbench = MXFP4 kernel benchmark)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/out}; export OUT
 mkdir -p "$OUT" build
-parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(tests train bench)
+parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(tests train bench kbench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-for bin in train_gpt2_adahop test_gpt2cu build/test_kernels; do
+for bin in train_gpt2_adahop test_gpt2cu build/test_kernels build/test_mxfp4_gpu build/bench_mxfp4; do
     if [ ! -x "$bin" ] || ldd "$bin" | grep -q "not found"; then
         echo "building CUDA programs here"; make -j16 cuda > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
         break
@@ -18,18 +18,20 @@ done
 status_tests="not run"; status_train="not run"
 if want tests; then
     bash dev/test/run_gpu_tests.sh > "$OUT/gpu_tests.log" 2>&1 && status_tests="PASS" || status_tests="FAIL"
-    grep -E "FAIL|passed,|rel.frob|loss|resume" "$OUT/gpu_tests.log" | head -80
+    grep -E "FAIL|passed,|gemm|outlier|classifier|native|resume" "$OUT/gpu_tests.log" | head -60
 fi
 if want train; then
     timeout 300 ./train_gpt2_adahop -o build/default_run > "$OUT/train_default.log" 2>&1 && status_train="PASS" || status_train="FAIL"
     grep -E "^step +(1|50|100|150|200)/|val loss" "$OUT/train_default.log" | head -20
     sed -n '/---- sample ----/,/^-----/p' "$OUT/train_default.log" | tail -4
 fi
+if want kbench; then ./build/bench_mxfp4 > "$OUT/bench_mxfp4.log" 2>&1 || echo "bench_mxfp4 failed"; fi
 if want bench; then bash dev/bench_gpt2.sh > "$OUT/bench.log" 2>&1; fi
 echo
 echo "==== summary ($(date -u +%F))"
 echo "GPU: $(cat "$OUT/gpu.txt")"
 echo "GPU tests: $status_tests   ($(grep -h 'passed,' "$OUT/gpu_tests.log" 2>/dev/null | tr '\n' ';'))"
 echo "default training run: $status_train   first/last train loss: $(grep -E '^step +[0-9]+/' "$OUT/train_default.log" 2>/dev/null | sed -n '1p;$p' | awk '{print $5}' | tr '\n' ' ')"
+[ -f "$OUT/bench_mxfp4.log" ] && grep '^|' "$OUT/bench_mxfp4.log"
 [ -f "$OUT/bench.log" ] && sed -n '/^| model/,$p' "$OUT/bench.log"
 exit 0

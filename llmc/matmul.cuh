@@ -31,37 +31,54 @@ static inline void matmul_free(void) {
 // One GEMM in cuBLAS's column-major terms: D[m x n] = op(A)[m x k] op(B)[k x n] (+ beta * D) (+ bias[m]).
 // A is stored k x m when trans_a (else m x k), B is stored n x k when trans_b (else k x n), all packed.
 // A row-major matrix X[r x c] is the column-major X^T, so the linear layer y = x W^T over N tokens is
-// matmul(y, W, x, OC, N, C, trans_a=true, trans_b=false). d_fp32 selects an FP32 D (gradient accumulators).
+// D = y with A = W (trans_a), B = x, m = OC, n = N, k = C. Scaled low-precision operands (FP8, FP4) set
+// scale_mode and the per-operand scale pointers (cuBLASLt's A/B scale attributes).
 struct GemmBatch { int count; long stride_a, stride_b, stride_d; };
 static const GemmBatch gemm_single = {1, 0, 0, 0};
 
-static inline void matmul(void* d, bool d_fp32, const floatX* a, const floatX* b, const floatX* bias,
-                          int m, int n, int k, bool trans_a, bool trans_b, float beta, GemmBatch batch,
-                          cudaStream_t stream) {
+typedef struct {
+    void* d; cudaDataType_t d_type;
+    const void* a; const void* b; cudaDataType_t ab_type;
+    const void* bias;                    // BF16 [m], or NULL
+    int m, n, k;
+    bool trans_a, trans_b;
+    float beta;
+    GemmBatch batch;
+    int32_t scale_mode;                  // -1: unscaled; else a cublasLtMatmulMatrixScale_t for A and B
+    const void* a_scale; const void* b_scale;
+} GemmSpec;
+
+static inline void cublaslt_gemm(const GemmSpec* g, cudaStream_t stream) {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
-    cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_a = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-    if (bias != NULL) {
+    if (g->bias != NULL) {
         cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         cudaDataType_t bias_type = CUDA_R_16BF;
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof(g->bias)));
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
     }
-    cudaDataType_t d_type = d_fp32 ? CUDA_R_32F : CUDA_R_16BF;
-    cublasCheck(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, trans_a ? k : m, trans_a ? m : k, trans_a ? k : m));
-    cublasCheck(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k));
-    cublasCheck(cublasLtMatrixLayoutCreate(&ld, d_type, m, n, m));
-    if (batch.count > 1) {
+    if (g->scale_mode >= 0) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &g->scale_mode, sizeof(int32_t)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &g->scale_mode, sizeof(int32_t)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->a_scale, sizeof(void*)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->b_scale, sizeof(void*)));
+    }
+    int m = g->m, n = g->n, k = g->k;
+    cublasCheck(cublasLtMatrixLayoutCreate(&la, g->ab_type, g->trans_a ? k : m, g->trans_a ? m : k, g->trans_a ? k : m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&lb, g->ab_type, g->trans_b ? n : k, g->trans_b ? k : n, g->trans_b ? n : k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&ld, g->d_type, m, n, m));
+    if (g->batch.count > 1) {
         cublasLtMatrixLayout_t layouts[3] = {la, lb, ld};
-        long strides[3] = {batch.stride_a, batch.stride_b, batch.stride_d};
+        long strides[3] = {g->batch.stride_a, g->batch.stride_b, g->batch.stride_d};
         for (int i = 0; i < 3; i++) {
-            cublasCheck(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch.count, sizeof(int)));
-            int64_t s = strides[i];
-            cublasCheck(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof(s)));
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &g->batch.count, sizeof(int)));
+            int64_t st = strides[i];
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof(st)));
         }
     }
     cublasLtMatmulPreference_t pref;
@@ -70,13 +87,14 @@ static inline void matmul(void* d, bool d_fp32, const floatX* a, const floatX* b
                                                      &cublaslt_workspace_size, sizeof(cublaslt_workspace_size)));
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    cublasCheck(cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, la, lb, ld, ld, pref, 1, &heur, &found));
-    if (found == 0) {
-        die("cuBLASLt has no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d batch=%d bias=%d", m, n, k,
-            (int)trans_a, (int)trans_b, batch.count, bias != NULL);
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, la, lb, ld, ld, pref, 1, &heur, &found);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+        die("cuBLASLt has no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d batch=%d, operand type %d, scale mode %d "
+            "(low-precision types need a GPU that supports them and sizes that are multiples of 16)",
+            m, n, k, (int)g->trans_a, (int)g->trans_b, g->batch.count, (int)g->ab_type, (int)g->scale_mode);
     }
     const float alpha = 1.0f;
-    cublasCheck(cublasLtMatmul(cublaslt_handle, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur.algo,
+    cublasCheck(cublasLtMatmul(cublaslt_handle, desc, &alpha, g->a, la, g->b, lb, &g->beta, g->d, ld, g->d, ld, &heur.algo,
                                cublaslt_workspace, cublaslt_workspace_size, stream));
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     cublasCheck(cublasLtMatmulDescDestroy(desc));
@@ -85,25 +103,39 @@ static inline void matmul(void* d, bool d_fp32, const floatX* a, const floatX* b
     cublasCheck(cublasLtMatrixLayoutDestroy(ld));
 }
 
+// BF16 operands: D (BF16, or FP32 when d_fp32) = op(A) op(B) (+ beta D) (+ bias), see cublaslt_gemm
+static inline void matmul(void* d, bool d_fp32, const floatX* a, const floatX* b, const floatX* bias,
+                          int m, int n, int k, bool trans_a, bool trans_b, float beta, GemmBatch batch,
+                          cudaStream_t stream) {
+    GemmSpec g = {d, d_fp32 ? CUDA_R_32F : CUDA_R_16BF, a, b, CUDA_R_16BF, bias, m, n, k, trans_a, trans_b, beta, batch,
+                  -1, NULL, NULL};
+    cublaslt_gemm(&g, stream);
+}
+
 // ----------------------------------------------------------------------------
 // Deterministic column sums over the rows of a row-major [N x C] BF16 tensor, in two launches with a
 // fixed reduction order: partial sums per row-chunk, then a sum over chunks added into FP32 outputs.
 // Mode PLAIN: out0[c] += sum_r x[r,c] (bias gradient). Mode LAYERNORM: with y = the normalized input
 // (inp - mean[r]) * rstd[r], out0[c] += sum_r x[r,c] y[r,c] (dweight) and out1[c] += sum_r x[r,c] (dbias).
+// Mode SQUARES (outlier statistics): out0[c] += sum_r x[r,c]^2 and out1[c] += sum_r x[r,c].
 
-enum ColumnSumMode { COLSUM_PLAIN = 1, COLSUM_LAYERNORM = 2 };
+enum ColumnSumMode { COLSUM_PLAIN = 1, COLSUM_LAYERNORM = 2, COLSUM_SQUARES = 3 };
 static const int colsum_rows_per_warp_iter = 8;   // warps of a block take rows in this interleave
 static const int colsum_max_chunks = 256;
 
 // partial[chunk][out][c] = sums over this chunk's rows; each thread owns 8 consecutive columns.
 // Traffic: reads x (and inp) once; writes outputs * C * chunks floats.
 template <int MODE>
+struct ColsumOutputs { static constexpr int n = MODE == COLSUM_PLAIN ? 1 : 2; };
+
+template <int MODE>
 __global__ void column_sums_partial_kernel(float* partial, const floatX* x, const floatX* inp, const float* mean,
                                            const float* rstd, int N, int C, int rows_per_chunk) {
-    __shared__ float smem[MODE][8][256 + 8];
+    constexpr int NOUT = ColsumOutputs<MODE>::n;
+    __shared__ float smem[NOUT][8][256 + 8];
     int col = (blockIdx.x * 32 + threadIdx.x) * 8;
     int r0 = blockIdx.y * rows_per_chunk, r1 = min(N, r0 + rows_per_chunk);
-    float acc[MODE][8] = {};
+    float acc[NOUT][8] = {};
     if (col < C) {
         for (int r = r0 + threadIdx.y; r < r1; r += blockDim.y) {
             x128 xv = load128(x + (size_t)r * C + col);
@@ -113,37 +145,40 @@ __global__ void column_sums_partial_kernel(float* partial, const floatX* x, cons
                 for (int i = 0; i < 8; i++) {
                     float g = (float)xv[i];
                     acc[0][i] += g * ((float)iv[i] - mu) * rs;
-                    acc[MODE - 1][i] += g;
+                    acc[NOUT - 1][i] += g;
                 }
+            } else if (MODE == COLSUM_SQUARES) {
+                for (int i = 0; i < 8; i++) { float g = (float)xv[i]; acc[0][i] += g * g; acc[NOUT - 1][i] += g; }
             } else {
                 for (int i = 0; i < 8; i++) { acc[0][i] += (float)xv[i]; }
             }
         }
     }
-    for (int o = 0; o < MODE; o++) {
+    for (int o = 0; o < NOUT; o++) {
         for (int i = 0; i < 8; i++) { smem[o][threadIdx.y][threadIdx.x * 8 + i] = acc[o][i]; }
     }
     __syncthreads();
     // the first warp sums the 8 warps' partials in order, 8 columns per thread
     if (threadIdx.y == 0 && col < C) {
-        for (int o = 0; o < MODE; o++) {
+        for (int o = 0; o < NOUT; o++) {
             for (int i = 0; i < 8; i++) {
                 float s = 0.0f;
                 for (int w = 0; w < (int)blockDim.y; w++) { s += smem[o][w][threadIdx.x * 8 + i]; }
-                partial[((size_t)blockIdx.y * MODE + o) * C + col + i] = s;
+                partial[((size_t)blockIdx.y * NOUT + o) * C + col + i] = s;
             }
         }
     }
 }
 
-// out_o[c] += sum over chunks of partial[chunk][o][c], chunks in order. Traffic: chunks * MODE * C floats.
+// out_o[c] += sum over chunks of partial[chunk][o][c], chunks in order. Traffic: chunks * outputs * C floats.
 template <int MODE>
 __global__ void column_sums_final_kernel(float* out0, float* out1, const float* partial, int C, int chunks) {
+    constexpr int NOUT = ColsumOutputs<MODE>::n;
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) { return; }
-    for (int o = 0; o < MODE; o++) {
+    for (int o = 0; o < NOUT; o++) {
         float s = 0.0f;
-        for (int ch = 0; ch < chunks; ch++) { s += partial[((size_t)ch * MODE + o) * C + c]; }
+        for (int ch = 0; ch < chunks; ch++) { s += partial[((size_t)ch * NOUT + o) * C + c]; }
         float* out = (o == 0) ? out0 : out1;
         out[c] += s;
     }

@@ -11,6 +11,9 @@ failed=()
 echo "== kernels vs CPU reference"
 ./build/test_kernels || failed+=(test_kernels)
 
+echo "== MXFP4 / AdaHOP kernels vs the C reference"
+./build/test_mxfp4_gpu || failed+=(test_mxfp4_gpu)
+
 echo "== GPT-2 124M (d12) vs PyTorch reference"
 if $PYTHON dev/reference_gpt2.py --preset d12 -B 4 -T 64 --device cuda --dtype float64 --seed 1337 --lr 1e-4 \
         --write-model build/ref/d12_model.bin --write-ref build/ref/d12_ref.bin; then

@@ -1,0 +1,130 @@
+// Benchmarks of the MXFP4 kernels on the GPU, as ratios against ceilings measured in the same run:
+//  1. achieved bandwidth of each quantize / dequantize / E4M3 kernel vs a device-to-device copy;
+//  2. quantize + GEMM vs cuBLASLt BF16 at the GPT-2 shapes of ../shared/ANCHORS.md, for the exact path
+//     (dequantize + BF16 GEMM) and the fast path (E4M3 on FP8 tensor cores). The activation operand's
+//     quantization is included; the weight operand is quantized outside the timed region.
+// Prints a table. Usage: build/bench_mxfp4 [repeats]
+#include "llmc/cuda_common.cuh"
+#include "llmc/matmul.cuh"
+#include "llmc/mxfp4.cuh"
+
+static cudaEvent_t ev0, ev1;
+
+// median time in ms of `reps` runs of fn (after 3 warm-ups)
+template <class F>
+static float time_ms(F fn, int reps) {
+    for (int i = 0; i < 3; i++) { fn(); }
+    float* t = (float*)malloc_check(reps * sizeof(float));
+    for (int i = 0; i < reps; i++) {
+        cudaCheck(cudaEventRecord(ev0));
+        fn();
+        cudaCheck(cudaEventRecord(ev1));
+        cudaCheck(cudaEventSynchronize(ev1));
+        cudaCheck(cudaEventElapsedTime(&t[i], ev0, ev1));
+    }
+    for (int i = 1; i < reps; i++) {   // insertion sort, reps is small
+        float v = t[i]; int j = i - 1;
+        while (j >= 0 && t[j] > v) { t[j + 1] = t[j]; j--; }
+        t[j + 1] = v;
+    }
+    float med = t[reps / 2];
+    free(t);
+    return med;
+}
+
+// fills a BF16 buffer with N(0,1)-like values (sum of uniforms; the distribution is not what is measured)
+__global__ void fill_random_kernel(floatX* x, long n, uint64_t seed) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    float a = mx_uniform(seed, 2 * i), b = mx_uniform(seed, 2 * i + 1);
+    x[i] = (floatX)(a + b - 1.0f);
+}
+
+static floatX* random_bf16(long n, uint64_t seed) {
+    floatX* x = (floatX*)device_malloc(n * sizeof(floatX), "bench input");
+    fill_random_kernel<<<ceil_div(n, 256), 256>>>(x, n, seed);
+    cudaCheckLaunch();
+    return x;
+}
+
+int main(int argc, char** argv) {
+    int reps = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 20;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the benchmark needs one"); }
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    cudaCheck(cudaEventCreate(&ev0));
+    cudaCheck(cudaEventCreate(&ev1));
+    matmul_init();
+    printf("GPU: %s, %d SMs, median of %d runs\n", prop.name, prop.multiProcessorCount, reps);
+
+    // 1. bandwidth
+    const int R = 65536, K = 3072;
+    long n = (long)R * K;
+    floatX* x = random_bf16(n, 1);
+    floatX* y = (floatX*)device_malloc(n * sizeof(floatX), "copy target");
+    float copy_ms = time_ms([&] { cudaCheck(cudaMemcpyAsync(y, x, n * sizeof(floatX), cudaMemcpyDeviceToDevice)); }, reps);
+    double copy_gbs = 2.0 * n * sizeof(floatX) / copy_ms / 1e6;
+    printf("\ncopy ceiling: %.0f GB/s (bytes read + written, %.1f GB buffer)\n", copy_gbs, n * 2 / 1e9);
+    MXOperand q = mx_operand_alloc(R, K), qt = mx_operand_alloc(K, R);
+    E4M3Operand e8 = e4m3_operand_alloc(R, K);
+    double mx_bytes = n * (2.0 + 0.5 + 1.0 / 32);   // BF16 in, codes + scales out
+    struct { const char* name; double bytes; float ms; } rows[8];
+    int nr = 0;
+    for (int h = 0; h < 2; h++) {
+        MXQuantOptions opt = {h, MX_SCALE_OCP, 0, 0};
+        rows[nr++] = {h ? "quantize rows + Hadamard" : "quantize rows", mx_bytes,
+                      time_ms([&] { mx_quantize_rows(&q, x, R, K, opt, 0); }, reps)};
+        rows[nr++] = {h ? "quantize cols (transposed) + Hadamard" : "quantize cols (transposed)", mx_bytes,
+                      time_ms([&] { mx_quantize_cols(&qt, x, R, K, opt, 0); }, reps)};
+    }
+    MXQuantOptions sr = {1, MX_SCALE_OCP, 1, 7};
+    rows[nr++] = {"quantize rows + Hadamard + SR", mx_bytes, time_ms([&] { mx_quantize_rows(&q, x, R, K, sr, 0); }, reps)};
+    rows[nr++] = {"dequantize to BF16", mx_bytes, time_ms([&] { mx_dequantize(y, &q, 0); }, reps)};
+    rows[nr++] = {"MXFP4 -> E4M3 + row scales", n * (1.0 + 0.5 + 1.0 / 32), time_ms([&] { mx_to_e4m3(&e8, &q, 0); }, reps)};
+    printf("| kernel (%d x %d) | ms | GB/s | of copy ceiling |\n|---|---|---|---|\n", R, K);
+    for (int i = 0; i < nr; i++) {
+        double gbs = rows[i].bytes / rows[i].ms / 1e6;
+        printf("| %s | %.3f | %.0f | %.0f%% |\n", rows[i].name, rows[i].ms, gbs, 100.0 * gbs / copy_gbs);
+    }
+    mx_operand_free(&q); mx_operand_free(&qt); e4m3_operand_free(&e8);
+    cudaCheck(cudaFree(x)); cudaCheck(cudaFree(y));
+
+    // 2. GEMMs: out [M x N] = A [M x K] (activation, quantized in the timed region) x B [N x K]^T (weight)
+    struct { int M, N, K; const char* what; } shapes[] = {
+        {65536, 2304, 768, "124M qkv"}, {65536, 3072, 768, "124M fc"}, {65536, 768, 3072, "124M fc proj"},
+        {65536, 1024, 4096, "350M fc proj"}, {32768, 6400, 1600, "1.5B fc"}, {32768, 1600, 6400, "1.5B fc proj"},
+        {768, 3072, 65536, "dW, K = tokens"}};
+    printf("\n| GEMM M x N x K | BF16 ms | BF16 TFLOP/s | exact path ms | exact / BF16 | fast path ms | BF16 / fast (speed-up) |\n|---|---|---|---|---|---|---|\n");
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        int M = shapes[s].M, N = shapes[s].N, Kd = shapes[s].K;
+        floatX *a = random_bf16((long)M * Kd, 2), *b = random_bf16((long)N * Kd, 3);
+        floatX* out = (floatX*)device_malloc((size_t)M * N * sizeof(floatX), "out");
+        floatX *abf = (floatX*)device_malloc((size_t)M * Kd * 2, "a bf16"), *bbf = (floatX*)device_malloc((size_t)N * Kd * 2, "b bf16");
+        MXOperand qa = mx_operand_alloc(M, Kd), qb = mx_operand_alloc(N, Kd);
+        E4M3Operand ea = e4m3_operand_alloc(M, Kd), eb = e4m3_operand_alloc(N, Kd);
+        MXQuantOptions opt = {1, MX_SCALE_OCP, 0, 0};
+        mx_quantize_rows(&qb, b, N, Kd, opt, 0);
+        mx_to_e4m3(&eb, &qb, 0);
+        mx_dequantize(bbf, &qb, 0);
+        float bf16_ms = time_ms([&] { matmul(out, false, b, a, NULL, N, M, Kd, true, false, 0.0f, gemm_single, 0); }, reps);
+        float exact_ms = time_ms([&] {
+            mx_quantize_rows(&qa, a, M, Kd, opt, 0);
+            mx_dequantize(abf, &qa, 0);
+            matmul(out, false, bbf, abf, NULL, N, M, Kd, true, false, 0.0f, gemm_single, 0);
+        }, reps);
+        float fast_ms = time_ms([&] {
+            mx_quantize_rows(&qa, a, M, Kd, opt, 0);
+            mx_to_e4m3(&ea, &qa, 0);
+            mx_gemm_fast(out, false, &ea, &eb, 0.0f, 0);
+        }, reps);
+        double flops = 2.0 * M * N * Kd;
+        printf("| %d x %d x %d (%s) | %.3f | %.0f | %.3f | %.2f | %.3f | %.2fx |\n", M, N, Kd, shapes[s].what, bf16_ms,
+               flops / bf16_ms / 1e9, exact_ms, exact_ms / bf16_ms, fast_ms, bf16_ms / fast_ms);
+        void* bufs[] = {a, b, out, abf, bbf};
+        for (int i = 0; i < 5; i++) { cudaCheck(cudaFree(bufs[i])); }
+        mx_operand_free(&qa); mx_operand_free(&qb); e4m3_operand_free(&ea); e4m3_operand_free(&eb);
+    }
+    matmul_free();
+    return 0;
+}

@@ -1,0 +1,357 @@
+// The AdaHOP GPU kernels against the C reference (llmc/adahop_cpu.h) on fresh random and adversarial inputs:
+// MXFP4 codes and scales bit for bit (rows, columns, with/without Hadamard, both scale rules, RNE and SR),
+// dequantization and E4M3 re-expression bit for bit, the fused one-pass E4M3 quantizer, both GEMM paths
+// against an FP64 product of the dequantized operands, the Hadamard's error reduction on in-block outliers,
+// outlier statistics and classification, top-k and outlier extraction. Unsupported shapes exit with a message.
+#include <sys/wait.h>
+#include <unistd.h>
+#include "llmc/cuda_common.cuh"
+#include "llmc/matmul.cuh"
+#include "llmc/mxfp4.cuh"
+#include "llmc/outliers.cuh"
+#include "llmc/mxfp4_blackwell.cuh"
+#include "llmc/adahop_cpu.h"
+#include "llmc/rand.h"
+#include "dev/test/test_common.h"
+
+static Rng rng;
+
+enum { DATA_GAUSS, DATA_HEAVY, DATA_ROW_OUTLIERS, DATA_COL_OUTLIERS, DATA_ZERO_BLOCKS, DATA_NONFINITE, DATA_HUGE_TINY, NUM_DATA };
+static const char* data_names[NUM_DATA] = {"gaussian", "heavy-tailed", "row outliers", "column outliers",
+                                           "all-zero blocks", "NaN/Inf", "huge + tiny"};
+
+// a BF16-representable [R x C] test tensor of the given kind
+static float* make_data(int kind, int R, int C) {
+    size_t n = (size_t)R * C;
+    float* x = (float*)malloc_check(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        float g = rng_normal(&rng);
+        if (kind == DATA_HEAVY) { g /= sqrtf(0.02f + rng_uniform(&rng)); }
+        x[i] = g;
+    }
+    if (kind == DATA_ROW_OUTLIERS) { for (int r = 0; r < R; r += 7) { for (int c = 0; c < C; c++) { x[(size_t)r * C + c] *= 30.0f; } } }
+    if (kind == DATA_COL_OUTLIERS) { for (int r = 0; r < R; r++) { for (int c = 3; c < C; c += 37) { x[(size_t)r * C + c] *= 30.0f; } } }
+    if (kind == DATA_ZERO_BLOCKS) { for (size_t i = 0; i < n; i++) { if ((i / 32) % 3 == 1) { x[i] = (i % 2) ? -0.0f : 0.0f; } } }
+    if (kind == DATA_NONFINITE) { x[5] = NAN; x[n / 2] = INFINITY; x[n - 1] = -INFINITY; }
+    if (kind == DATA_HUGE_TINY) {
+        for (size_t i = 0; i < n; i++) { x[i] *= (i / 64) % 2 ? 1e30f : 1e-30f; }
+    }
+    for (size_t i = 0; i < n; i++) { x[i] = __bfloat162float(__float2bfloat16(x[i])); }
+    return x;
+}
+
+static floatX* upload_bf16(const float* h, size_t n) {
+    floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
+    for (size_t i = 0; i < n; i++) { tmp[i] = __float2bfloat16(h[i]); }
+    floatX* d = (floatX*)device_malloc(n * sizeof(floatX), "test input");
+    cudaCheck(cudaMemcpy(d, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(tmp);
+    return d;
+}
+
+static void* download(const void* d, size_t bytes) {
+    void* h = malloc_check(bytes);
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+static MXTensor host_tensor(int rows, int K) {
+    MXTensor t;
+    t.rows = rows; t.K = K;
+    t.codes = (uint8_t*)malloc_check((size_t)rows * K / 2);
+    t.scales = (uint8_t*)malloc_check((size_t)rows * K / 32);
+    return t;
+}
+
+// 1 if the device operand equals the host one bit for bit; prints the first difference
+static int same_operand(const char* what, const MXOperand* d, const MXTensor* h) {
+    size_t nc = (size_t)h->rows * h->K / 2, ns = (size_t)h->rows * h->K / 32;
+    uint8_t* codes = (uint8_t*)download(d->codes, nc);
+    uint8_t* scales = (uint8_t*)download(d->scales, ns);
+    int ok = 1;
+    for (size_t i = 0; i < ns && ok; i++) { if (scales[i] != h->scales[i]) { printf("  %s: scale %zu: gpu 0x%02x cpu 0x%02x\n", what, i, scales[i], h->scales[i]); ok = 0; } }
+    for (size_t i = 0; i < nc && ok; i++) { if (codes[i] != h->codes[i]) { printf("  %s: code byte %zu: gpu 0x%02x cpu 0x%02x\n", what, i, codes[i], h->codes[i]); ok = 0; } }
+    free(codes); free(scales);
+    return ok;
+}
+
+// quantization along rows and columns, dequantization, E4M3 (two-step and fused) for one input and options
+static void test_quantize(int kind, int R, int C, MXQuantOptions opt) {
+    char what[160];
+    snprintf(what, sizeof(what), "%s %dx%d H=%d rule=%s SR=%d", data_names[kind], R, C, opt.hadamard,
+             opt.rule == MX_SCALE_OCP ? "ocp" : "roundup", opt.stochastic);
+    float* x = make_data(kind, R, C);
+    floatX* dx = upload_bf16(x, (size_t)R * C);
+    // along rows (K = C)
+    MXTensor h = host_tensor(R, C);
+    quantize_rows_cpu(&h, x, R, C, opt.hadamard, opt.rule, opt.stochastic, opt.seed);
+    MXOperand d = mx_operand_alloc(R, C);
+    mx_quantize_rows(&d, dx, R, C, opt, 0);
+    CHECK(same_operand("rows", &d, &h), "%s: quantize rows differs from the reference", what);
+    // dequantize: BF16 holds every MXFP4 value exactly
+    float* deq = (float*)malloc_check((size_t)R * C * sizeof(float));
+    dequantize_cpu(deq, &h);
+    floatX* ddeq = (floatX*)device_malloc((size_t)R * C * sizeof(floatX), "deq");
+    mx_dequantize(ddeq, &d, 0);
+    floatX* gdeq = (floatX*)download(ddeq, (size_t)R * C * sizeof(floatX));
+    int deq_ok = 1;
+    for (size_t i = 0; i < (size_t)R * C; i++) {
+        float g = __bfloat162float(gdeq[i]);
+        if (!(g == deq[i] || (isnan(g) && isnan(deq[i])))) { deq_ok = 0; }
+    }
+    CHECK(deq_ok, "%s: dequantize differs from the reference", what);
+    // E4M3 re-expression, two-step and fused
+    uint8_t* he = (uint8_t*)malloc_check((size_t)R * C);
+    float* hs = (float*)malloc_check(R * sizeof(float));
+    int h_inexact = to_e4m3_rows_cpu(he, hs, &h);
+    E4M3Operand e2 = e4m3_operand_alloc(R, C), e1 = e4m3_operand_alloc(R, C);
+    mx_to_e4m3(&e2, &d, 0);
+    MXOperand d1 = mx_operand_alloc(R, C);
+    mx_quantize_rows_e4m3(&e1, &d1, dx, R, C, opt, 0);
+    uint8_t *g2 = (uint8_t*)download(e2.values, (size_t)R * C), *g1 = (uint8_t*)download(e1.values, (size_t)R * C);
+    float *s2 = (float*)download(e2.row_scale, R * sizeof(float)), *s1 = (float*)download(e1.row_scale, R * sizeof(float));
+    int *c2 = (int*)download(e2.inexact_blocks, sizeof(int)), *c1 = (int*)download(e1.inexact_blocks, sizeof(int));
+    CHECK(memcmp(g2, he, (size_t)R * C) == 0 && memcmp(s2, hs, R * sizeof(float)) == 0 && *c2 == h_inexact,
+          "%s: MXFP4 -> E4M3 differs from the reference (inexact blocks gpu %d cpu %d)", what, *c2, h_inexact);
+    CHECK(memcmp(g1, he, (size_t)R * C) == 0 && memcmp(s1, hs, R * sizeof(float)) == 0 && *c1 == h_inexact &&
+          same_operand("fused codes", &d1, &h), "%s: fused quantize -> E4M3 differs from the reference", what);
+    // along columns (K = R), transposed output
+    if (R % 32 == 0 && C % 8 == 0) {
+        MXTensor ht = host_tensor(C, R);
+        quantize_cols_cpu(&ht, x, R, C, opt.hadamard, opt.rule, opt.stochastic, opt.seed);
+        MXOperand dt = mx_operand_alloc(C, R);
+        mx_quantize_cols(&dt, dx, R, C, opt, 0);
+        CHECK(same_operand("cols", &dt, &ht), "%s: quantize columns differs from the reference", what);
+        mxtensor_free(&ht);
+        mx_operand_free(&dt);
+    }
+    free(x); free(deq); free(gdeq); free(he); free(hs); free(g1); free(g2); free(s1); free(s2); free(c1); free(c2);
+    mxtensor_free(&h);
+    mx_operand_free(&d); mx_operand_free(&d1); e4m3_operand_free(&e1); e4m3_operand_free(&e2);
+    cudaCheck(cudaFree(dx)); cudaCheck(cudaFree(ddeq));
+}
+
+static double rel_frob_f32_f64(const float* got, const double* want, size_t n) {
+    double d2 = 0.0, r2 = 0.0;
+    for (size_t i = 0; i < n; i++) { double d = got[i] - want[i]; d2 += d * d; r2 += want[i] * want[i]; }
+    return sqrt(d2 / (r2 > 0 ? r2 : 1.0));
+}
+
+// both GEMM paths against the FP64 product of the dequantized operands; returns ||Q(A)Q(B)^T - AB^T|| / ||AB^T||
+static double test_gemm(int kind, int M, int N, int K, int hadamard) {
+    float *a = make_data(kind, M, K), *b = make_data(DATA_GAUSS, N, K);
+    MXQuantOptions opt = {hadamard, MX_SCALE_OCP, 0, 0};
+    MXTensor ha = host_tensor(M, K), hb = host_tensor(N, K);
+    quantize_rows_cpu(&ha, a, M, K, hadamard, MX_SCALE_OCP, 0, 0);
+    quantize_rows_cpu(&hb, b, N, K, hadamard, MX_SCALE_OCP, 0, 0);
+    float *qa = (float*)malloc_check((size_t)M * K * 4), *qb = (float*)malloc_check((size_t)N * K * 4);
+    dequantize_cpu(qa, &ha);
+    dequantize_cpu(qb, &hb);
+    double *want = (double*)malloc_check((size_t)M * N * 8), *exact = (double*)malloc_check((size_t)M * N * 8);
+    gemm_nt_f64(want, qa, qb, M, N, K);
+    gemm_nt_f64(exact, a, b, M, N, K);
+    floatX *da = upload_bf16(a, (size_t)M * K), *db = upload_bf16(b, (size_t)N * K);
+    MXOperand oa = mx_operand_alloc(M, K), ob = mx_operand_alloc(N, K);
+    mx_quantize_rows(&oa, da, M, K, opt, 0);
+    mx_quantize_rows(&ob, db, N, K, opt, 0);
+    floatX *sa = (floatX*)device_malloc((size_t)M * K * 2, "a"), *sb = (floatX*)device_malloc((size_t)N * K * 2, "b");
+    float* dout = (float*)device_malloc((size_t)M * N * 4, "out");
+    mx_gemm_exact(dout, true, &oa, &ob, sa, sb, 0.0f, 0);
+    float* got_exact = (float*)download(dout, (size_t)M * N * 4);
+    E4M3Operand ea = e4m3_operand_alloc(M, K), eb = e4m3_operand_alloc(N, K);
+    mx_to_e4m3(&ea, &oa, 0);
+    mx_to_e4m3(&eb, &ob, 0);
+    mx_gemm_fast(dout, true, &ea, &eb, 0.0f, 0);
+    float* got_fast = (float*)download(dout, (size_t)M * N * 4);
+    int *ia = (int*)download(ea.inexact_blocks, 4), *ib = (int*)download(eb.inexact_blocks, 4);
+    double e_exact = rel_frob_f32_f64(got_exact, want, (size_t)M * N), e_fast = rel_frob_f32_f64(got_fast, want, (size_t)M * N);
+    double q_err = 0.0, r2 = 0.0;
+    for (size_t i = 0; i < (size_t)M * N; i++) { double d = want[i] - exact[i]; q_err += d * d; r2 += exact[i] * exact[i]; }
+    q_err = sqrt(q_err / r2);
+    printf("  gemm %-16s %dx%dx%d H=%d: exact path %.2e, fast path %.2e vs FP64 of the MXFP4 operands (inexact blocks %d+%d); "
+           "MXFP4 itself moves the product by %.3f\n", data_names[kind], M, N, K, hadamard, e_exact, e_fast, *ia, *ib, q_err);
+    CHECK(e_exact < 1e-5, "exact GEMM path error %.2e above 1e-5", e_exact);
+    CHECK(e_fast < (*ia + *ib ? 1e-3 : 1e-5), "fast GEMM path error %.2e above tolerance", e_fast);
+    free(a); free(b); free(qa); free(qb); free(want); free(exact); free(got_exact); free(got_fast); free(ia); free(ib);
+    mxtensor_free(&ha); mxtensor_free(&hb);
+    mx_operand_free(&oa); mx_operand_free(&ob); e4m3_operand_free(&ea); e4m3_operand_free(&eb);
+    void* bufs[] = {da, db, sa, sb, dout};
+    for (int i = 0; i < 5; i++) { cudaCheck(cudaFree(bufs[i])); }
+    return q_err;
+}
+
+static void test_stats_and_classifier(void) {
+    int R = 512, C = 256;
+    int kinds[3] = {DATA_GAUSS, DATA_ROW_OUTLIERS, DATA_COL_OUTLIERS};
+    int expect[3] = {PATTERN_NONE, PATTERN_ROW, PATTERN_COL};
+    float *rv = (float*)device_malloc(R * 4, "rv"), *rs = (float*)device_malloc(R * 4, "rs");
+    float *cv = (float*)device_malloc(C * 4, "cv"), *cs = (float*)device_malloc(C * 4, "cs"), *csum = (float*)device_malloc(C * 4, "csum");
+    float* scratch = (float*)device_malloc(column_sums_scratch_bytes(C), "scratch");
+    for (int t = 0; t < 3; t++) {
+        float* x = make_data(kinds[t], R, C);
+        floatX* dx = upload_bf16(x, (size_t)R * C);
+        outlier_stats(rv, rs, cv, cs, csum, scratch, dx, R, C, 0);
+        float *grv = (float*)download(rv, R * 4), *gcv = (float*)download(cv, C * 4);
+        double *hrv = (double*)malloc_check(R * 8), *hcv = (double*)malloc_check(C * 8);
+        row_col_variance_cpu(x, R, C, hrv, hcv);
+        double worst = 0.0;
+        for (int i = 0; i < R; i++) { worst = fmax(worst, fabs(grv[i] - hrv[i]) / hrv[i]); }
+        for (int i = 0; i < C; i++) { worst = fmax(worst, fabs(gcv[i] - hcv[i]) / hcv[i]); }
+        CHECK(worst < 1e-3, "%s: row/column variances off by %.2e (relative)", data_names[kinds[t]], worst);
+        double *grvd = (double*)malloc_check(R * 8), *gcvd = (double*)malloc_check(C * 8);
+        for (int i = 0; i < R; i++) { grvd[i] = grv[i]; }
+        for (int i = 0; i < C; i++) { gcvd[i] = gcv[i]; }
+        int got = classify_pattern_cpu(grvd, gcvd, R, C, 2.0), want = classify_pattern_cpu(hrv, hcv, R, C, 2.0);
+        printf("  classifier: %-16s -> %d (reference %d, expected %d), variance error %.1e\n", data_names[kinds[t]], got, want, expect[t], worst);
+        CHECK(got == expect[t] && want == expect[t], "%s classified %d (reference %d), expected %d", data_names[kinds[t]], got, want, expect[t]);
+        free(x); free(grv); free(gcv); free(hrv); free(hcv); free(grvd); free(gcvd);
+        cudaCheck(cudaFree(dx));
+    }
+    void* bufs[] = {rv, rs, cv, cs, csum, scratch};
+    for (int i = 0; i < 6; i++) { cudaCheck(cudaFree(bufs[i])); }
+}
+
+// top-k of rows: clearly separated norms, exact ties (identical rows), a NaN row, k = 1 and k = n
+static void test_topk(int R, int C, int k) {
+    float* x = make_data(DATA_GAUSS, R, C);
+    for (int r = 0; r < R; r++) { for (int c = 0; c < C; c++) { x[(size_t)r * C + c] = (float)((r * 37) % 11) + (r % 5 == 0 ? 0.0f : 0.25f); } }
+    float* dsq = (float*)device_malloc(R * 4, "sq");
+    float* dvar = (float*)device_malloc(R * 4, "var");
+    floatX* dx = upload_bf16(x, (size_t)R * C);
+    row_stats_kernel<<<ceil_div(R, 8), 256>>>(dvar, dsq, dx, R, C);
+    cudaCheckLaunch();
+    int* didx = (int*)device_malloc(k * 4, "idx");
+    topk_rows(didx, dsq, R, k, 0);
+    int* got = (int*)download(didx, k * 4);
+    int* want = (int*)malloc_check(k * 4);
+    topk_rows_cpu(x, R, C, k, want);
+    CHECK(memcmp(got, want, k * 4) == 0, "top-%d of %d rows differs from the reference (first: gpu %d cpu %d)", k, R, got[0], want[0]);
+    free(x); free(got); free(want);
+    cudaCheck(cudaFree(dsq)); cudaCheck(cudaFree(dvar)); cudaCheck(cudaFree(dx)); cudaCheck(cudaFree(didx));
+}
+
+// outlier extraction on rows of A: Q(A_clean H) Q(H^T B) + A_out B vs the FP64 product; must beat plain IHT
+static void test_outlier_extraction(int M, int N, int K, int k) {
+    float *a = make_data(DATA_ROW_OUTLIERS, M, K), *b = make_data(DATA_GAUSS, N, K);
+    double* exact = (double*)malloc_check((size_t)M * N * 8);
+    gemm_nt_f64(exact, a, b, M, N, K);
+    floatX *da = upload_bf16(a, (size_t)M * K), *db = upload_bf16(b, (size_t)N * K);
+    float *dvar = (float*)device_malloc(M * 4, "var"), *dsq = (float*)device_malloc(M * 4, "sq");
+    row_stats_kernel<<<ceil_div(M, 8), 256>>>(dvar, dsq, da, M, K);
+    cudaCheckLaunch();
+    int* didx = (int*)device_malloc(k * 4, "idx");
+    topk_rows(didx, dsq, M, k, 0);
+    MXQuantOptions opt = {1, MX_SCALE_OCP, 0, 0};
+    MXOperand oa = mx_operand_alloc(M, K), ob = mx_operand_alloc(N, K);
+    mx_quantize_rows(&oa, da, M, K, opt, 0);
+    mx_quantize_rows(&ob, db, N, K, opt, 0);
+    floatX *sa = (floatX*)device_malloc((size_t)M * K * 2, "a"), *sb = (floatX*)device_malloc((size_t)N * K * 2, "b");
+    float* dout = (float*)device_malloc((size_t)M * N * 4, "out");
+    mx_gemm_exact(dout, true, &oa, &ob, sa, sb, 0.0f, 0);
+    float* plain = (float*)download(dout, (size_t)M * N * 4);
+    mx_zero_rows_kernel<<<k, 256>>>(oa.codes, oa.scales, didx, k, K);
+    cudaCheckLaunch();
+    mx_gemm_exact(dout, true, &oa, &ob, sa, sb, 0.0f, 0);
+    floatX* ga = (floatX*)device_malloc((size_t)k * K * 2, "gathered");
+    gather_rows_kernel<<<ceil_div((long)k * K / 8, 256), 256>>>(ga, da, didx, k, K);
+    cudaCheckLaunch();
+    float* part = (float*)device_malloc((size_t)k * N * 4, "part");
+    matmul(part, true, db, ga, NULL, N, k, K, true, false, 0.0f, gemm_single, 0);
+    scatter_add_kernel<float><<<ceil_div((long)k * N, 256), 256>>>(dout, part, didx, k, M, N, true);
+    cudaCheckLaunch();
+    float* oe = (float*)download(dout, (size_t)M * N * 4);
+    double e_plain = rel_frob_f32_f64(plain, exact, (size_t)M * N), e_oe = rel_frob_f32_f64(oe, exact, (size_t)M * N);
+    printf("  outlier extraction (k=%d rows of %d with outliers every 7th row): IHT %.4f -> IHT + OE %.4f\n", k, M, e_plain, e_oe);
+    CHECK(e_oe < 0.8 * e_plain, "OE did not reduce the error: %.4f vs %.4f", e_oe, e_plain);
+    free(a); free(b); free(exact); free(plain); free(oe);
+    mx_operand_free(&oa); mx_operand_free(&ob);
+    void* bufs[] = {da, db, dvar, dsq, didx, sa, sb, dout, ga, part};
+    for (int i = 0; i < 10; i++) { cudaCheck(cudaFree(bufs[i])); }
+}
+
+// the Blackwell native FP4 GEMM vs the exact path; only where the GPU is sm_100 or newer
+static void test_native_sm100(int M, int N, int K) {
+    int major;
+    cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    if (major < 10) { printf("  native MXFP4 GEMM: skipped, needs sm_100 (this GPU is sm_%d0)\n", major); return; }
+    float *a = make_data(DATA_GAUSS, M, K), *b = make_data(DATA_GAUSS, N, K);
+    floatX *da = upload_bf16(a, (size_t)M * K), *db = upload_bf16(b, (size_t)N * K);
+    MXQuantOptions opt = {1, MX_SCALE_OCP, 0, 0};
+    MXOperand oa = mx_operand_alloc(M, K), ob = mx_operand_alloc(N, K);
+    mx_quantize_rows(&oa, da, M, K, opt, 0);
+    mx_quantize_rows(&ob, db, N, K, opt, 0);
+    uint8_t *ta = (uint8_t*)device_malloc(mx_tiled_scales_bytes(M, K), "ta"), *tb = (uint8_t*)device_malloc(mx_tiled_scales_bytes(N, K), "tb");
+    floatX* dn = (floatX*)device_malloc((size_t)M * N * 2, "native");
+    float* de = (float*)device_malloc((size_t)M * N * 4, "exact");
+    floatX *sa = (floatX*)device_malloc((size_t)M * K * 2, "a"), *sb = (floatX*)device_malloc((size_t)N * K * 2, "b");
+    mx_gemm_native_sm100(dn, &oa, &ob, ta, tb, 0);
+    mx_gemm_exact(de, true, &oa, &ob, sa, sb, 0.0f, 0);
+    floatX* gn = (floatX*)download(dn, (size_t)M * N * 2);
+    float* ge = (float*)download(de, (size_t)M * N * 4);
+    double d2 = 0, r2 = 0;
+    for (size_t i = 0; i < (size_t)M * N; i++) { double d = __bfloat162float(gn[i]) - ge[i]; d2 += d * d; r2 += (double)ge[i] * ge[i]; }
+    printf("  native MXFP4 GEMM vs exact path: %.2e\n", sqrt(d2 / r2));
+    CHECK(sqrt(d2 / r2) < 1e-2, "native MXFP4 GEMM differs from the exact path");
+    free(a); free(b); free(gn); free(ge);
+    mx_operand_free(&oa); mx_operand_free(&ob);
+    void* bufs[] = {da, db, ta, tb, dn, de, sa, sb};
+    for (int i = 0; i < 8; i++) { cudaCheck(cudaFree(bufs[i])); }
+}
+
+// runs fn in a child process before CUDA is initialized; 1 if it exits non-zero with `expect` on stderr
+static int dies_with(void (*fn)(void), const char* expect) {
+    int fd[2];
+    if (pipe(fd) != 0) { return 0; }
+    pid_t pid = fork();
+    if (pid == 0) { dup2(fd[1], 2); close(fd[0]); fn(); _exit(0); }
+    close(fd[1]);
+    char buf[2048] = {0};
+    ssize_t got = 0, r;
+    while ((r = read(fd[0], buf + got, sizeof(buf) - 1 - got)) > 0) { got += r; }
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) != 0 && strstr(buf, expect) != NULL;
+}
+static void bad_rows_shape(void) { MXOperand op = {4, 48, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_rows(&op, NULL, 4, 48, o, 0); }
+static void bad_cols_shape(void) { MXOperand op = {16, 40, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_cols(&op, NULL, 40, 16, o, 0); }
+
+int main(void) {
+    CHECK(dies_with(bad_rows_shape, "multiple of 32"), "K=48 is refused with a clear message");
+    CHECK(dies_with(bad_cols_shape, "multiple of 32"), "R=40 for column quantization is refused with a clear message");
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the MXFP4 tests need one"); }
+    uint64_t seed = (uint64_t)time(NULL);
+    rng_seed(&rng, seed);
+    printf("seed %llu\n", (unsigned long long)seed);
+    matmul_init();
+    int shapes[3][2] = {{96, 256}, {64, 96}, {200, 1024}};
+    for (int kind = 0; kind < NUM_DATA; kind++) {
+        for (int s = 0; s < 3; s++) {
+            for (int h = 0; h < 2; h++) {
+                for (int rule = 0; rule < 2; rule++) {
+                    for (int sr = 0; sr < 2; sr++) {
+                        MXQuantOptions opt = {h, rule, sr, seed + 17};
+                        test_quantize(kind, shapes[s][0], shapes[s][1], opt);
+                    }
+                }
+            }
+        }
+    }
+    printf("quantization: %d checks so far, %d failed\n", tests_passed + tests_failed, tests_failed);
+    double no_h = test_gemm(DATA_COL_OUTLIERS, 256, 192, 512, 0);
+    double with_h = test_gemm(DATA_COL_OUTLIERS, 256, 192, 512, 1);
+    CHECK(with_h < no_h, "Hadamard did not reduce the error on in-block (column) outliers: %.4f vs %.4f", with_h, no_h);
+    test_gemm(DATA_GAUSS, 128, 256, 1024, 1);
+    test_gemm(DATA_HEAVY, 128, 256, 1024, 0);
+    test_gemm(DATA_HUGE_TINY, 64, 64, 256, 0);
+    test_stats_and_classifier();
+    test_topk(1000, 64, 64);
+    test_topk(300, 32, 1);
+    test_topk(64, 32, 64);
+    test_outlier_extraction(512, 256, 512, 64);
+    test_native_sm100(256, 256, 512);
+    matmul_free();
+    return test_summary("test_mxfp4_gpu");
+}
