@@ -11,12 +11,13 @@ BUILD = build
 
 HOST_HEADERS = $(wildcard llmc/*.h) dev/test/test_common.h
 CUDA_HEADERS = $(wildcard llmc/*.cuh)
-CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_tokenizer $(BUILD)/test_gpt2_layers
+CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_tokenizer $(BUILD)/test_gpt2_layers \
+            $(BUILD)/test_mxfp4 $(BUILD)/test_adahop_cpu
 CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/test_mxfp4_gpu $(BUILD)/bench_mxfp4
 
 .PHONY: all cpu cuda test test-cpu test-python test-gpu train clean
 all: cpu cuda
-cpu: train_gpt2 test_gpt2 $(CPU_TESTS)
+cpu: train_gpt2 test_gpt2 $(CPU_TESTS) $(BUILD)/bench_quant_error
 cuda: $(CUDA_PROGRAMS)
 
 $(BUILD):
@@ -28,6 +29,8 @@ train_gpt2: train_gpt2.c $(HOST_HEADERS)
 test_gpt2: test_gpt2.c dev/test/reference_file.h $(HOST_HEADERS)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 $(BUILD)/test_%: dev/test/test_%.c $(HOST_HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
+$(BUILD)/bench_quant_error: dev/bench_quant_error.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 
 # ---- CUDA: the trainer, the model test and the kernel tests (compile and link anywhere nvcc exists)

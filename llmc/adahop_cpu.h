@@ -99,7 +99,7 @@ static inline void dequantize_cpu(float* out, const MXTensor* q) {
 // -127 if there is none), row_scale[r] = 2^(emax - 6), element = e4m3(code value * 2^(e - emax + 6)).
 // For blocks with e >= emax - 14 the shift e - emax + 6 lies in [-8, 6], where every E2M1 value times 2^shift
 // is an E4M3 value, so e4m3_decode(element) * row_scale[r] equals the dequantized value bit for bit. Returns
-// the number of (non-NaN) blocks with e < emax - 14, whose small elements round to E4M3 subnormals or 0.
+// the number of blocks with e < emax - 14, whose small elements round to E4M3 subnormals or 0.
 static inline int to_e4m3_rows_cpu(uint8_t* e4m3, float* row_scale, const MXTensor* q) {
     int nb = q->K / 32, inexact = 0;
     for (int r = 0; r < q->rows; r++) {
@@ -108,7 +108,7 @@ static inline int to_e4m3_rows_cpu(uint8_t* e4m3, float* row_scale, const MXTens
         for (int j = 0; j < nb; j++) { if (s[j] != 0xFF && s[j] > emax) { emax = s[j]; } }
         row_scale[r] = ldexpf(1.0f, emax - 127 - 6);
         for (int j = 0; j < nb; j++) {
-            inexact += s[j] != 0xFF && s[j] < emax - 14;
+            inexact += s[j] < emax - 14;   // a NaN block (0xFF) is never below
             for (int i = 0; i < 32; i++) {
                 size_t n = (size_t)r * q->K + 32 * j + i;
                 float v = s[j] == 0xFF ? NAN : ldexpf(e2m1_decode((uint8_t)(q->codes[n / 2] >> (4 * (n % 2)))), s[j] - emax + 6);

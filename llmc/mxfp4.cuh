@@ -38,112 +38,134 @@ static inline void mx_operand_free(MXOperand* op) {
     device_bytes_allocated -= (size_t)op->rows * op->K / 2 + (size_t)op->rows * op->K / 32;
 }
 
-// A 32-block is held by 4 consecutive lanes, 8 elements each: lane q of the group holds elements 8q..8q+7.
+// 2^k as a float for k in [-126, 127], built from the exponent bits (exact, unlike powf/exp2f)
+__device__ __forceinline__ float mx_pow2(int k) { return __int_as_float((k + 127) << 23); }
 
-// In-place H32 of a group's block, with the butterflies of mxfp4.h's hadamard32 in the same order:
-// strides 1, 2, 4 in registers, 8 and 16 across the group (lane strides 1 and 2).
-__device__ __forceinline__ void mx_hadamard_group8(float v[8], int q) {
-    for (int h = 1; h < 8; h <<= 1) {
-        for (int j = 0; j < 8; j++) {
-            if ((j & h) == 0) { float a = v[j], b = v[j | h]; v[j] = a + b; v[j | h] = a - b; }
-        }
-    }
-    for (int h = 1; h <= 2; h <<= 1) {
-        for (int j = 0; j < 8; j++) {
-            float p = __shfl_xor_sync(0xffffffffu, v[j], h);
-            v[j] = (q & h) ? p - v[j] : v[j] + p;
-        }
-    }
-    for (int j = 0; j < 8; j++) { v[j] *= 0.17677669529663687f; }
+// E2M1 code of v with round-to-nearest-even, saturating at 6: the same function as e2m1_encode_rne (the
+// GPU tests compare them on every float), in fewer instructions. Below 1 the grid step is 0.5: two compares
+// with the tie rule. From 1 up the grid has one mantissa bit, so the float is rounded to one mantissa bit in
+// integer arithmetic (ties to even) and its exponent and bit give the code.
+__device__ __forceinline__ uint32_t e2m1_encode_rne_fast(float v) {
+    float a = fabsf(v);
+    uint32_t u = __float_as_uint(a);
+    uint32_t r = u + 0x1FFFFFu + ((u >> 22) & 1u);
+    int big = min(7, 2 * (int)(r >> 23) + (int)((r >> 22) & 1u) - 252);   // 2 + 2 (exponent - 127) + bit
+    int small = (a > 0.25f) + (a >= 0.75f);
+    return (uint32_t)(a < 1.0f ? small : big) | ((__float_as_uint(v) >> 31) << 3);
 }
 
-// the block's largest magnitude, and *bad = 1 if any element is NaN or Inf (both reduced over the group)
-__device__ __forceinline__ float mx_group_amax(const float v[8], int* bad) {
-    float amax = 0.0f;
-    int b = 0;
-    for (int j = 0; j < 8; j++) { amax = fmaxf(amax, fabsf(v[j])); b |= !isfinite(v[j]); }
-    for (int h = 1; h <= 2; h <<= 1) {
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, h));
-        b |= __shfl_xor_sync(0xffffffffu, b, h);
-    }
-    *bad = b;
-    return amax;
-}
-
-// the 8 E2M1 codes of v / 2^e, packed (RNE, or SR with mx_uniform(seed, index0 + j))
-__device__ __forceinline__ uint32_t mx_encode_group8(const float v[8], int e, MXQuantOptions opt, uint64_t index0) {
+// the 8 E2M1 codes of v[0..8) / 2^e, packed (RNE, or SR with mx_uniform(seed, index0 + j)). v * 2^-e is the
+// correctly rounded product, as ldexpf(v, -e) in the reference (e is in [-127, 126], so 2^-e is normal).
+__device__ __forceinline__ uint32_t mx_encode8(const float* v, int e, MXQuantOptions opt, uint64_t index0) {
+    float inv = mx_pow2(-e);
     uint32_t packed = 0;
     for (int j = 0; j < 8; j++) {
-        float s = ldexpf(v[j], -e);
-        uint32_t code = opt.stochastic ? e2m1_encode_sr(s, mx_uniform(opt.seed, index0 + j)) : e2m1_encode_rne(s);
+        float s = v[j] * inv;
+        uint32_t code = opt.stochastic ? e2m1_encode_sr(s, mx_uniform(opt.seed, index0 + j)) : e2m1_encode_rne_fast(s);
         packed |= code << (4 * j);
     }
     return packed;
 }
 
-// quantizes a group's block (optionally Hadamard first); returns the packed codes, *scale the E8M0 byte
-__device__ __forceinline__ uint32_t mx_quantize_group8(float v[8], int q, MXQuantOptions opt, uint64_t index0,
-                                                       uint8_t* scale) {
-    if (opt.hadamard) { mx_hadamard_group8(v, q); }
-    int bad;
-    float amax = mx_group_amax(v, &bad);
-    int e = bad ? 128 : mx_block_exponent(amax, opt.rule);
-    *scale = mx_scale_byte(e);
-    return bad ? 0u : mx_encode_group8(v, e, opt, index0);
+// largest magnitude of a 32-block; *bad = 1 if it holds a NaN or Inf (v * 0 is NaN exactly for those)
+__device__ __forceinline__ float mx_block_amax(const float v[32], int* bad) {
+    float amax = 0.0f, probe = 0.0f;
+    for (int j = 0; j < 32; j++) { amax = fmaxf(amax, fabsf(v[j])); probe = fmaf(v[j], 0.0f, probe); }
+    *bad = isnan(probe);
+    return amax;
 }
 
-// 8 packed E2M1 codes of a block with scale byte s, as E4M3 bytes relative to the row's largest scale byte
-// emax: code * 2^(s - emax + 6) (exact while s >= emax - 14; a NaN block gives E4M3 NaNs)
-__device__ __forceinline__ uint64_t mx_codes_to_e4m3(uint32_t packed, int s, int emax) {
+// quantizes one 32-block held by one thread, after the reference's own hadamard32 when asked:
+// returns the 16 code bytes, *scale the E8M0 byte
+__device__ __forceinline__ uint4 mx_quantize_block32(float v[32], MXQuantOptions opt, uint64_t index0, uint8_t* scale) {
+    if (opt.hadamard) { hadamard32(v); }
+    int bad;
+    float amax = mx_block_amax(v, &bad);
+    int e = bad ? 128 : mx_block_exponent(amax, opt.rule);
+    *scale = mx_scale_byte(e);
+    if (bad) { return make_uint4(0, 0, 0, 0); }
+    return make_uint4(mx_encode8(v, e, opt, index0), mx_encode8(v + 8, e, opt, index0 + 8),
+                      mx_encode8(v + 16, e, opt, index0 + 16), mx_encode8(v + 24, e, opt, index0 + 24));
+}
+
+// the 32 BF16 values at p as floats (four 16-byte loads)
+__device__ __forceinline__ void mx_load32(float v[32], const floatX* p) {
+    for (int i = 0; i < 4; i++) {
+        x128 in = load128cs(p + 8 * i);
+        for (int j = 0; j < 8; j++) { v[8 * i + j] = (float)in[j]; }
+    }
+}
+
+// E4M3 bytes of the 8 magnitudes of E2M1 codes 0..7 scaled by 2^(s - emax + 6), for a block with scale byte s in
+// a row whose largest scale byte is emax (exact while s >= emax - 14; RNE below), as two words for __byte_perm
+__device__ __forceinline__ uint2 mx_e4m3_table(int s, int emax) {
+    int shift = s - emax + 6;                                 // <= 6
+    float scale = shift >= -126 ? mx_pow2(shift) : 0.0f;      // below 2^-126 every value rounds to an E4M3 zero
+    uint32_t w[2];
+    for (int h = 0; h < 2; h++) {
+        uint32_t word = 0;
+        for (int c = 0; c < 4; c += 2) {
+            float2 pair = make_float2(e2m1_decode((uint8_t)(4 * h + c)) * scale, e2m1_decode((uint8_t)(4 * h + c + 1)) * scale);
+            word |= (uint32_t)__nv_cvt_float2_to_fp8x2(pair, __NV_SATFINITE, __NV_E4M3) << (8 * c);
+        }
+        w[h] = word;
+    }
+    return make_uint2(w[0], w[1]);
+}
+
+// 8 packed E2M1 codes -> 8 E4M3 bytes through the block's table: magnitudes by byte permutation, signs moved
+// from bit 3 of each code to bit 7 of each byte. A NaN block (scale 0xFF) gives E4M3 NaNs.
+__device__ __forceinline__ uint64_t mx_codes_to_e4m3(uint32_t packed, uint2 table, int s) {
+    if (s == 0xFF) { return 0x7F7F7F7F7F7F7F7Full; }
     uint64_t word = 0;
-    for (int j = 0; j < 8; j++) {
-        float v = s == 0xFF ? NAN : ldexpf(e2m1_decode((uint8_t)(packed >> (4 * j))), s - emax + 6);
-        word |= (uint64_t)e4m3_encode(v) << (8 * j);
+    for (int h = 0; h < 2; h++) {
+        uint32_t nib = (packed >> (16 * h)) & 0xFFFFu;                       // 4 codes
+        uint32_t mag = __byte_perm(table.x, table.y, nib & 0x7777u);         // selector nibbles 0..7
+        uint32_t t = (nib | (nib << 8)) & 0x00FF00FFu;                       // spread the nibbles to bytes
+        t = (t | (t << 4)) & 0x0F0F0F0Fu;
+        word |= (uint64_t)(mag | ((t & 0x08080808u) << 4)) << (32 * h);
     }
     return word;
 }
 
-// (a) Quantize along rows: x [R x K] BF16, K contiguous -> out [R x K]. One thread per 8 elements, 4 threads
-// per block. Traffic: reads 2 bytes, writes 0.53 bytes per element.
-__global__ void mx_quantize_rows_kernel(uint8_t* codes, uint8_t* scales, const floatX* x, long n, MXQuantOptions opt) {
-    long g = (long)blockIdx.x * blockDim.x + threadIdx.x;   // group of 8 elements
-    long base = g * 8;
-    bool active = base < n;                                  // n is a multiple of 32: whole blocks are active together
-    float v[8];
-    x128 in = active ? load128cs(x + base) : x128();
-    for (int j = 0; j < 8; j++) { v[j] = active ? (float)in[j] : 0.0f; }
+// (a) Quantize along rows: x [R x K] BF16, K contiguous -> out [R x K]; one thread per 32-block.
+// Traffic: reads 2 bytes, writes 0.53 bytes per element.
+__global__ void mx_quantize_rows_kernel(uint8_t* codes, uint8_t* scales, const floatX* x, long nblocks, MXQuantOptions opt) {
+    long b = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nblocks) { return; }
+    float v[32];
+    mx_load32(v, x + b * 32);
     uint8_t scale;
-    uint32_t packed = mx_quantize_group8(v, threadIdx.x & 3, opt, (uint64_t)base, &scale);
-    if (!active) { return; }
-    reinterpret_cast<uint32_t*>(codes)[g] = packed;
-    if ((threadIdx.x & 3) == 0) { scales[base / 32] = scale; }
+    reinterpret_cast<uint4*>(codes)[b] = mx_quantize_block32(v, opt, (uint64_t)b * 32, &scale);
+    scales[b] = scale;
 }
 
 // (b) Quantize along columns: x [R x C] BF16 row-major, blocks of 32 consecutive rows in one column, written
-// transposed as out [C x R] (K = R contiguous). A 64 x 64 tile goes through shared memory; within a warp the
-// 8 lanes of one column write 32 contiguous code bytes. Traffic: reads 2 bytes, writes 0.53 bytes per element.
+// transposed as out [C x R] (K = R contiguous). A 64 x 128 tile goes through shared memory; a thread quantizes
+// one column block, and the two blocks of a column sit in adjacent lanes, so their 32 code bytes are written
+// together. Traffic: reads 2 bytes, writes 0.53 bytes per element.
 __global__ void mx_quantize_cols_kernel(uint8_t* codes, uint8_t* scales, const floatX* x, int R, int C, MXQuantOptions opt) {
-    __shared__ floatX tile[64][64 + 2];
-    int r0 = blockIdx.y * 64, c0 = blockIdx.x * 64;
-    for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {   // 64 rows x 8 vectors of 8 columns
-        int r = i / 8, cv = (i % 8) * 8;
-        x128 in = (r0 + r < R && c0 + cv < C) ? load128cs(x + (size_t)(r0 + r) * C + c0 + cv) : x128();
-        for (int j = 0; j < 8; j++) { tile[r][cv + j] = in[j]; }
+    __shared__ floatX tile[64][128 + 2];
+    int r0 = blockIdx.y * 64, c0 = blockIdx.x * 128;
+    x128 in[4];                                                   // 64 rows x 16 vectors of 8 columns, loads first
+    for (int u = 0; u < 4; u++) {
+        int i = threadIdx.x + u * 256, r = i / 16, cv = (i % 16) * 8;
+        in[u] = (r0 + r < R && c0 + cv < C) ? load128cs(x + (size_t)(r0 + r) * C + c0 + cv) : x128();
+    }
+    for (int u = 0; u < 4; u++) {
+        int i = threadIdx.x + u * 256, r = i / 16, cv = (i % 16) * 8;
+        for (int j = 0; j < 8; j++) { tile[r][cv + j] = in[u][j]; }
     }
     __syncthreads();
-    for (int task = threadIdx.x; task < 64 * 8; task += blockDim.x) {   // (column, 8 groups of 8 rows)
-        int q = task & 3, half = (task >> 2) & 1, c = task >> 3;
-        int rl = half * 32 + q * 8;
-        float v[8];
-        for (int j = 0; j < 8; j++) { v[j] = (float)tile[rl + j][c]; }
-        int col = c0 + c, row = r0 + rl;
-        uint8_t scale;
-        uint32_t packed = mx_quantize_group8(v, q, opt, (uint64_t)col * R + row, &scale);
-        if (col < C && row < R) {
-            reinterpret_cast<uint32_t*>(codes + ((size_t)col * R + row) / 2)[0] = packed;
-            if (q == 0) { scales[((size_t)col * R + row) / 32] = scale; }
-        }
-    }
+    int half = threadIdx.x & 1, c = threadIdx.x >> 1;
+    int col = c0 + c, row = r0 + half * 32;
+    if (col >= C || row >= R) { return; }
+    float v[32];
+    for (int j = 0; j < 32; j++) { v[j] = (float)tile[half * 32 + j][c]; }
+    uint8_t scale;
+    size_t out = (size_t)col * R + row;
+    reinterpret_cast<uint4*>(codes)[out / 32] = mx_quantize_block32(v, opt, (uint64_t)out, &scale);
+    scales[out / 32] = scale;
 }
 
 // (c) Dequantize to BF16: one thread per 8 elements. Traffic: reads 0.53 bytes, writes 2 bytes per element.
@@ -181,52 +203,45 @@ __global__ void mx_to_e4m3_kernel(uint8_t* out, int* inexact_blocks, const uint8
     int s = scales[g * 8 / 32];
     uint32_t packed = reinterpret_cast<const uint32_t*>(codes)[g];
     int shift = s - row_exp[row] + 6;
-    reinterpret_cast<uint64_t*>(out)[g] = mx_codes_to_e4m3(packed, s, row_exp[row]);
+    reinterpret_cast<uint64_t*>(out)[g] = mx_codes_to_e4m3(packed, mx_e4m3_table(s, row_exp[row]), s);
     if ((g & 3) == 0 && s != 0xFF && shift < -8) { atomicAdd(inexact_blocks, 1); }
 }
 
 // Fast path in one pass: x [R x K] BF16 -> E4M3 [R x K] + FP32 row scales, identical to mx_quantize_rows
-// followed by mx_to_e4m3 (and optionally also writing the MXFP4 codes and scales). One warp per row, 8 blocks
-// per iteration: a first sweep finds the row's largest finite block magnitude (the row scale only depends on
-// it, the scale rule being monotone), the second quantizes. Traffic: reads 2 bytes per element from DRAM (the
-// second sweep hits the cache), writes 1 byte (+ 0.53 with codes).
+// followed by mx_to_e4m3 (and optionally also writing the MXFP4 codes and scales). One warp per row, one
+// 32-block per lane per sweep: the first sweep finds the row's largest finite block magnitude (the row scale
+// depends only on it, the scale rule being monotone), the second quantizes. Traffic: reads 2 bytes per
+// element from DRAM (the second sweep hits the cache), writes 1 byte (+ 0.53 with codes).
 __global__ void mx_quantize_rows_e4m3_kernel(uint8_t* e4m3, float* row_scale, int* inexact_blocks, uint8_t* codes,
                                              uint8_t* scales, const floatX* x, int R, int K, MXQuantOptions opt) {
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32, q = lane & 3;
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= R) { return; }   // whole warps leave together
     const floatX* xr = x + (size_t)row * K;
-    float row_amax = 0.0f;
-    for (int it = 0; it * 256 < K; it++) {   // the same trip count for every lane: shuffles need the whole warp
-        int base = it * 256 + (lane >> 2) * 32 + q * 8;
-        bool active = base < K;
-        x128 in = active ? load128(xr + base) : x128();
-        float v[8];
-        for (int j = 0; j < 8; j++) { v[j] = active ? (float)in[j] : 0.0f; }
-        if (opt.hadamard) { mx_hadamard_group8(v, q); }
+    float row_amax = 0.0f, v[32];
+    for (int k = lane * 32; k < K; k += 32 * 32) {
+        mx_load32(v, xr + k);
+        if (opt.hadamard) { hadamard32(v); }
         int bad;
-        float amax = mx_group_amax(v, &bad);
+        float amax = mx_block_amax(v, &bad);
         if (!bad) { row_amax = fmaxf(row_amax, amax); }
     }
     row_amax = warp_max(row_amax);
     int emax = mx_scale_byte(mx_block_exponent(row_amax, opt.rule));
     if (lane == 0) { row_scale[row] = ldexpf(1.0f, emax - 127 - 6); }
     int inexact = 0;
-    for (int it = 0; it * 256 < K; it++) {   // the same trip count for every lane: shuffles need the whole warp
-        int base = it * 256 + (lane >> 2) * 32 + q * 8;
-        bool active = base < K;
-        x128 in = active ? load128cs(xr + base) : x128();
-        float v[8];
-        for (int j = 0; j < 8; j++) { v[j] = active ? (float)in[j] : 0.0f; }
+    for (int k = lane * 32; k < K; k += 32 * 32) {
+        mx_load32(v, xr + k);
         uint8_t scale;
-        uint64_t out_index = (uint64_t)row * K + base;
-        uint32_t packed = mx_quantize_group8(v, q, opt, out_index, &scale);
-        if (!active) { continue; }
-        reinterpret_cast<uint64_t*>(e4m3)[out_index / 8] = mx_codes_to_e4m3(packed, scale, emax);
-        if (codes) { reinterpret_cast<uint32_t*>(codes)[out_index / 8] = packed; }
-        if (q == 0) {
-            if (scales) { scales[out_index / 32] = scale; }
-            inexact += scale != 0xFF && scale - emax + 6 < -8;
-        }
+        size_t b = ((size_t)row * K + k) / 32;
+        uint4 packed = mx_quantize_block32(v, opt, (uint64_t)b * 32, &scale);
+        uint2 table = mx_e4m3_table(scale, emax);
+        uint64_t* out = reinterpret_cast<uint64_t*>(e4m3 + b * 32);
+        out[0] = mx_codes_to_e4m3(packed.x, table, scale);
+        out[1] = mx_codes_to_e4m3(packed.y, table, scale);
+        out[2] = mx_codes_to_e4m3(packed.z, table, scale);
+        out[3] = mx_codes_to_e4m3(packed.w, table, scale);
+        if (codes) { reinterpret_cast<uint4*>(codes)[b] = packed; scales[b] = scale; }
+        inexact += scale != 0xFF && scale - emax + 6 < -8;
     }
     inexact = __reduce_add_sync(0xffffffffu, inexact);
     if (lane == 0 && inexact) { atomicAdd(inexact_blocks, inexact); }
@@ -242,8 +257,8 @@ static inline void mx_check_shape(const char* what, int rows, int K) {
 static inline void mx_quantize_rows(MXOperand* out, const floatX* x, int R, int K, MXQuantOptions opt, cudaStream_t s) {
     mx_check_shape("mx_quantize_rows", R, K);
     if (out->rows != R || out->K != K) { die("mx_quantize_rows: operand is %d x %d, input %d x %d", out->rows, out->K, R, K); }
-    long n = (long)R * K;
-    mx_quantize_rows_kernel<<<ceil_div(n / 8, 256), 256, 0, s>>>(out->codes, out->scales, x, n, opt);
+    long nblocks = (long)R * K / 32;
+    mx_quantize_rows_kernel<<<ceil_div(nblocks, 256), 256, 0, s>>>(out->codes, out->scales, x, nblocks, opt);
     cudaCheckLaunch();
 }
 
@@ -252,7 +267,7 @@ static inline void mx_quantize_cols(MXOperand* out, const floatX* x, int R, int 
     mx_check_shape("mx_quantize_cols", C, R);
     if (C % 8 != 0) { die("mx_quantize_cols: C=%d must be a multiple of 8", C); }
     if (out->rows != C || out->K != R) { die("mx_quantize_cols: operand is %d x %d, want %d x %d", out->rows, out->K, C, R); }
-    dim3 grid(ceil_div(C, 64), ceil_div(R, 64));
+    dim3 grid(ceil_div(C, 128), ceil_div(R, 64));
     mx_quantize_cols_kernel<<<grid, 256, 0, s>>>(out->codes, out->scales, x, R, C, opt);
     cudaCheckLaunch();
 }

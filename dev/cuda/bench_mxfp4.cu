@@ -1,8 +1,8 @@
 // Benchmarks of the MXFP4 kernels on the GPU, as ratios against ceilings measured in the same run:
 //  1. achieved bandwidth of each quantize / dequantize / E4M3 kernel vs a device-to-device copy;
 //  2. quantize + GEMM vs cuBLASLt BF16 at the GPT-2 shapes of ../shared/ANCHORS.md, for the exact path
-//     (dequantize + BF16 GEMM) and the fast path (E4M3 on FP8 tensor cores). The activation operand's
-//     quantization is included; the weight operand is quantized outside the timed region.
+//     (dequantize + BF16 GEMM) and the fast path (one-pass Hadamard + MXFP4 -> E4M3, then FP8 tensor cores).
+//     The activation operand's quantization is included; the weight operand is quantized outside the timed region.
 // Prints a table. Usage: build/bench_mxfp4 [repeats]
 #include "llmc/cuda_common.cuh"
 #include "llmc/matmul.cuh"
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     MXOperand q = mx_operand_alloc(R, K), qt = mx_operand_alloc(K, R);
     E4M3Operand e8 = e4m3_operand_alloc(R, K);
     double mx_bytes = n * (2.0 + 0.5 + 1.0 / 32);   // BF16 in, codes + scales out
-    struct { const char* name; double bytes; float ms; } rows[8];
+    struct { const char* name; double bytes; float ms; } rows[10];
     int nr = 0;
     for (int h = 0; h < 2; h++) {
         MXQuantOptions opt = {h, MX_SCALE_OCP, 0, 0};
@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
     rows[nr++] = {"quantize rows + Hadamard + SR", mx_bytes, time_ms([&] { mx_quantize_rows(&q, x, R, K, sr, 0); }, reps)};
     rows[nr++] = {"dequantize to BF16", mx_bytes, time_ms([&] { mx_dequantize(y, &q, 0); }, reps)};
     rows[nr++] = {"MXFP4 -> E4M3 + row scales", n * (1.0 + 0.5 + 1.0 / 32), time_ms([&] { mx_to_e4m3(&e8, &q, 0); }, reps)};
+    MXQuantOptions hopt = {1, MX_SCALE_OCP, 0, 0};
+    rows[nr++] = {"one pass: BF16 -> Hadamard -> E4M3 + row scales", n * 3.0, time_ms([&] { mx_quantize_rows_e4m3(&e8, NULL, x, R, K, hopt, 0); }, reps)};
     printf("| kernel (%d x %d) | ms | GB/s | of copy ceiling |\n|---|---|---|---|\n", R, K);
     for (int i = 0; i < nr; i++) {
         double gbs = rows[i].bytes / rows[i].ms / 1e6;
@@ -95,7 +97,7 @@ int main(int argc, char** argv) {
         {65536, 2304, 768, "124M qkv"}, {65536, 3072, 768, "124M fc"}, {65536, 768, 3072, "124M fc proj"},
         {65536, 1024, 4096, "350M fc proj"}, {32768, 6400, 1600, "1.5B fc"}, {32768, 1600, 6400, "1.5B fc proj"},
         {768, 3072, 65536, "dW, K = tokens"}};
-    printf("\n| GEMM M x N x K | BF16 ms | BF16 TFLOP/s | exact path ms | exact / BF16 | fast path ms | BF16 / fast (speed-up) |\n|---|---|---|---|---|---|---|\n");
+    printf("\n| GEMM M x N x K | BF16 ms | BF16 TFLOP/s | exact path ms | exact / BF16 | fast path ms | BF16 / fast (speed-up) | FP8 GEMM alone ms | BF16 / FP8 GEMM alone |\n|---|---|---|---|---|---|---|---|---|\n");
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         int M = shapes[s].M, N = shapes[s].N, Kd = shapes[s].K;
         floatX *a = random_bf16((long)M * Kd, 2), *b = random_bf16((long)N * Kd, 3);
@@ -114,13 +116,13 @@ int main(int argc, char** argv) {
             matmul(out, false, bbf, abf, NULL, N, M, Kd, true, false, 0.0f, gemm_single, 0);
         }, reps);
         float fast_ms = time_ms([&] {
-            mx_quantize_rows(&qa, a, M, Kd, opt, 0);
-            mx_to_e4m3(&ea, &qa, 0);
+            mx_quantize_rows_e4m3(&ea, NULL, a, M, Kd, opt, 0);
             mx_gemm_fast(out, false, &ea, &eb, 0.0f, 0);
         }, reps);
+        float fp8_only_ms = time_ms([&] { mx_gemm_fast(out, false, &ea, &eb, 0.0f, 0); }, reps);
         double flops = 2.0 * M * N * Kd;
-        printf("| %d x %d x %d (%s) | %.3f | %.0f | %.3f | %.2f | %.3f | %.2fx |\n", M, N, Kd, shapes[s].what, bf16_ms,
-               flops / bf16_ms / 1e9, exact_ms, exact_ms / bf16_ms, fast_ms, bf16_ms / fast_ms);
+        printf("| %d x %d x %d (%s) | %.3f | %.0f | %.3f | %.2f | %.3f | %.2fx | %.3f | %.2fx |\n", M, N, Kd, shapes[s].what, bf16_ms,
+               flops / bf16_ms / 1e9, exact_ms, exact_ms / bf16_ms, fast_ms, bf16_ms / fast_ms, fp8_only_ms, bf16_ms / fp8_only_ms);
         void* bufs[] = {a, b, out, abf, bbf};
         for (int i = 0; i < 5; i++) { cudaCheck(cudaFree(bufs[i])); }
         mx_operand_free(&qa); mx_operand_free(&qb); e4m3_operand_free(&ea); e4m3_operand_free(&eb);

@@ -299,6 +299,30 @@ static void test_native_sm100(int M, int N, int K) {
     for (int i = 0; i < 8; i++) { cudaCheck(cudaFree(bufs[i])); }
 }
 
+// counts floats (every finite bit pattern) where the fast GPU encoder and the shared reference disagree
+__global__ void encoder_mismatch_kernel(unsigned long long* mismatches, uint32_t first) {
+    uint32_t bits = first + blockIdx.x * blockDim.x + threadIdx.x;
+    float v = __uint_as_float(bits);
+    int bad = !mx_nonfinite(v) && e2m1_encode_rne_fast(v) != e2m1_encode_rne(v);
+    bad = __reduce_add_sync(0xffffffffu, bad);
+    if (threadIdx.x % 32 == 0 && bad) { atomicAdd(mismatches, (unsigned long long)bad); }
+}
+
+static void test_fast_encoder_exhaustive(void) {
+    unsigned long long* d;
+    cudaCheck(cudaMalloc(&d, sizeof(*d)));
+    cudaCheck(cudaMemset(d, 0, sizeof(*d)));
+    for (uint64_t first = 0; first < (1ull << 32); first += 1ull << 30) {
+        encoder_mismatch_kernel<<<(1u << 30) / 256, 256>>>(d, (uint32_t)first);
+        cudaCheckLaunch();
+    }
+    unsigned long long h = 0;
+    cudaCheck(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaFree(d));
+    printf("  E2M1 fast encoder vs reference on all 2^32 float patterns: %llu mismatches\n", h);
+    CHECK(h == 0, "the fast E2M1 encoder differs from the reference on %llu floats", h);
+}
+
 // runs fn in a child process before CUDA is initialized; 1 if it exits non-zero with `expect` on stderr
 static int dies_with(void (*fn)(void), const char* expect) {
     int fd[2];
@@ -326,6 +350,7 @@ int main(void) {
     rng_seed(&rng, seed);
     printf("seed %llu\n", (unsigned long long)seed);
     matmul_init();
+    test_fast_encoder_exhaustive();
     int shapes[3][2] = {{96, 256}, {64, 96}, {200, 1024}};
     for (int kind = 0; kind < NUM_DATA; kind++) {
         for (int s = 0; s < 3; s++) {
