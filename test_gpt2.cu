@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
 
     matmul_init();
     GPT2 model;
-    gpt2_build(&model, &ck.config, params, B, T);
+    LinearOptions bf16 = {PREC_BF16, GEMM_PATH_EXACT, 0, 1, 0, 1, 64};
+    gpt2_build(&model, &ck.config, params, B, T, &bf16, 0);
     gpt2_sync_params(&model);
 
     // forward only: logits and loss

@@ -3,6 +3,10 @@
 // the backward pass, the optimizer step, then the training loop with data, validation, sampling,
 // logging and checkpoints. Parameters and activations are BF16, gradients and AdamW state FP32,
 // with FP32 master weights. Every reduction has a fixed order, so a run is bit-for-bit repeatable.
+// The four linear layers of every block (qkv, attention projection, MLP up and down) run their forward
+// GEMM and both backward GEMMs through llmc/adahop_linear.cuh, in the precision chosen with -p: BF16,
+// plain MXFP4, MXFP4 with the Hadamard on every GEMM, or AdaHOP (per-GEMM strategies from the outlier
+// patterns, llmc/adahop.h). Everything else stays in BF16/FP32.
 #include <time.h>
 #include <sys/stat.h>
 #include <dirent.h>
@@ -23,6 +27,8 @@
 #include "llmc/gelu.cuh"
 #include "llmc/classifier.cuh"
 #include "llmc/adamw.cuh"
+#include "llmc/adahop.h"
+#include "llmc/adahop_linear.cuh"
 
 // ----------------------------------------------------------------------------
 // activations kept for the backward pass, and scratch buffers
@@ -72,7 +78,16 @@ typedef struct {
     int num_distinct_tokens;
     cudaEvent_t staging_done;
     cudaStream_t stream;
+    // low-precision linears
+    AdahopState adahop;                     // precision, strategies, calibration and re-classification
+    AdahopWorkspace ws;                     // quantization scratch (unused in bf16)
+    LinearSaved* saved;                     // per linear: x^T in MXFP4 for the dW GEMM
+    int step;                               // optimizer step in progress (seeds, statistics)
+    bool stats_now;                         // record outlier patterns in this forward/backward
 } GPT2;
+
+// precision options of the linear layers
+typedef struct { int precision, path, stochastic_grads, calib_steps, reclass_every, reclass_window, oe_k; } LinearOptions;
 
 static void staging_layout(int BT, size_t offs[6]) {
     // inputs, targets, tokens, offsets (BT+1), positions; offs[5] = total ints
@@ -81,22 +96,57 @@ static void staging_layout(int BT, size_t offs[6]) {
 }
 
 // device bytes the model needs at micro-batch B x T: used to refuse a batch that cannot fit, before allocating
-static size_t gpt2_device_bytes(const GPT2Config* c, int B, int T) {
+static size_t gpt2_device_bytes(const GPT2Config* c, int B, int T, const LinearOptions* lo) {
     size_t n = gpt2_num_params(c), sizes[NUM_ACT_TENSORS], act = 0, offs[6];
     activation_sizes(c, B, T, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { act += sizes[i]; }
     staging_layout(B * T, offs);
     size_t stats = (size_t)c->num_layers * 4 * B * T + 3 * (size_t)B * T + (size_t)B * c->num_heads * T * T;
+    size_t lowp = 0;
+    if (lo->precision != PREC_BF16) {
+        size_t N = (size_t)B * T, C = c->channels, max_elems = N * 4 * C;
+        lowp = 2 * max_elems * 17 / 32 + 2 * max_elems * (lo->path == GEMM_PATH_FAST ? 1 : 2)   // workspace operands
+             + (size_t)c->num_layers * 7 * C * N * 17 / 32                                         // saved x^T per linear
+             + (lo->precision == PREC_ADAHOP ? (size_t)c->num_layers * 4 * lo->oe_k * N * 2 : 0);   // saved OE channels
+    }
     return n * (sizeof(floatX) + 4 * sizeof(float)) + act * sizeof(floatX) + stats * sizeof(float) +
-           column_sums_scratch_bytes(4 * c->channels) + offs[5] * sizeof(int) + cublaslt_workspace_size;
+           column_sums_scratch_bytes(4 * c->channels) + offs[5] * sizeof(int) + cublaslt_workspace_size + lowp;
 }
 
-static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, int B, int T) {
+// input and output widths of linear kind k (LIN_QKV, LIN_ATTPROJ, LIN_FC, LIN_FCPROJ) for C channels
+static void linear_shape(int kind, int C, int* in, int* out) {
+    static const int in_mult[NUM_LINEAR_KINDS] = {1, 1, 1, 4}, out_mult[NUM_LINEAR_KINDS] = {3, 1, 4, 1};
+    *in = in_mult[kind] * C;
+    *out = out_mult[kind] * C;
+}
+
+// the low-precision state: strategies, scratch, and the saved dW operand of every linear
+static void gpt2_build_linears(GPT2* m, const LinearOptions* lo, uint64_t seed) {
+    const GPT2Config* c = &m->config;
+    int L = c->num_layers, C = c->channels, N = m->max_B * m->max_T;
+    adahop_init(&m->adahop, lo->precision, L, lo->calib_steps, lo->reclass_every, lo->reclass_window, lo->oe_k);
+    m->saved = (LinearSaved*)calloc_check((size_t)4 * L, sizeof(LinearSaved));
+    if (lo->precision == PREC_BF16) { return; }
+    int max_rows = N > 4 * C ? N : 4 * C;
+    adahop_workspace_init(&m->ws, (size_t)N * 4 * C, max_rows, max_rows, lo->path, lo->stochastic_grads, lo->oe_k, seed);
+    for (int i = 0; i < 4 * L; i++) {
+        int cin, cout;
+        linear_shape(i % 4, C, &cin, &cout);
+        m->saved[i].x_t = mx_operand_alloc(cin, N);
+        if (lo->precision == PREC_ADAHOP) {
+            m->saved[i].x_channels = (floatX*)device_malloc((size_t)lo->oe_k * N * sizeof(floatX), "saved OE channels");
+            m->saved[i].x_channel_idx = (int*)device_malloc((size_t)lo->oe_k * sizeof(int), "saved OE indices");
+        }
+    }
+}
+
+static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, int B, int T, const LinearOptions* lo,
+                       uint64_t seed) {
     memset(m, 0, sizeof(*m));
     m->config = *c;
     m->max_B = B; m->max_T = T;
     if (T > c->max_seq_len) { die("sequence length T=%d exceeds the model's max_seq_len %d", T, c->max_seq_len); }
-    size_t free_b, total_b, need = gpt2_device_bytes(c, B, T);
+    size_t free_b, total_b, need = gpt2_device_bytes(c, B, T, lo);
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b) {
         die("micro-batch B=%d T=%d needs %.1f GiB of GPU memory, only %.1f GiB of %.1f GiB are free: reduce -b or -t "
@@ -138,6 +188,7 @@ static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, i
     cudaCheck(cudaMemset(m->adam_v, 0, n * sizeof(float)));
     cudaCheck(cudaMemset(m->grads, 0, n * sizeof(float)));
     cudaCheck(cudaMemset(m->acts.losses, 0, BT * sizeof(float)));
+    gpt2_build_linears(m, lo, seed);
 }
 
 // BF16 compute copy of the master weights (round to nearest)
@@ -158,6 +209,16 @@ static void gpt2_free(GPT2* m) {
                     m->scratch, m->staging_dev};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { cudaCheck(cudaFree(m->acts.t[i])); }
+    if (m->adahop.precision != PREC_BF16) {
+        for (int i = 0; i < 4 * m->config.num_layers; i++) {
+            mx_operand_free(&m->saved[i].x_t);
+            cudaCheck(cudaFree(m->saved[i].x_channels));
+            cudaCheck(cudaFree(m->saved[i].x_channel_idx));
+        }
+        adahop_workspace_free(&m->ws);
+    }
+    free(m->saved);
+    adahop_free(&m->adahop);
     cudaCheck(cudaFreeHost(m->staging_host));
     free(m->token_counts);
     cudaCheck(cudaEventDestroy(m->staging_done));
@@ -184,6 +245,25 @@ static void gpt2_stage_batch(GPT2* m, const int* inputs, const int* targets, int
     cudaCheck(cudaEventRecord(m->staging_done, m->stream));
 }
 
+// the activations of layer l for a micro-batch of B x T (per-layer tensors are stacked over layers)
+typedef struct { floatX *ln1, *qkv, *atty, *att, *res_in, *res2, *ln2, *fch, *fch_gelu, *res3; } LayerActs;
+
+static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, int NH) {
+    size_t nc = (size_t)B * T * C;
+    LayerActs la;
+    la.ln1 = a->t[A_LN1] + l * nc;
+    la.qkv = a->t[A_QKV] + l * 3 * nc;
+    la.atty = a->t[A_ATTY] + l * nc;
+    la.att = a->t[A_ATT] + (size_t)l * B * NH * T * T;
+    la.res_in = l == 0 ? a->t[A_ENCODED] : a->t[A_RES3] + (l - 1) * nc;
+    la.res2 = a->t[A_RES2] + l * nc;
+    la.ln2 = a->t[A_LN2] + l * nc;
+    la.fch = a->t[A_FCH] + l * 4 * nc;
+    la.fch_gelu = a->t[A_FCH_GELU] + l * 4 * nc;
+    la.res3 = a->t[A_RES3] + l * nc;
+    return la;
+}
+
 // ----------------------------------------------------------------------------
 // forward pass: logits for a staged micro-batch; with targets, per-token losses are added into acts.losses,
 // and when dloss != 0 the logits are replaced by d(loss)/d(logits) * dloss for the backward pass.
@@ -203,25 +283,24 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     layernorm_forward(a->t[A_LN1], a->ln1_mean, a->ln1_rstd, NULL, a->t[A_ENCODED], NULL, w[P_LN1W], w[P_LN1B], N, C, s);
     for (int l = 0; l < L; l++) {
         size_t nc = (size_t)N * C;
-        floatX* ln1 = a->t[A_LN1] + l * nc;
-        floatX* qkv = a->t[A_QKV] + l * 3 * nc;
-        floatX* atty = a->t[A_ATTY] + l * nc;
-        floatX* att = a->t[A_ATT] + (size_t)l * B * NH * T * T;
-        floatX* res_in = l == 0 ? a->t[A_ENCODED] : a->t[A_RES3] + (l - 1) * nc;
-        floatX* res2 = a->t[A_RES2] + l * nc;
-        floatX* ln2 = a->t[A_LN2] + l * nc;
-        floatX* fch = a->t[A_FCH] + l * 4 * nc;
-        floatX* fch_gelu = a->t[A_FCH_GELU] + l * 4 * nc;
-        floatX* res3 = a->t[A_RES3] + l * nc;
-        // the block's linear layers: y = x W^T + b (llmc/matmul.cuh)
-        linear_forward(qkv, ln1, w[P_QKVW] + (size_t)l * 3 * C * C, w[P_QKVB] + l * 3 * C, N, C, 3 * C, s);
+        LayerActs la = layer_acts(a, l, B, T, C, NH);
+        floatX *ln1 = la.ln1, *qkv = la.qkv, *atty = la.atty, *att = la.att, *res_in = la.res_in, *res2 = la.res2;
+        floatX *ln2 = la.ln2, *fch = la.fch, *fch_gelu = la.fch_gelu, *res3 = la.res3;
+        // the block's linear layers y = x W^T + b, each in the run's precision (llmc/adahop_linear.cuh)
+        LinearSaved* sv = m->saved + 4 * l;
+        int li = 4 * l;
+        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_QKV, li + LIN_QKV, m->step, m->stats_now, qkv, ln1,
+                              w[P_QKVW] + (size_t)l * 3 * C * C, w[P_QKVB] + l * 3 * C, N, C, 3 * C, s);
         attention_forward(atty, att, a->t[A_QKVR], a->scores, a->t[A_YR], qkv, B, T, C, NH, s);
         // attention projection output goes to the scratch A_DC, then residual add + LayerNorm in one kernel
-        linear_forward(a->t[A_DC], atty, w[P_ATTPROJW] + (size_t)l * C * C, w[P_ATTPROJB] + l * C, N, C, C, s);
+        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_ATTPROJ, li + LIN_ATTPROJ, m->step, m->stats_now, a->t[A_DC],
+                              atty, w[P_ATTPROJW] + (size_t)l * C * C, w[P_ATTPROJB] + l * C, N, C, C, s);
         layernorm_forward(ln2, a->ln2_mean + l * N, a->ln2_rstd + l * N, res2, res_in, a->t[A_DC], w[P_LN2W] + l * C, w[P_LN2B] + l * C, N, C, s);
-        linear_forward(fch, ln2, w[P_FCW] + (size_t)l * 4 * C * C, w[P_FCB] + l * 4 * C, N, C, 4 * C, s);
+        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_FC, li + LIN_FC, m->step, m->stats_now, fch, ln2,
+                              w[P_FCW] + (size_t)l * 4 * C * C, w[P_FCB] + l * 4 * C, N, C, 4 * C, s);
         gelu_forward(fch_gelu, fch, (long)N * 4 * C, s);
-        linear_forward(a->t[A_DC], fch_gelu, w[P_FCPROJW] + (size_t)l * 4 * C * C, w[P_FCPROJB] + l * C, N, 4 * C, C, s);
+        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_FCPROJ, li + LIN_FCPROJ, m->step, m->stats_now, a->t[A_DC],
+                              fch_gelu, w[P_FCPROJW] + (size_t)l * 4 * C * C, w[P_FCPROJB] + l * C, N, 4 * C, C, s);
         // residual add, then the next layer's first LayerNorm (or the final one)
         bool last = l == L - 1;
         floatX* next_ln = last ? a->t[A_LNF] : a->t[A_LN1] + (l + 1) * nc;
@@ -257,30 +336,27 @@ static void gpt2_backward(GPT2* m, int B, int T) {
     layernorm_backward(dres, g[P_LNFW], g[P_LNFB], m->scratch, dc, a->t[A_RES3] + (L - 1) * nc, a->lnf_mean, a->lnf_rstd,
                        w[P_LNFW], N, C, s);
     for (int l = L - 1; l >= 0; l--) {
-        floatX* ln1 = a->t[A_LN1] + l * nc;
-        floatX* qkv = a->t[A_QKV] + l * 3 * nc;
-        floatX* atty = a->t[A_ATTY] + l * nc;
-        floatX* att = a->t[A_ATT] + (size_t)l * B * NH * T * T;
-        floatX* res_in = l == 0 ? a->t[A_ENCODED] : a->t[A_RES3] + (l - 1) * nc;
-        floatX* res2 = a->t[A_RES2] + l * nc;
-        floatX* ln2 = a->t[A_LN2] + l * nc;
-        floatX* fch = a->t[A_FCH] + l * 4 * nc;
-        floatX* fch_gelu = a->t[A_FCH_GELU] + l * 4 * nc;
+        LayerActs la = layer_acts(a, l, B, T, C, NH);
+        floatX *ln1 = la.ln1, *qkv = la.qkv, *atty = la.atty, *att = la.att, *res_in = la.res_in, *res2 = la.res2;
+        floatX *ln2 = la.ln2, *fch = la.fch, *fch_gelu = la.fch_gelu;
         size_t cc = (size_t)C * C;
+        LinearSaved* sv = m->saved + 4 * l;
+        int li = 4 * l;
+        bool st = m->stats_now;
         // MLP
-        linear_backward(d4c, g[P_FCPROJW] + l * 4 * cc, g[P_FCPROJB] + l * C, m->scratch, dres, fch_gelu,
-                        w[P_FCPROJW] + l * 4 * cc, N, 4 * C, C, s);
+        adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_FCPROJ, li + LIN_FCPROJ, m->step, st, d4c, g[P_FCPROJW] + l * 4 * cc,
+                               g[P_FCPROJB] + l * C, m->scratch, dres, fch_gelu, w[P_FCPROJW] + l * 4 * cc, N, 4 * C, C, s);
         gelu_backward(d4c, fch, (long)N * 4 * C, s);
-        linear_backward(dc, g[P_FCW] + l * 4 * cc, g[P_FCB] + l * 4 * C, m->scratch, d4c, ln2, w[P_FCW] + l * 4 * cc,
-                        N, C, 4 * C, s);
+        adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_FC, li + LIN_FC, m->step, st, dc, g[P_FCW] + l * 4 * cc,
+                               g[P_FCB] + l * 4 * C, m->scratch, d4c, ln2, w[P_FCW] + l * 4 * cc, N, C, 4 * C, s);
         layernorm_backward(dres, g[P_LN2W] + l * C, g[P_LN2B] + l * C, m->scratch, dc, res2, a->ln2_mean + l * N,
                            a->ln2_rstd + l * N, w[P_LN2W] + l * C, N, C, s);
         // attention
-        linear_backward(dc, g[P_ATTPROJW] + l * cc, g[P_ATTPROJB] + l * C, m->scratch, dres, atty, w[P_ATTPROJW] + l * cc,
-                        N, C, C, s);
+        adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_ATTPROJ, li + LIN_ATTPROJ, m->step, st, dc, g[P_ATTPROJW] + l * cc,
+                               g[P_ATTPROJB] + l * C, m->scratch, dres, atty, w[P_ATTPROJW] + l * cc, N, C, C, s);
         attention_backward(d4c, a->t[A_QKVR], a->t[A_DQKVR], (floatX*)a->scores, a->t[A_YR], dc, qkv, att, B, T, C, NH, s);
-        linear_backward(dc, g[P_QKVW] + l * 3 * cc, g[P_QKVB] + l * 3 * C, m->scratch, d4c, ln1, w[P_QKVW] + l * 3 * cc,
-                        N, C, 3 * C, s);
+        adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_QKV, li + LIN_QKV, m->step, st, dc, g[P_QKVW] + l * 3 * cc,
+                               g[P_QKVB] + l * 3 * C, m->scratch, d4c, ln1, w[P_QKVW] + l * 3 * cc, N, C, 3 * C, s);
         layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, m->scratch, dc, res_in, a->ln1_mean + l * N,
                            a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
     }
@@ -338,6 +414,7 @@ typedef struct {
     int B, T, total_batch, max_steps, warmup, val_every, val_batches, sample_every, gen_tokens, ckpt_every, resume;
     float lr, final_lr_frac, weight_decay, grad_clip;
     uint64_t seed;
+    LinearOptions lin;
 } Options;
 
 static void usage(const char* prog) {
@@ -364,12 +441,21 @@ static void usage(const char* prog) {
            "  -y <0|1>   resume from the newest checkpoint in the -o dir (default 0)\n"
            "  -r <int>   random seed for init, data order and sampling (default 1337)\n"
            "  -z <path>  token decoding file               (default data/gpt2_tokenizer.bin)\n"
+           "Precision of the block linear layers (qkv, attention projection, MLP up and down; all three GEMMs each):\n"
+           "  -p <mode>  bf16 | mxfp4 (no transform) | hadamard (IHT on every GEMM) | adahop (default adahop)\n"
+           "  -P <path>  MXFP4 GEMM path: fast (E4M3 on FP8 tensor cores) | exact (dequantize + BF16) (default fast)\n"
+           "  -S <0|1>   stochastic rounding of the gradient operands (default 0)\n"
+           "  -w <int>   AdaHOP calibration steps of plain MXFP4 before the first strategy vote (default 30)\n"
+           "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 500)\n"
+           "  -W <int>   steps of pattern statistics before each re-classification (default 10)\n"
+           "  -K <int>   rows/columns taken out by outlier extraction (default 64)\n"
            "  -h         this help\n", prog);
 }
 
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
-                 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337};
+                 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
+                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, 500, 10, 64}};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { usage(argv[0]); exit(EXIT_SUCCESS); }
     }
@@ -400,6 +486,20 @@ static Options parse_options(int argc, char** argv) {
             case 'q': o.final_lr_frac = parse_float(f, v, 0.0f, 1.0f); break;
             case 'c': o.weight_decay = parse_float(f, v, 0.0f, 10.0f); break;
             case 'k': o.grad_clip = parse_float(f, v, 0.0f, 1e30f); break;
+            case 'p':
+                o.lin.precision = precision_from_name(v);
+                if (o.lin.precision < 0) { die("flag -p: '%s' is not one of bf16, mxfp4, hadamard, adahop", v); }
+                break;
+            case 'P':
+                if (strcmp(v, "fast") == 0) { o.lin.path = GEMM_PATH_FAST; }
+                else if (strcmp(v, "exact") == 0) { o.lin.path = GEMM_PATH_EXACT; }
+                else { die("flag -P: '%s' is not fast or exact", v); }
+                break;
+            case 'S': o.lin.stochastic_grads = (int)parse_int(f, v, 0, 1); break;
+            case 'w': o.lin.calib_steps = (int)parse_int(f, v, 1, 1 << 30); break;
+            case 'R': o.lin.reclass_every = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'W': o.lin.reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
+            case 'K': o.lin.oe_k = (int)parse_int(f, v, 1, 4096); break;
             default: usage(argv[0]); die("unknown flag %s", f);
         }
     }
@@ -407,6 +507,10 @@ static Options parse_options(int argc, char** argv) {
     if (o.total_batch == -1) { o.total_batch = o.B * o.T; }
     if (o.total_batch % (o.B * o.T) != 0) { die("flag -d: total batch %d tokens is not a multiple of B*T = %d", o.total_batch, o.B * o.T); }
     if ((o.ckpt_every > 0 || o.resume) && o.out_dir == NULL) { die("checkpoints (-n) and resume (-y) need an output directory (-o)"); }
+    if (o.lin.reclass_every > 0 && o.lin.reclass_window > o.lin.reclass_every) {
+        die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", o.lin.reclass_window, o.lin.reclass_every);
+    }
+    if (o.lin.precision != PREC_BF16 && (o.B * o.T) % 32 != 0) { die("MXFP4 needs B*T (%d) to be a multiple of 32", o.B * o.T); }
     return o;
 }
 
@@ -475,7 +579,8 @@ static void save_state(GPT2* m, const Options* o, int step, const DataLoader* tr
     CheckpointHeader ck;
     memset(&ck, 0, sizeof(ck));
     ck.config = m->config;
-    ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER;
+    ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP;
+    ck.adahop_words = (int64_t)adahop_state_words(&m->adahop);
     ck.step = step;
     ck.seed = (int64_t)o->seed;
     dataloader_get_state(train, ck.data_state);
@@ -488,8 +593,11 @@ static void save_state(GPT2* m, const Options* o, int step, const DataLoader* tr
     cudaCheck(cudaMemcpy(host + 2 * n, m->adam_v, n * sizeof(float), cudaMemcpyDeviceToHost));
     char path[4096];
     snprintf(path, sizeof(path), "%s/state_%08d.bin", o->out_dir, step);
-    checkpoint_write(path, &ck, host, host + n, host + 2 * n);
+    int32_t* words = (int32_t*)malloc_check((size_t)ck.adahop_words * sizeof(int32_t));
+    adahop_save(&m->adahop, words);
+    checkpoint_write_with_adahop(path, &ck, host, host + n, host + 2 * n, words);
     free(host);
+    free(words);
     printf("checkpoint: %s\n", path);
 }
 
@@ -507,6 +615,7 @@ int main(int argc, char** argv) {
     CheckpointHeader ck;
     memset(&ck, 0, sizeof(ck));
     float* init = NULL;
+    int32_t* adahop_words = NULL;
     int start_step = 0;
     char resume_path[4096] = "";
     if (o.resume && find_latest_checkpoint(o.out_dir, resume_path, sizeof(resume_path)) != 0) {
@@ -520,6 +629,10 @@ int main(int argc, char** argv) {
         init = (float*)malloc_check(3 * gpt2_num_params(&config) * sizeof(float));
         size_t n = gpt2_num_params(&config);
         checkpoint_read_payload(fp, &ck, init, resume_path[0] ? init + n : NULL, resume_path[0] ? init + 2 * n : NULL);
+        if (resume_path[0] && (ck.contents & CKPT_ADAHOP)) {
+            adahop_words = (int32_t*)malloc_check((size_t)ck.adahop_words * sizeof(int32_t));
+            checkpoint_read_adahop(fp, &ck, adahop_words);
+        }
         fclose_check(fp);
         if (resume_path[0] && !(ck.contents & CKPT_OPTIMIZER)) { die("'%s' holds no optimizer state: cannot resume from it", load_path); }
         if (resume_path[0] && o.init[0] == 'd' && strchr(o.init, '/') == NULL) {
@@ -541,7 +654,7 @@ int main(int argc, char** argv) {
 
     matmul_init();
     GPT2 model;
-    gpt2_build(&model, &config, init, o.B, o.T);
+    gpt2_build(&model, &config, init, o.B, o.T, &o.lin, o.seed);
     gpt2_sync_params(&model);
     Rng rng;
     rng_seed(&rng, o.seed ^ 0x5eed5eedULL);
@@ -551,6 +664,9 @@ int main(int argc, char** argv) {
         cudaCheck(cudaMemcpy(model.adam_v, init + 2 * n, n * sizeof(float), cudaMemcpyHostToDevice));
         start_step = (int)ck.step;
         memcpy(rng.s, ck.rng_state, sizeof(rng.s));
+        if (!adahop_words) { die("'%s' holds no AdaHOP state (written by an older version?)", resume_path); }
+        adahop_load(&model.adahop, adahop_words, (size_t)ck.adahop_words);
+        free(adahop_words);
         if ((uint64_t)ck.seed != o.seed) { printf("resume: using the checkpoint's seed %lld\n", (long long)ck.seed); o.seed = (uint64_t)ck.seed; }
     }
     free(init);
@@ -577,6 +693,15 @@ int main(int argc, char** argv) {
            prop.name, o.B, o.T, micro_steps, o.total_batch, start_step, o.max_steps, o.lr, o.warmup,
            device_bytes_allocated / 1073741824.0);
     if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
+    static const char* path_names[2] = {"exact", "fast"};
+    printf("block linears: %s%s%s, stochastic rounding of gradients %s\n", precision_names[o.lin.precision],
+           o.lin.precision == PREC_BF16 ? "" : ", MXFP4 GEMM path ", o.lin.precision == PREC_BF16 ? "" : path_names[o.lin.path],
+           o.lin.stochastic_grads ? "on" : "off");
+    if (o.lin.precision == PREC_ADAHOP) {
+        printf("AdaHOP: %d calibration steps of plain MXFP4, re-classification every %d steps over %d steps, OE k=%d\n",
+               o.lin.calib_steps, o.lin.reclass_every, o.lin.reclass_window, o.lin.oe_k);
+        adahop_print_table(&model.adahop, stdout);
+    }
 
     double total_time = 0.0;
     int timed_steps = 0;
@@ -594,15 +719,19 @@ int main(int argc, char** argv) {
         double t0 = now_seconds();
         gpt2_zero_grad(&model);
         float dloss = 1.0f / ((float)o.B * o.T * micro_steps);
+        model.step = step;
         for (int micro = 0; micro < micro_steps; micro++) {
+            model.stats_now = micro == 0 && adahop_wants_stats(&model.adahop, step);   // patterns from one micro-batch
             dataloader_next_batch(&train);
             gpt2_forward(&model, train.inputs, train.targets, o.B, o.T, dloss);
             gpt2_backward(&model, o.B, o.T);
         }
+        model.stats_now = false;
         float lr = lr_schedule(step, o.max_steps, o.warmup, o.lr, o.final_lr_frac);
         float norm = gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.grad_clip, step + 1);
         float loss = gpt2_mean_loss(&model, o.B, o.T, micro_steps);
         double dt = now_seconds() - t0;
+        if (adahop_end_step(&model.adahop, step, logf ? logf : stdout) > 0) { adahop_print_table(&model.adahop, stdout); }
         if (!isfinite(loss) || !isfinite(norm)) {
             die("step %d: loss %f, grad norm %f: training diverged (lower the learning rate -l, or check the data)", step + 1, loss, norm);
         }

@@ -3,10 +3,12 @@
 // Files are written to PATH.tmp, flushed, fsync'ed and renamed, so a crash never leaves half a file.
 //
 // Header slots (int32, little endian; int64 values take two slots, low word first):
-//   0 magic 20261202      1 version 1           2 contents: 1 = params, 3 = params + optimizer state
+//   0 magic 20261202      1 version 1           2 contents: 1 = params, 3 = params + optimizer state,
+//                                               7 = params + optimizer state + AdaHOP state
 //   3 model family (0 = GPT-2)                  4 max_seq_len  5 vocab_size  6 padded_vocab_size
 //   7 num_layers  8 num_heads  9 channels      10-11 step (optimizer steps done)
 //  12-13 number of parameters (checked against the shape)   14-15 seed the run was started with
+//  16-17 number of int32 words of AdaHOP state (llmc/adahop.h), stored after m and v
 //  32-63  data loader state, 16 int64 (llmc/dataloader.h)    64-71 host RNG state, 4 uint64
 //  72-255 reserved, zero
 #ifndef LLMC_CHECKPOINT_H
@@ -22,6 +24,7 @@
 #define CKPT_HEADER_INTS 256
 #define CKPT_PARAMS 1
 #define CKPT_OPTIMIZER 2
+#define CKPT_ADAHOP 4
 #define CKPT_DATA_STATE_LEN 16
 
 typedef struct {
@@ -30,6 +33,7 @@ typedef struct {
     int contents;                 // CKPT_PARAMS, or CKPT_PARAMS | CKPT_OPTIMIZER
     int64_t step;
     int64_t seed;
+    int64_t adahop_words;         // with CKPT_ADAHOP: int32 words of AdaHOP state after m and v
     int64_t data_state[CKPT_DATA_STATE_LEN];
     uint64_t rng_state[4];
 } CheckpointHeader;
@@ -43,14 +47,16 @@ static inline int64_t ckpt_get64(const int32_t* h, int slot) {
     return (int64_t)(((uint64_t)(uint32_t)h[slot + 1] << 32) | (uint64_t)(uint32_t)h[slot]);
 }
 
-static inline size_t ckpt_payload_floats(const CheckpointHeader* ck) {
+// payload bytes after the header
+static inline size_t ckpt_payload_bytes(const CheckpointHeader* ck) {
     size_t n = gpt2_num_params(&ck->config);
-    return (ck->contents & CKPT_OPTIMIZER) ? 3 * n : n;
+    size_t floats = (ck->contents & CKPT_OPTIMIZER) ? 3 * n : n;
+    return floats * sizeof(float) + ((ck->contents & CKPT_ADAHOP) ? (size_t)ck->adahop_words * sizeof(int32_t) : 0);
 }
 
-// writes header + params (+ m, v when contents has CKPT_OPTIMIZER) atomically
-static inline void checkpoint_write(const char* path, const CheckpointHeader* ck,
-                                    const float* params, const float* m, const float* v) {
+// writes header + params (+ m, v when contents has CKPT_OPTIMIZER) (+ the AdaHOP words with CKPT_ADAHOP) atomically
+static inline void checkpoint_write_with_adahop(const char* path, const CheckpointHeader* ck, const float* params,
+                                                const float* m, const float* v, const int32_t* adahop) {
     int32_t h[CKPT_HEADER_INTS];
     memset(h, 0, sizeof(h));
     h[0] = CKPT_MAGIC; h[1] = CKPT_VERSION; h[2] = ck->contents; h[3] = ck->family;
@@ -60,6 +66,7 @@ static inline void checkpoint_write(const char* path, const CheckpointHeader* ck
     ckpt_put64(h, 10, ck->step);
     ckpt_put64(h, 12, (int64_t)n);
     ckpt_put64(h, 14, ck->seed);
+    ckpt_put64(h, 16, (ck->contents & CKPT_ADAHOP) ? ck->adahop_words : 0);
     for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ckpt_put64(h, 32 + 2 * i, ck->data_state[i]); }
     for (int i = 0; i < 4; i++) { ckpt_put64(h, 64 + 2 * i, (int64_t)ck->rng_state[i]); }
 
@@ -74,10 +81,17 @@ static inline void checkpoint_write(const char* path, const CheckpointHeader* ck
         fwrite_check(m, sizeof(float), n, fp);
         fwrite_check(v, sizeof(float), n, fp);
     }
+    if (ck->contents & CKPT_ADAHOP) { fwrite_check(adahop, sizeof(int32_t), (size_t)ck->adahop_words, fp); }
     if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) { die("cannot flush checkpoint '%s': %s", tmp, strerror(errno)); }
     fclose_check(fp);
     if (rename(tmp, path) != 0) { die("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
     free(tmp);
+}
+
+static inline void checkpoint_write(const char* path, const CheckpointHeader* ck, const float* params, const float* m,
+                                    const float* v) {
+    if (ck->contents & CKPT_ADAHOP) { die("checkpoint_write: AdaHOP state needs checkpoint_write_with_adahop"); }
+    checkpoint_write_with_adahop(path, ck, params, m, v, NULL);
 }
 
 // opens a checkpoint, validates its header and size, fills *ck; returns the file positioned at the params.
@@ -90,7 +104,9 @@ static inline FILE* checkpoint_open(const char* path, CheckpointHeader* ck) {
     fread_check(h, sizeof(int32_t), CKPT_HEADER_INTS, fp, "checkpoint header");
     if (h[0] != CKPT_MAGIC) { die("'%s' is not a checkpoint of this engine (magic %d, expected %d)", path, h[0], CKPT_MAGIC); }
     if (h[1] != CKPT_VERSION) { die("checkpoint '%s' has version %d; this build reads version %d", path, h[1], CKPT_VERSION); }
-    if (h[2] != CKPT_PARAMS && h[2] != (CKPT_PARAMS | CKPT_OPTIMIZER)) { die("checkpoint '%s': unknown contents flags %d", path, h[2]); }
+    if (h[2] != CKPT_PARAMS && h[2] != (CKPT_PARAMS | CKPT_OPTIMIZER) && h[2] != (CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP)) {
+        die("checkpoint '%s': unknown contents flags %d", path, h[2]);
+    }
     if (h[3] != 0) { die("checkpoint '%s': model family %d is not supported by this build (0 = GPT-2)", path, h[3]); }
     memset(ck, 0, sizeof(*ck));
     ck->contents = h[2]; ck->family = h[3];
@@ -100,13 +116,15 @@ static inline FILE* checkpoint_open(const char* path, CheckpointHeader* ck) {
     if (problem) { die("checkpoint '%s' has an invalid model shape: %s", path, problem); }
     ck->step = ckpt_get64(h, 10);
     ck->seed = ckpt_get64(h, 14);
+    ck->adahop_words = ckpt_get64(h, 16);
+    if (ck->adahop_words < 0 || ck->adahop_words > (1 << 28)) { die("checkpoint '%s': invalid AdaHOP state size %lld", path, (long long)ck->adahop_words); }
     int64_t nparams = ckpt_get64(h, 12);
     if (nparams != (int64_t)gpt2_num_params(&ck->config)) {
         die("checkpoint '%s' says %lld parameters, its shape implies %zu", path, (long long)nparams, gpt2_num_params(&ck->config));
     }
     for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ck->data_state[i] = ckpt_get64(h, 32 + 2 * i); }
     for (int i = 0; i < 4; i++) { ck->rng_state[i] = (uint64_t)ckpt_get64(h, 64 + 2 * i); }
-    long expected = (long)sizeof(h) + (long)(ckpt_payload_floats(ck) * sizeof(float));
+    long expected = (long)sizeof(h) + (long)ckpt_payload_bytes(ck);
     if (size != expected) { die("checkpoint '%s' is %ld bytes, its header implies %ld (truncated or corrupt)", path, size, expected); }
     return fp;
 }
@@ -120,6 +138,12 @@ static inline void checkpoint_read_payload(FILE* fp, const CheckpointHeader* ck,
         fread_check(m, sizeof(float), n, fp, "checkpoint AdamW m");
         fread_check(v, sizeof(float), n, fp, "checkpoint AdamW v");
     }
+}
+
+// reads the AdaHOP words that follow m and v (after checkpoint_read_payload read params, m and v)
+static inline void checkpoint_read_adahop(FILE* fp, const CheckpointHeader* ck, int32_t* words) {
+    if (!(ck->contents & CKPT_ADAHOP)) { die("checkpoint has no AdaHOP state"); }
+    fread_check(words, sizeof(int32_t), (size_t)ck->adahop_words, fp, "checkpoint AdaHOP state");
 }
 
 // fails unless two configs describe the same model

@@ -3,8 +3,6 @@
 // dequantization and E4M3 re-expression bit for bit, the fused one-pass E4M3 quantizer, both GEMM paths
 // against an FP64 product of the dequantized operands, the Hadamard's error reduction on in-block outliers,
 // outlier statistics and classification, top-k and outlier extraction. Unsupported shapes exit with a message.
-#include <sys/wait.h>
-#include <unistd.h>
 #include "llmc/cuda_common.cuh"
 #include "llmc/matmul.cuh"
 #include "llmc/mxfp4.cuh"
@@ -323,27 +321,12 @@ static void test_fast_encoder_exhaustive(void) {
     CHECK(h == 0, "the fast E2M1 encoder differs from the reference on %llu floats", h);
 }
 
-// runs fn in a child process before CUDA is initialized; 1 if it exits non-zero with `expect` on stderr
-static int dies_with(void (*fn)(void), const char* expect) {
-    int fd[2];
-    if (pipe(fd) != 0) { return 0; }
-    pid_t pid = fork();
-    if (pid == 0) { dup2(fd[1], 2); close(fd[0]); fn(); _exit(0); }
-    close(fd[1]);
-    char buf[2048] = {0};
-    ssize_t got = 0, r;
-    while ((r = read(fd[0], buf + got, sizeof(buf) - 1 - got)) > 0) { got += r; }
-    close(fd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) != 0 && strstr(buf, expect) != NULL;
-}
 static void bad_rows_shape(void) { MXOperand op = {4, 48, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_rows(&op, NULL, 4, 48, o, 0); }
 static void bad_cols_shape(void) { MXOperand op = {16, 40, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_cols(&op, NULL, 40, 16, o, 0); }
 
 int main(void) {
-    CHECK(dies_with(bad_rows_shape, "multiple of 32"), "K=48 is refused with a clear message");
-    CHECK(dies_with(bad_cols_shape, "multiple of 32"), "R=40 for column quantization is refused with a clear message");
+    CHECK(child_fails_with(bad_rows_shape, "multiple of 32"), "K=48 is refused with a clear message");
+    CHECK(child_fails_with(bad_cols_shape, "multiple of 32"), "R=40 for column quantization is refused with a clear message");
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the MXFP4 tests need one"); }
     uint64_t seed = (uint64_t)time(NULL);

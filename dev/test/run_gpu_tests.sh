@@ -22,6 +22,9 @@ else
     failed+=(reference_gpt2.py)
 fi
 
+echo "== 10 steps of d12 in every precision"
+bash dev/test/modes_test.sh || failed+=(modes_test)
+
 echo "== resume from a checkpoint gives the same losses bit for bit"
 bash dev/test/resume_test.sh || failed+=(resume_test)
 

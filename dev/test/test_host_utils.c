@@ -92,6 +92,26 @@ static void test_checkpoint(void) {
     CHECK(open_fails_with("/nonexistent/ckpt.bin", "cannot open"), "missing file is refused");
     write_bytes(bad, raw, size);
     CHECK(!open_fails_with(bad, ""), "the intact copy opens");
+    free(raw);
+
+    // with AdaHOP state after m and v
+    int32_t words[5] = {7, -1, 0x12345678, 0, 42}, back_words[5] = {0};
+    ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP;
+    ck.adahop_words = 5;
+    snprintf(path, sizeof(path), "%s/state_adahop.bin", tmpdir);
+    checkpoint_write_with_adahop(path, &ck, p, p + n, p + 2 * n, words);
+    fp = checkpoint_open(path, &back);
+    checkpoint_read_payload(fp, &back, q, q + n, q + 2 * n);
+    checkpoint_read_adahop(fp, &back, back_words);
+    fclose_check(fp);
+    CHECK(back.adahop_words == 5 && memcmp(words, back_words, sizeof(words)) == 0, "AdaHOP words round trip");
+    size = 1024 + 3 * n * sizeof(float) + 5 * sizeof(int32_t);
+    raw = (unsigned char*)malloc_check(size);
+    fp = fopen_check(path, "rb");
+    fread_check(raw, 1, size, fp, "checkpoint");
+    fclose_check(fp);
+    write_bytes(bad, raw, size - 4);
+    CHECK(open_fails_with(bad, "truncated or corrupt"), "truncated AdaHOP state is refused");
     free(raw); free(p); free(q);
 }
 

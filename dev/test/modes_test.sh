@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# 10 steps of GPT-2 124M (d12) in every precision of the block linears, same data and seed (needs a GPU):
+# every loss finite, and the step-10 loss of mxfp4 / hadamard / adahop (both GEMM paths) within 3% of bf16.
+# AdaHOP runs with a 5-step calibration and a re-classification at step 8, so the strategy table is exercised.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-build}/modes
+mkdir -p "$out"
+common=(-e d12 -b 16 -t 1024 -x 10 -u 2 -l 6e-4 -v 0 -s 0 -w 5 -R 4 -W 2)
+pass=0; fail=0
+declare -A final
+for mode in bf16 mxfp4 hadamard adahop adahop:exact; do
+    p=${mode%%:*}; path=fast; [[ $mode == *:exact ]] && path=exact
+    log="$out/${p}_${path}.txt"
+    if ./train_gpt2_adahop "${common[@]}" -p "$p" -P "$path" > "$log" 2>&1; then
+        final[$mode]=$(sed -n 's/^step *10\/10 | loss \([0-9.]*\).*/\1/p' "$log")
+        echo "$mode: losses $(sed -n 's/^step *\([0-9]*\)\/10 | loss \([0-9.]*\).*/\2/p' "$log" | tr '\n' ' ')"
+    else
+        echo "$mode: FAILED"; tail -5 "$log"; final[$mode]=""
+    fi
+done
+grep -A30 "AdaHOP" "$out/adahop_fast.txt" | head -40
+for mode in mxfp4 hadamard adahop adahop:exact; do
+    if awk -v a="${final[$mode]:-nan}" -v b="${final[bf16]:-nan}" 'BEGIN { exit !(a == a + 0 && b == b + 0 && (a - b < 0.03 * b) && (b - a < 0.03 * b)) }'; then
+        pass=$((pass + 1)); echo "ok   $mode step-10 loss ${final[$mode]} vs bf16 ${final[bf16]}"
+    else
+        fail=$((fail + 1)); echo "FAIL $mode step-10 loss ${final[$mode]:-none} vs bf16 ${final[bf16]:-none} (tolerance 3%)"
+    fi
+done
+echo "modes_test: $pass passed, $fail failed"
+[ $fail -eq 0 ]

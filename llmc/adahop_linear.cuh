@@ -1,0 +1,264 @@
+// The AdaHOP linear layer: y = x W^T + b and its two backward GEMMs, each run with its own strategy
+// (llmc/adahop.h): BF16, plain MXFP4, IHT (Hadamard + MXFP4), or IHT with outlier extraction (OE) on the
+// rows of A or the rows of the NT-form B. All three GEMMs are written out = A B^T with both operands
+// K-major ("NT form"):
+//   forward  y  [N x Cout] : A = x    [N x Cin]  , B = W   [Cout x Cin]
+//   backward dX [N x Cin]  : A = dY   [N x Cout] , B = W^T [Cin x Cout]   (W quantized along its columns)
+//   backward dW [Cout x Cin]: A = dY^T [Cout x N], B = x^T [Cin x N]      (x saved in this form at forward time)
+// The quantized product runs on the exact path (dequantize + BF16 GEMM) or the fast path (E4M3 on FP8
+// tensor cores); both compute the same MXFP4 arithmetic (llmc/mxfp4.cuh).
+#ifndef LLMC_ADAHOP_LINEAR_CUH
+#define LLMC_ADAHOP_LINEAR_CUH
+
+#include "cuda_common.cuh"
+#include "matmul.cuh"
+#include "mxfp4.cuh"
+#include "outliers.cuh"
+#include "adahop.h"
+#include "adahop_cpu.h"
+
+enum { GEMM_PATH_EXACT = 0, GEMM_PATH_FAST = 1 };
+
+// A GEMM operand as it sits in memory: the NT-form operand is `data` [rows x K] row-major, or, when
+// transposed, the transpose of `data` [K x rows].
+typedef struct { const floatX* data; int rows, K; bool transposed; } Operand;
+
+// Scratch shared by every linear of the model, sized for the largest operand
+typedef struct {
+    int path, stochastic_grads, oe_k;
+    uint64_t seed;
+    size_t max_elems;                 // largest rows * K of any operand
+    int max_rows;                     // largest operand row count
+    MXOperand qa, qb;                 // buffers for the quantized operands (views are made per GEMM)
+    E4M3Operand ea, eb;
+    floatX *deq_a, *deq_b;            // exact path: dequantized operands
+    floatX* oe_rows;                  // [oe_k x max K] extracted BF16 rows
+    float* oe_part;                   // [oe_k x max rows] FP32 product of the extracted rows
+    int* oe_idx;                      // [oe_k]
+    float *row_var, *row_sq, *col_var, *col_sq, *col_sum, *colsum_scratch;   // statistics
+    float* host_stats;                // pinned, for the pattern classification
+} AdahopWorkspace;
+
+// one linear's state kept from forward to backward: x^T in MXFP4 (the dW operand) and, for OE on x's
+// channels in the dW GEMM, those channels in BF16 with their indices
+typedef struct {
+    MXOperand x_t;                    // [Cin x N] buffer for the largest N; views of the current N are used
+    floatX* x_channels;               // [oe_k x N]
+    int* x_channel_idx;               // [oe_k]
+    int dw_strategy_saved;            // the dW strategy x_t was prepared for
+} LinearSaved;
+
+static inline MXOperand mx_view(const MXOperand* buf, int rows, int K) { MXOperand v = {rows, K, buf->codes, buf->scales}; return v; }
+static inline E4M3Operand e4m3_view(const E4M3Operand* buf, int rows, int K) {
+    E4M3Operand v = {rows, K, buf->values, buf->row_scale, buf->row_exp, buf->inexact_blocks};
+    return v;
+}
+
+static inline void adahop_workspace_init(AdahopWorkspace* ws, size_t max_elems, int max_rows, int max_k, int path,
+                                         int stochastic_grads, int oe_k, uint64_t seed) {
+    memset(ws, 0, sizeof(*ws));
+    ws->path = path; ws->stochastic_grads = stochastic_grads; ws->oe_k = oe_k; ws->seed = seed;
+    ws->max_elems = max_elems; ws->max_rows = max_rows;
+    ws->qa = mx_operand_alloc(1, (int)(max_elems / 32) * 32);
+    ws->qb = mx_operand_alloc(1, (int)(max_elems / 32) * 32);
+    if (path == GEMM_PATH_FAST) {
+        ws->ea = e4m3_operand_alloc(max_rows, ceil_div((long)max_elems, max_rows));
+        ws->eb = e4m3_operand_alloc(max_rows, ceil_div((long)max_elems, max_rows));
+    } else {
+        ws->deq_a = (floatX*)device_malloc(max_elems * sizeof(floatX), "AdaHOP dequantized A");
+        ws->deq_b = (floatX*)device_malloc(max_elems * sizeof(floatX), "AdaHOP dequantized B");
+    }
+    ws->oe_rows = (floatX*)device_malloc((size_t)oe_k * max_k * sizeof(floatX), "OE rows");
+    ws->oe_part = (float*)device_malloc((size_t)oe_k * max_rows * sizeof(float), "OE product");
+    ws->oe_idx = (int*)device_malloc((size_t)oe_k * sizeof(int), "OE indices");
+    ws->row_var = (float*)device_malloc((size_t)max_rows * sizeof(float), "row variances");
+    ws->row_sq = (float*)device_malloc((size_t)max_rows * sizeof(float), "row squares");
+    ws->col_var = (float*)device_malloc((size_t)max_rows * sizeof(float), "column variances");
+    ws->col_sq = (float*)device_malloc((size_t)max_rows * sizeof(float), "column squares");
+    ws->col_sum = (float*)device_malloc((size_t)max_rows * sizeof(float), "column sums");
+    ws->colsum_scratch = (float*)device_malloc(column_sums_scratch_bytes(max_rows), "column sum scratch");
+    cudaCheck(cudaMallocHost((void**)&ws->host_stats, 2 * (size_t)max_rows * sizeof(float)));
+}
+
+static inline void adahop_workspace_free(AdahopWorkspace* ws) {
+    mx_operand_free(&ws->qa);
+    mx_operand_free(&ws->qb);
+    if (ws->path == GEMM_PATH_FAST) { e4m3_operand_free(&ws->ea); e4m3_operand_free(&ws->eb); }
+    void* bufs[] = {ws->deq_a, ws->deq_b, ws->oe_rows, ws->oe_part, ws->oe_idx, ws->row_var, ws->row_sq, ws->col_var,
+                    ws->col_sq, ws->col_sum, ws->colsum_scratch};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
+    cudaCheck(cudaFreeHost(ws->host_stats));
+}
+
+// out [M x N] (+= beta) = A B^T in BF16 operands with FP32 accumulation; the operands' layouts become
+// cuBLAS transposes (cuBLAS computes out^T = B A^T in column-major terms).
+static inline void gemm_nt_bf16(void* out, bool out_fp32, float beta, Operand a, Operand b, const floatX* bias, cudaStream_t s) {
+    matmul(out, out_fp32, b.data, a.data, bias, b.rows, a.rows, a.K, !b.transposed, a.transposed, beta, gemm_single, s);
+}
+
+// squared L2 norms of the operand's rows into ws->row_sq (its rows are the source's columns when transposed)
+static inline const float* operand_row_norms(AdahopWorkspace* ws, Operand op, cudaStream_t s) {
+    if (!op.transposed) {
+        row_stats_kernel<<<ceil_div(op.rows, 8), 256, 0, s>>>(ws->row_var, ws->row_sq, op.data, op.rows, op.K);
+        cudaCheckLaunch();
+        return ws->row_sq;
+    }
+    cudaCheck(cudaMemsetAsync(ws->col_sq, 0, op.rows * sizeof(float), s));
+    cudaCheck(cudaMemsetAsync(ws->col_sum, 0, op.rows * sizeof(float), s));
+    column_sums<COLSUM_SQUARES>(ws->col_sq, ws->col_sum, ws->colsum_scratch, op.data, NULL, NULL, NULL, op.K, op.rows, s);
+    return ws->col_sq;
+}
+
+// gathers rows idx of the operand into ws->oe_rows as a plain [k x K] BF16 operand
+static inline Operand operand_gather_rows(AdahopWorkspace* ws, Operand op, const int* idx, int k, cudaStream_t s) {
+    if (!op.transposed) {
+        gather_rows_kernel<<<ceil_div((long)k * op.K / 8, 256), 256, 0, s>>>(ws->oe_rows, op.data, idx, k, op.K);
+    } else {
+        gather_cols_kernel<<<ceil_div((long)k * op.K, 256), 256, 0, s>>>(ws->oe_rows, op.data, idx, k, op.K, op.rows);
+    }
+    cudaCheckLaunch();
+    Operand g = {ws->oe_rows, k, op.K, false};
+    return g;
+}
+
+// quantizes the operand into q (a view of the right shape), with or without the Hadamard
+static inline void operand_quantize(MXOperand* q, Operand op, MXQuantOptions opt, cudaStream_t s) {
+    if (!op.transposed) { mx_quantize_rows(q, op.data, op.rows, op.K, opt, s); }
+    else { mx_quantize_cols(q, op.data, op.K, op.rows, opt, s); }
+}
+
+// out = Q(A) Q(B)^T on the workspace's GEMM path; bias (BF16 [N], may be NULL) added in the epilogue
+static inline void mx_gemm_nt(AdahopWorkspace* ws, void* out, bool out_fp32, float beta, const MXOperand* qa,
+                              const MXOperand* qb, const floatX* bias, cudaStream_t s) {
+    if (ws->path == GEMM_PATH_FAST) {
+        E4M3Operand ea = e4m3_view(&ws->ea, qa->rows, qa->K), eb = e4m3_view(&ws->eb, qb->rows, qb->K);
+        mx_to_e4m3(&ea, qa, s);
+        mx_to_e4m3(&eb, qb, s);
+        GemmSpec g = {out, out_fp32 ? CUDA_R_32F : CUDA_R_16BF, eb.values, ea.values, CUDA_R_8F_E4M3, bias, qb->rows, qa->rows,
+                      qa->K, true, false, beta, gemm_single, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, eb.row_scale, ea.row_scale};
+        cublaslt_gemm(&g, s);
+    } else {
+        mx_dequantize(ws->deq_a, qa, s);
+        mx_dequantize(ws->deq_b, qb, s);
+        matmul(out, out_fp32, ws->deq_b, ws->deq_a, bias, qb->rows, qa->rows, qa->K, true, false, beta, gemm_single, s);
+    }
+}
+
+// One GEMM out [M x N] = A B^T (+ beta out) (+ bias) under `strategy`. qb_saved, when given, is B already
+// quantized (the dW operand saved at forward time); b_extracted / b_idx are then its BF16 OE rows.
+static inline void adahop_gemm(AdahopWorkspace* ws, int strategy, void* out, bool out_fp32, float beta, Operand a,
+                               Operand b, const MXOperand* qb_saved, Operand* b_extracted, const int* b_idx,
+                               const floatX* bias, int a_is_grad, int b_is_grad, uint64_t seed, cudaStream_t s) {
+    if (strategy == STRAT_BF16) { gemm_nt_bf16(out, out_fp32, beta, a, b, bias, s); return; }
+    MXQuantOptions oa = {strategy != STRAT_PLAIN, MX_SCALE_OCP, a_is_grad && ws->stochastic_grads, seed};
+    MXQuantOptions ob = {strategy != STRAT_PLAIN, MX_SCALE_OCP, b_is_grad && ws->stochastic_grads, seed ^ 0xB};
+    MXOperand qa = mx_view(&ws->qa, a.rows, a.K), qb = mx_view(&ws->qb, b.rows, b.K);
+    operand_quantize(&qa, a, oa, s);
+    if (qb_saved) { qb = *qb_saved; } else { operand_quantize(&qb, b, ob, s); }
+    int M = a.rows, N = b.rows;
+    if (strategy == STRAT_IHT_OE_ROWS_A) {
+        int k = min(ws->oe_k, M);
+        topk_rows(ws->oe_idx, operand_row_norms(ws, a, s), M, k, s);
+        mx_zero_rows_kernel<<<k, 256, 0, s>>>(qa.codes, qa.scales, ws->oe_idx, k, a.K);
+        cudaCheckLaunch();
+        mx_gemm_nt(ws, out, out_fp32, beta, &qa, &qb, bias, s);
+        gemm_nt_bf16(ws->oe_part, true, 0.0f, operand_gather_rows(ws, a, ws->oe_idx, k, s), b, NULL, s);
+        if (out_fp32) { scatter_add_kernel<float><<<ceil_div((long)k * N, 256), 256, 0, s>>>((float*)out, ws->oe_part, ws->oe_idx, k, M, N, true); }
+        else { scatter_add_kernel<floatX><<<ceil_div((long)k * N, 256), 256, 0, s>>>((floatX*)out, ws->oe_part, ws->oe_idx, k, M, N, true); }
+        cudaCheckLaunch();
+        return;
+    }
+    if (strategy == STRAT_IHT_OE_COLS_B) {
+        int k = min(ws->oe_k, N);
+        const int* idx = b_idx;
+        Operand ext;
+        if (qb_saved) {
+            ext = *b_extracted;       // rows already zeroed in the saved operand at forward time
+        } else {
+            topk_rows(ws->oe_idx, operand_row_norms(ws, b, s), N, k, s);
+            mx_zero_rows_kernel<<<k, 256, 0, s>>>(qb.codes, qb.scales, ws->oe_idx, k, b.K);
+            cudaCheckLaunch();
+            idx = ws->oe_idx;
+            ext = operand_gather_rows(ws, b, idx, k, s);
+        }
+        mx_gemm_nt(ws, out, out_fp32, beta, &qa, &qb, bias, s);
+        gemm_nt_bf16(ws->oe_part, true, 0.0f, a, ext, NULL, s);   // [M x k]
+        if (out_fp32) { scatter_add_kernel<float><<<ceil_div((long)M * k, 256), 256, 0, s>>>((float*)out, ws->oe_part, idx, k, M, N, false); }
+        else { scatter_add_kernel<floatX><<<ceil_div((long)M * k, 256), 256, 0, s>>>((floatX*)out, ws->oe_part, idx, k, M, N, false); }
+        cudaCheckLaunch();
+        return;
+    }
+    mx_gemm_nt(ws, out, out_fp32, beta, &qa, &qb, bias, s);
+}
+
+// Row / Column / None of a BF16 tensor [R x C] (statistics on the GPU, classification on the host; waits)
+static inline int classify_tensor(AdahopWorkspace* ws, const floatX* x, int R, int C, cudaStream_t s) {
+    outlier_stats(ws->row_var, ws->row_sq, ws->col_var, ws->col_sq, ws->col_sum, ws->colsum_scratch, x, R, C, s);
+    cudaCheck(cudaMemcpyAsync(ws->host_stats, ws->row_var, R * sizeof(float), cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaMemcpyAsync(ws->host_stats + R, ws->col_var, C * sizeof(float), cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaStreamSynchronize(s));
+    double* rv = (double*)malloc_check((size_t)(R + C) * sizeof(double));
+    for (int i = 0; i < R + C; i++) { rv[i] = ws->host_stats[i]; }
+    int p = classify_pattern_cpu(rv, rv + R, R, C, 2.0);
+    free(rv);
+    return p;
+}
+
+// seed of one quantization: differs per step, linear and GEMM so stochastic rounding draws fresh numbers
+static inline uint64_t adahop_seed(const AdahopWorkspace* ws, int step, int linear, int gemm) {
+    return mx_mix64(ws->seed ^ ((uint64_t)step << 20) ^ ((uint64_t)linear << 4) ^ (uint64_t)gemm);
+}
+
+// forward: out [N x Cout] = x W^T + b; prepares saved->x_t for the dW GEMM. stats: record x and W patterns.
+static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, LinearSaved* saved, int linear,
+                                         int step, bool stats, floatX* out, const floatX* x,
+                                         const floatX* w, const floatX* bias, int N, int Cin, int Cout, cudaStream_t s) {
+    Operand a = {x, N, Cin, false}, b = {w, Cout, Cin, false};
+    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_FWD), out, false, 0.0f, a, b, NULL, NULL, NULL, bias, 0, 0,
+                adahop_seed(ws, step, linear, GEMM_FWD), s);
+    int dw = adahop_strategy_of(st, linear, GEMM_DW);
+    saved->dw_strategy_saved = dw;
+    if (dw != STRAT_BF16) {
+        MXQuantOptions opt = {dw != STRAT_PLAIN, MX_SCALE_OCP, 0, 0};
+        MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
+        mx_quantize_cols(&xt_view, x, N, Cin, opt, s);
+        if (dw == STRAT_IHT_OE_COLS_B) {
+            Operand xt = {x, Cin, N, true};
+            int k = min(ws->oe_k, Cin);
+            topk_rows(saved->x_channel_idx, operand_row_norms(ws, xt, s), Cin, k, s);
+            mx_zero_rows_kernel<<<k, 256, 0, s>>>(saved->x_t.codes, saved->x_t.scales, saved->x_channel_idx, k, N);
+            cudaCheckLaunch();
+            gather_cols_kernel<<<ceil_div((long)k * N, 256), 256, 0, s>>>(saved->x_channels, x, saved->x_channel_idx, k, N, Cin);
+            cudaCheckLaunch();
+        }
+    }
+    if (stats) {
+        adahop_record(st, linear, TENSOR_X, classify_tensor(ws, x, N, Cin, s));
+        adahop_record(st, linear, TENSOR_W, classify_tensor(ws, w, Cout, Cin, s));
+    }
+}
+
+// backward: dinp = dout W; dweight += dout^T x (FP32); dbias += column sums of dout. x (BF16) is read only
+// when the dW strategy is BF16; otherwise saved->x_t from the forward pass is used.
+static inline void adahop_linear_backward(AdahopWorkspace* ws, AdahopState* st, LinearSaved* saved, int linear,
+                                          int step, bool stats, floatX* dinp, float* dweight,
+                                          float* dbias, float* scratch, const floatX* dout, const floatX* x,
+                                          const floatX* w, int N, int Cin, int Cout, cudaStream_t s) {
+    Operand dy = {dout, N, Cout, false}, wt = {w, Cin, Cout, true};
+    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_DX), dinp, false, 0.0f, dy, wt, NULL, NULL, NULL, NULL, 1, 0,
+                adahop_seed(ws, step, linear, GEMM_DX), s);
+    Operand dyt = {dout, Cout, N, true}, xt = {x, Cin, N, true};
+    int dw = saved->dw_strategy_saved;
+    if (dw == STRAT_BF16) {
+        adahop_gemm(ws, dw, dweight, true, 1.0f, dyt, xt, NULL, NULL, NULL, NULL, 1, 0, 0, s);
+    } else {
+        Operand ext = {saved->x_channels, min(ws->oe_k, Cin), N, false};
+        MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
+        adahop_gemm(ws, dw, dweight, true, 1.0f, dyt, xt, &xt_view, &ext, saved->x_channel_idx, NULL, 1, 0,
+                    adahop_seed(ws, step, linear, GEMM_DW), s);
+    }
+    if (dbias) { bias_backward(dbias, scratch, dout, N, Cout, s); }
+    if (stats) { adahop_record(st, linear, TENSOR_DY, classify_tensor(ws, dout, N, Cout, s)); }
+}
+
+#endif
