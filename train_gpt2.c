@@ -1,6 +1,12 @@
 // Small FP32 CPU trainer for GPT-2 on top of the reference model in llmc/gpt2_cpu.h. It exists to show the
 // CPU model learns: it trains a tiny model on token files and prints the loss per step.
 //
+// -p picks the precision of the block linears (qkv, attention projection, MLP up and down; all three GEMMs):
+// bf16 (default: the FP32 reference itself), mxfp4 (plain MXFP4), hadamard (IHT + MXFP4 everywhere) or adahop
+// (plain MXFP4 for -w steps while the outlier patterns are recorded, then per-GEMM strategies by majority vote,
+// re-voted every -R steps over the -W steps before; llmc/adahop.h). MXFP4 is emulated in float storage
+// (llmc/adahop_cpu.h); it needs C and B*T to be multiples of 32.
+//
 // build: gcc -O2 -std=gnu11 -Wall -Wextra -fopenmp -I. train_gpt2.c -o build/train_gpt2 -lm
 // run:   OMP_NUM_THREADS=2 ./build/train_gpt2 -e L2C64H4 -b 4 -t 64 -x 40
 //
@@ -29,6 +35,7 @@ typedef struct {
     const char* output;
     const char* tokenizer;
     int B, T, max_steps, val_every, val_batches, checkpoint_every, gen_tokens;
+    int precision, calib_steps, reclass_every, reclass_window, oe_k;
     float lr, weight_decay, grad_clip;
     uint64_t seed;
 } TrainArgs;
@@ -52,6 +59,11 @@ static void usage(const char* prog) {
         "  -v <int>   val loss every n steps, 0 = never (default 10)\n"
         "  -m <int>   val batches per evaluation (default 4)\n"
         "  -g <int>   tokens to sample at the end, 0 = none (default 32)\n"
+        "  -p <mode>  block linears: bf16 (FP32 here) | mxfp4 | hadamard | adahop, emulated (default bf16)\n"
+        "  -w <int>   AdaHOP calibration steps of plain MXFP4 before the first strategy vote (default 30)\n"
+        "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 0)\n"
+        "  -W <int>   steps of pattern statistics before each re-classification (default 5)\n"
+        "  -K <int>   rows/columns taken out by outlier extraction, at most the operand's (default 64)\n"
         "  -h         this help\n", prog);
 }
 
@@ -65,6 +77,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->B = 4; a->T = 64; a->max_steps = 40; a->val_every = 10; a->val_batches = 4;
     a->checkpoint_every = 0; a->gen_tokens = 32;
     a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337;
+    a->precision = PREC_BF16; a->calib_steps = 30; a->reclass_every = 0; a->reclass_window = 5; a->oe_k = 64;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { usage(argv[0]); exit(EXIT_SUCCESS); }
     }
@@ -89,10 +102,22 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
             case 'v': a->val_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'm': a->val_batches = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'g': a->gen_tokens = (int)parse_int(f, v, 0, 1 << 16); break;
+            case 'p':
+                a->precision = precision_from_name(v);
+                if (a->precision < 0) { die("flag -p: '%s' is not one of bf16, mxfp4, hadamard, adahop", v); }
+                break;
+            case 'w': a->calib_steps = (int)parse_int(f, v, 1, 1 << 30); break;
+            case 'R': a->reclass_every = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'W': a->reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
+            case 'K': a->oe_k = (int)parse_int(f, v, 1, 1 << 20); break;
             default: usage(argv[0]); die("unknown flag %s", f);
         }
     }
     if (a->B <= 0 || a->T <= 0 || a->max_steps < 0 || a->val_batches <= 0) { die("need B > 0, T > 0, -x >= 0, -m > 0"); }
+    if (a->reclass_every > 0 && a->reclass_window > a->reclass_every) {
+        die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", a->reclass_window, a->reclass_every);
+    }
+    if (a->precision != PREC_BF16 && (a->B * a->T) % 32 != 0) { die("MXFP4 needs B*T (%d) to be a multiple of 32", a->B * a->T); }
 }
 
 // the config and initial parameters named by -e (a checkpoint path, "d<depth>" or "L<l>C<c>H<h>")
@@ -178,6 +203,15 @@ int main(int argc, char** argv) {
     free(params);
     printf("model %s: L=%d C=%d NH=%d V=%d Vp=%d maxT=%d, %zu params\n", a.model, c.num_layers, c.channels,
            c.num_heads, c.vocab_size, c.padded_vocab_size, c.max_seq_len, m.num_params);
+    if (a.precision != PREC_BF16 && c.channels % 32 != 0) { die("MXFP4 needs the channels (%d) to be a multiple of 32", c.channels); }
+    AdahopState adahop;
+    adahop_init(&adahop, a.precision, c.num_layers, a.calib_steps, a.reclass_every, a.reclass_window, a.oe_k);
+    gpt2cpu_set_precision(&m, &adahop);
+    printf("block linears: %s\n", a.precision == PREC_BF16 ? "bf16 mode = FP32" : precision_names[a.precision]);
+    if (a.precision == PREC_ADAHOP) {
+        printf("AdaHOP: %d calibration steps of plain MXFP4, re-classification every %d steps over %d steps, OE k=%d\n",
+               a.calib_steps, a.reclass_every, a.reclass_window, a.oe_k);
+    }
 
     DataLoader train, val;
     dataloader_init(&train, a.train_pattern, a.B, a.T, 0, 1, 1, a.seed, c.vocab_size);
@@ -192,11 +226,14 @@ int main(int argc, char** argv) {
     for (int step = 1; step <= a.max_steps; step++) {
         double t0 = now_ms();
         dataloader_next_batch(&train);
+        m.stats_now = adahop_wants_stats(&adahop, step - 1);   // AdaHOP counts 0-based steps
         gpt2cpu_forward(&m, train.inputs, train.targets, a.B, a.T);
         gpt2cpu_zero_grad(&m);
         gpt2cpu_backward(&m);
+        m.stats_now = 0;
         float norm = gpt2cpu_update(&m, a.lr, 0.9f, 0.95f, 1e-8f, a.weight_decay, a.grad_clip, step);
         printf("step %4d/%d | train loss %.6f | norm %.4f | %.1f ms\n", step, a.max_steps, m.mean_loss, norm, now_ms() - t0);
+        if (adahop_end_step(&adahop, step - 1, stdout) > 0) { adahop_print_table(&adahop, stdout); }
         if (a.val_every > 0 && (step % a.val_every == 0 || step == a.max_steps)) {
             printf("val loss %.6f\n", val_loss(&m, &val, a.val_batches));
         }
@@ -209,5 +246,6 @@ int main(int argc, char** argv) {
     dataloader_free(&train);
     dataloader_free(&val);
     gpt2cpu_free(&m);
+    adahop_free(&adahop);
     return 0;
 }

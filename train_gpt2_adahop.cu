@@ -289,17 +289,18 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         // the block's linear layers y = x W^T + b, each in the run's precision (llmc/adahop_linear.cuh)
         LinearSaved* sv = m->saved + 4 * l;
         int li = 4 * l;
-        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_QKV, li + LIN_QKV, m->step, m->stats_now, qkv, ln1,
+        bool bw = dloss != 0.0f;   // a backward pass follows: keep the dW operands
+        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_QKV, li + LIN_QKV, m->step, bw, m->stats_now, qkv, ln1,
                               w[P_QKVW] + (size_t)l * 3 * C * C, w[P_QKVB] + l * 3 * C, N, C, 3 * C, s);
         attention_forward(atty, att, a->t[A_QKVR], a->scores, a->t[A_YR], qkv, B, T, C, NH, s);
         // attention projection output goes to the scratch A_DC, then residual add + LayerNorm in one kernel
-        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_ATTPROJ, li + LIN_ATTPROJ, m->step, m->stats_now, a->t[A_DC],
+        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_ATTPROJ, li + LIN_ATTPROJ, m->step, bw, m->stats_now, a->t[A_DC],
                               atty, w[P_ATTPROJW] + (size_t)l * C * C, w[P_ATTPROJB] + l * C, N, C, C, s);
         layernorm_forward(ln2, a->ln2_mean + l * N, a->ln2_rstd + l * N, res2, res_in, a->t[A_DC], w[P_LN2W] + l * C, w[P_LN2B] + l * C, N, C, s);
-        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_FC, li + LIN_FC, m->step, m->stats_now, fch, ln2,
+        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_FC, li + LIN_FC, m->step, bw, m->stats_now, fch, ln2,
                               w[P_FCW] + (size_t)l * 4 * C * C, w[P_FCB] + l * 4 * C, N, C, 4 * C, s);
         gelu_forward(fch_gelu, fch, (long)N * 4 * C, s);
-        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_FCPROJ, li + LIN_FCPROJ, m->step, m->stats_now, a->t[A_DC],
+        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_FCPROJ, li + LIN_FCPROJ, m->step, bw, m->stats_now, a->t[A_DC],
                               fch_gelu, w[P_FCPROJW] + (size_t)l * 4 * C * C, w[P_FCPROJB] + l * C, N, 4 * C, C, s);
         // residual add, then the next layer's first LayerNorm (or the final one)
         bool last = l == L - 1;
@@ -510,7 +511,7 @@ static Options parse_options(int argc, char** argv) {
     if (o.lin.reclass_every > 0 && o.lin.reclass_window > o.lin.reclass_every) {
         die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", o.lin.reclass_window, o.lin.reclass_every);
     }
-    if (o.lin.precision != PREC_BF16 && (o.B * o.T) % 32 != 0) { die("MXFP4 needs B*T (%d) to be a multiple of 32", o.B * o.T); }
+    if (o.lin.precision != PREC_BF16 && o.T % 32 != 0) { die("flag -t: MXFP4 needs T (%d) to be a multiple of 32", o.T); }
     return o;
 }
 
@@ -560,7 +561,7 @@ static void print_sample(GPT2* m, const Tokenizer* tok, Rng* rng, int gen_tokens
     int n = gen_tokens < T - 1 ? gen_tokens : T - 1;
     printf("---- sample ----\n");
     for (int t = 1; t <= n; t++) {
-        int window = round_up(t, 8);
+        int window = round_up(t, 32) < T ? round_up(t, 32) : T;   // MXFP4 blocks need 32-token multiples
         gpt2_forward(m, tokens, NULL, 1, window, 0.0f);
         cudaCheck(cudaMemcpyAsync(row, m->acts.t[A_LOGITS] + (size_t)(t - 1) * c->padded_vocab_size,
                                   (size_t)c->vocab_size * sizeof(floatX), cudaMemcpyDeviceToHost, m->stream));

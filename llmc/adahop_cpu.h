@@ -1,8 +1,10 @@
 // Plain-C reference of the AdaHOP tensor operations (host only; also compiles as C++ for the GPU tests):
 // MXFP4 quantization along rows / along columns (transposed output), with the inner Hadamard transform and
 // stochastic rounding as options; dequantization; the exact E4M3 re-expression with one FP32 scale per row
-// (ADAHOP.md section 9); outlier-pattern statistics and classification (section 4); the strategy table
-// (section 5); top-k outlier selection and FP64 reference products, plain and with outlier extraction (6).
+// (ADAHOP.md section 9); outlier-pattern statistics and classification (section 4); top-k outlier selection
+// and FP64 reference products, plain and with outlier extraction (section 6); the emulated AdaHOP GEMM of the
+// CPU trainer (float storage, any strategy, operands given in either orientation). The strategy table and the
+// controller are in adahop.h.
 // Layout of an MXTensor: [rows x K], K contiguous; block j of row r covers elements r*K + 32j .. r*K + 32j + 31.
 #ifndef LLMC_ADAHOP_CPU_H
 #define LLMC_ADAHOP_CPU_H
@@ -12,6 +14,7 @@
 #include <math.h>
 #include "utils.h"
 #include "mxfp4.h"
+#include "adahop.h"
 
 typedef struct {
     int rows, K;
@@ -95,6 +98,33 @@ static inline void dequantize_cpu(float* out, const MXTensor* q) {
     for (long b = 0; b < nblocks; b++) { mx_dequantize_block(q->codes + b * 16, q->scales[b], out + b * 32); }
 }
 
+// a GEMM operand in NT form [rows x K] (K = the reduction axis), stored as such (trans = 0) or as its
+// transpose [K x rows] row-major (trans = 1)
+typedef struct { const float* p; int rows, K, trans; } NTOperand;
+
+// element (r, k) of the NT form of op
+static inline float nt_at(NTOperand op, int r, int k) {
+    return op.trans ? op.p[(size_t)k * op.rows + r] : op.p[(size_t)r * op.K + k];
+}
+
+// out [n x K] = the rows idx[0..n) of the NT form of op (rows 0..n-1 when idx is NULL)
+static inline void nt_gather_rows(float* out, NTOperand op, const int* idx, int n) {
+    for (int i = 0; i < n; i++) {
+        int r = idx != NULL ? idx[i] : i;
+        for (int k = 0; k < op.K; k++) { out[(size_t)i * op.K + k] = nt_at(op, r, k); }
+    }
+}
+
+// out [rows x K] = the dequantized MXFP4 of op's NT form quantized along K (round to nearest, block Hadamard
+// first if asked): quantize_rows_cpu of the stored rows, or quantize_cols_cpu of a transposed store
+static inline void nt_fake_quant(float* out, NTOperand op, int hadamard, int rule) {
+    MXTensor q = mxtensor_alloc(op.rows, op.K);
+    if (op.trans) { quantize_cols_cpu(&q, op.p, op.K, op.rows, hadamard, rule, 0, 0); }
+    else { quantize_rows_cpu(&q, op.p, op.rows, op.K, hadamard, rule, 0, 0); }
+    dequantize_cpu(out, &q);
+    mxtensor_free(&q);
+}
+
 // E4M3 re-expression (ADAHOP.md section 9): per row, emax = the largest block exponent (NaN blocks ignored,
 // -127 if there is none), row_scale[r] = 2^(emax - 6), element = e4m3(code value * 2^(e - emax + 6)).
 // For blocks with e >= emax - 14 the shift e - emax + 6 lies in [-8, 6], where every E2M1 value times 2^shift
@@ -120,11 +150,9 @@ static inline int to_e4m3_rows_cpu(uint8_t* e4m3, float* row_scale, const MXTens
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Outlier patterns (ADAHOP.md section 4) and strategies (section 5)
+// Outlier patterns (ADAHOP.md section 4)
 
-enum { PATTERN_NONE = 0, PATTERN_ROW = 1, PATTERN_COL = 2 };
-enum { STRAT_IHT = 0, STRAT_IHT_OE_ROWS_A = 1, STRAT_IHT_OE_COLS_B = 2, STRAT_BF16 = 3 };
-enum { GEMM_FWD = 0, GEMM_DX = 1, GEMM_DW = 2 };
+#define ADAHOP_TAU 2.0   // ratio of the normalised CVs that makes a tensor Row or Column
 
 // population variances of the rows (over columns) and of the columns (over rows) of x [R x C], in double
 static inline void row_col_variance_cpu(const float* x, int R, int C, double* row_var, double* col_var) {
@@ -167,23 +195,15 @@ static inline int classify_pattern_cpu(const double* row_var, const double* col_
     return PATTERN_NONE;
 }
 
-// the pattern of the transposed tensor (Row <-> Column)
-static inline int pattern_transpose(int p) { return p == PATTERN_ROW ? PATTERN_COL : (p == PATTERN_COL ? PATTERN_ROW : p); }
-
-// strategy of a GEMM from the patterns of A as [M x K] and of B as [K x N] (ADAHOP.md section 5)
-static inline int adahop_strategy(int pattern_a, int pattern_b) {
-    if (pattern_a == PATTERN_COL && pattern_b == PATTERN_COL) { return STRAT_BF16; }
-    if (pattern_b == PATTERN_COL) { return STRAT_IHT_OE_COLS_B; }
-    if (pattern_a == PATTERN_ROW && pattern_b == PATTERN_NONE) { return STRAT_IHT_OE_ROWS_A; }
-    return STRAT_IHT;
-}
-
-// (pattern of A, pattern of B) of the GEMMs GEMM_FWD, GEMM_DX, GEMM_DW of a linear layer y = x W^T, from the
-// patterns of x [N x Cin], W [Cout x Cin] and dY [N x Cout]: forward (x, W^T), dX (dY, W), dW (dY^T, x)
-static inline void linear_gemm_patterns(int px, int pw, int pdy, int pa[3], int pb[3]) {
-    pa[GEMM_FWD] = px;                     pb[GEMM_FWD] = pattern_transpose(pw);
-    pa[GEMM_DX] = pdy;                     pb[GEMM_DX] = pw;
-    pa[GEMM_DW] = pattern_transpose(pdy);  pb[GEMM_DW] = px;
+// Row / Column / None of x [R x C] with ratio ADAHOP_TAU
+static inline int tensor_pattern_cpu(const float* x, int R, int C) {
+    double* row_var = (double*)malloc_check((size_t)R * sizeof(double));
+    double* col_var = (double*)malloc_check((size_t)C * sizeof(double));
+    row_col_variance_cpu(x, R, C, row_var, col_var);
+    int p = classify_pattern_cpu(row_var, col_var, R, C, ADAHOP_TAU);
+    free(row_var);
+    free(col_var);
+    return p;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -229,6 +249,12 @@ static inline void topk_cols_cpu(const float* x, int R, int C, int k, int* idx) 
     free(sq);
 }
 
+// idx = the k rows of op's NT form with the largest L2 norm, ascending
+static inline void nt_topk_rows(NTOperand op, int k, int* idx) {
+    if (op.trans) { topk_cols_cpu(op.p, op.K, op.rows, k, idx); }
+    else { topk_rows_cpu(op.p, op.rows, op.K, k, idx); }
+}
+
 // out [M x N] = A [M x K] B^T for B given as [N x K], accumulated in double
 static inline void gemm_nt_f64(double* out, const float* A, const float* B, int M, int N, int K) {
     #pragma omp parallel for
@@ -244,15 +270,12 @@ static inline void gemm_nt_f64(double* out, const float* A, const float* B, int 
 // out [M x N] = Q(A) Q(B)^T in double: both operands [. x K] quantized along K with round-to-nearest, after
 // the block Hadamard transform if asked (H H^T = I, so no inverse transform is needed)
 static inline void mx_gemm_nt_ref(double* out, const float* A, const float* B, int M, int N, int K, int hadamard, int rule) {
-    MXTensor qa = mxtensor_alloc(M, K), qb = mxtensor_alloc(N, K);
+    NTOperand a = {A, M, K, 0}, b = {B, N, K, 0};
     float* da = (float*)malloc_check((size_t)M * K * sizeof(float));
     float* db = (float*)malloc_check((size_t)N * K * sizeof(float));
-    quantize_rows_cpu(&qa, A, M, K, hadamard, rule, 0, 0);
-    quantize_rows_cpu(&qb, B, N, K, hadamard, rule, 0, 0);
-    dequantize_cpu(da, &qa);
-    dequantize_cpu(db, &qb);
+    nt_fake_quant(da, a, hadamard, rule);
+    nt_fake_quant(db, b, hadamard, rule);
     gemm_nt_f64(out, da, db, M, N, K);
-    mxtensor_free(&qa); mxtensor_free(&qb);
     free(da); free(db);
 }
 
@@ -270,11 +293,11 @@ static inline void oe_rows_gemm_nt_ref(double* out, const float* A, const float*
 }
 
 // out [M x N] = the AdaHOP product of A [M x K] and B^T (B given as [N x K]) under `strategy`, in double:
-// IHT + MXFP4, IHT + OE on k rows of A or on k columns of B^T (= rows of B, done as the transposed product),
-// or the unquantized product (STRAT_BF16)
+// plain MXFP4, IHT + MXFP4, IHT + OE on k rows of A or on k columns of B^T (= rows of B, done as the transposed
+// product), or the unquantized product (STRAT_BF16)
 static inline void adahop_gemm_nt_ref(double* out, const float* A, const float* B, int M, int N, int K, int strategy,
                                       int k, int rule) {
-    if (strategy == STRAT_IHT) { mx_gemm_nt_ref(out, A, B, M, N, K, 1, rule); }
+    if (strategy == STRAT_IHT || strategy == STRAT_PLAIN) { mx_gemm_nt_ref(out, A, B, M, N, K, strategy == STRAT_IHT, rule); }
     else if (strategy == STRAT_IHT_OE_ROWS_A) { oe_rows_gemm_nt_ref(out, A, B, M, N, K, k, rule); }
     else if (strategy == STRAT_IHT_OE_COLS_B) {
         double* t = (double*)malloc_check((size_t)N * M * sizeof(double));
@@ -284,6 +307,57 @@ static inline void adahop_gemm_nt_ref(double* out, const float* A, const float* 
     }
     else if (strategy == STRAT_BF16) { gemm_nt_f64(out, A, B, M, N, K); }
     else { die("adahop_gemm_nt_ref: unknown strategy %d", strategy); }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Emulated AdaHOP GEMM (the CPU trainer's block linears)
+
+// outlier extraction on min(oe_k, x.rows) rows of x's NT form (largest L2 norm): zeroes those rows of qx, its
+// quantized copy (blocks lie within rows, so this equals zeroing before quantization), and returns their
+// unquantized product with the unquantized, untransformed y as ext [k x y.rows]; idx gets the rows, *k their count
+static inline double* oe_extract_cpu(float* qx, NTOperand x, NTOperand y, int oe_k, int* idx, int* k) {
+    *k = oe_k < x.rows ? oe_k : x.rows;
+    nt_topk_rows(x, *k, idx);
+    float* xr = (float*)malloc_check((size_t)*k * x.K * sizeof(float));
+    float* yf = (float*)malloc_check((size_t)y.rows * y.K * sizeof(float));
+    double* ext = (double*)malloc_check((size_t)*k * y.rows * sizeof(double));
+    nt_gather_rows(xr, x, idx, *k);
+    nt_gather_rows(yf, y, NULL, y.rows);
+    for (int i = 0; i < *k; i++) { memset(qx + (size_t)idx[i] * x.K, 0, (size_t)x.K * sizeof(float)); }
+    gemm_nt_f64(ext, xr, yf, *k, y.rows, x.K);
+    free(xr); free(yf);
+    return ext;
+}
+
+// out [M x N] (+= when accumulate, else =) the product of NT operands a [M x K] and b [N x K] (out = A B^T)
+// under `strategy`, emulated: both operands MXFP4 (round to nearest, OCP rule; block Hadamard unless
+// STRAT_PLAIN), products accumulated in double; OE on rows of A or on rows of b (= columns of B^T in the [K x N]
+// orientation) with k = min(oe_k, rows), those rows / columns of out taken from the unquantized product;
+// STRAT_BF16 = the unquantized product
+static inline void adahop_gemm_nt_cpu(float* out, int accumulate, NTOperand a, NTOperand b, int strategy, int oe_k) {
+    int M = a.rows, N = b.rows, K = a.K;
+    if (b.K != K) { die("adahop_gemm_nt_cpu: operands have K = %d and %d", a.K, b.K); }
+    if (strategy < 0 || strategy >= NUM_STRATEGIES) { die("adahop_gemm_nt_cpu: unknown strategy %d", strategy); }
+    float* qa = (float*)malloc_check((size_t)M * K * sizeof(float));
+    float* qb = (float*)malloc_check((size_t)N * K * sizeof(float));
+    double* t = (double*)malloc_check((size_t)M * N * sizeof(double));
+    if (strategy == STRAT_BF16) { nt_gather_rows(qa, a, NULL, M); nt_gather_rows(qb, b, NULL, N); }
+    else {
+        nt_fake_quant(qa, a, strategy != STRAT_PLAIN, MX_SCALE_OCP);
+        nt_fake_quant(qb, b, strategy != STRAT_PLAIN, MX_SCALE_OCP);
+    }
+    int rows_a = strategy == STRAT_IHT_OE_ROWS_A, k = 0;
+    int* idx = (int*)malloc_check((size_t)(M > N ? M : N) * sizeof(int));
+    double* ext = NULL;
+    if (rows_a) { ext = oe_extract_cpu(qa, a, b, oe_k, idx, &k); }
+    if (strategy == STRAT_IHT_OE_COLS_B) { ext = oe_extract_cpu(qb, b, a, oe_k, idx, &k); }
+    gemm_nt_f64(t, qa, qb, M, N, K);
+    int n = rows_a ? N : M;   // ext is [k x n]; its row i is row idx[i] of t (OE on A) or column idx[i] (OE on b)
+    for (int i = 0; i < k; i++) {
+        for (int j = 0; j < n; j++) { t[rows_a ? (size_t)idx[i] * N + j : (size_t)j * N + idx[i]] = ext[(size_t)i * n + j]; }
+    }
+    for (size_t i = 0; i < (size_t)M * N; i++) { out[i] = (float)((accumulate ? out[i] : 0.0) + t[i]); }
+    free(qa); free(qb); free(t); free(idx); free(ext);
 }
 
 #endif

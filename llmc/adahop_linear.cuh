@@ -209,16 +209,17 @@ static inline uint64_t adahop_seed(const AdahopWorkspace* ws, int step, int line
     return mx_mix64(ws->seed ^ ((uint64_t)step << 20) ^ ((uint64_t)linear << 4) ^ (uint64_t)gemm);
 }
 
-// forward: out [N x Cout] = x W^T + b; prepares saved->x_t for the dW GEMM. stats: record x and W patterns.
+// forward: out [N x Cout] = x W^T + b; with need_backward, prepares saved->x_t for the dW GEMM; with stats,
+// records the patterns of x and W.
 static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, LinearSaved* saved, int linear,
-                                         int step, bool stats, floatX* out, const floatX* x,
+                                         int step, bool need_backward, bool stats, floatX* out, const floatX* x,
                                          const floatX* w, const floatX* bias, int N, int Cin, int Cout, cudaStream_t s) {
     Operand a = {x, N, Cin, false}, b = {w, Cout, Cin, false};
     adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_FWD), out, false, 0.0f, a, b, NULL, NULL, NULL, bias, 0, 0,
                 adahop_seed(ws, step, linear, GEMM_FWD), s);
     int dw = adahop_strategy_of(st, linear, GEMM_DW);
     saved->dw_strategy_saved = dw;
-    if (dw != STRAT_BF16) {
+    if (need_backward && dw != STRAT_BF16) {
         MXQuantOptions opt = {dw != STRAT_PLAIN, MX_SCALE_OCP, 0, 0};
         MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
         mx_quantize_cols(&xt_view, x, N, Cin, opt, s);

@@ -4,6 +4,11 @@
 //
 // Conventions: activations are row-major [B, T, ...]; weights are [out, in] like torch nn.Linear;
 // every *_backward_cpu ACCUMULATES (+=) into its gradient outputs, so callers zero them first.
+//
+// Precision (gpt2cpu_set_precision): with an AdahopState (llmc/adahop.h) the 4 linears of every block run their
+// forward, dX and dW GEMMs in the strategy the state gives, emulated with llmc/adahop_cpu.h (MXFP4 values in
+// float storage, round to nearest, OCP scale rule). STRAT_BF16 and no state at all (NULL) use the FP32 matmul
+// below, bit for bit. Embeddings, LM head, attention, norms, GELU, loss and AdamW always stay FP32.
 #ifndef LLMC_GPT2_CPU_H
 #define LLMC_GPT2_CPU_H
 
@@ -12,6 +17,8 @@
 #include <string.h>
 #include "utils.h"
 #include "gpt2_config.h"
+#include "adahop.h"
+#include "adahop_cpu.h"
 
 #define GELU_SCALE 0.7978845608028654f   // sqrt(2 / pi)
 
@@ -102,9 +109,8 @@ static inline void matmul_forward_cpu(float* out, const float* inp, const float*
     }
 }
 
-// matmul gradients: dinp += dout @ weight, dweight += dout^T @ inp, dbias += column sums of dout (may be NULL)
-static inline void matmul_backward_cpu(float* dinp, float* dweight, float* dbias, const float* dout,
-                                       const float* inp, const float* weight, int B, int T, int C, int OC) {
+// dinp[B*T, C] += dout[B*T, OC] @ weight[OC, C]
+static inline void matmul_backward_dinp_cpu(float* dinp, const float* dout, const float* weight, int B, int T, int C, int OC) {
     #pragma omp parallel for
     for (int bt = 0; bt < B * T; bt++) {
         const float* d = dout + (size_t)bt * OC;
@@ -115,18 +121,37 @@ static inline void matmul_backward_cpu(float* dinp, float* dweight, float* dbias
             for (int i = 0; i < C; i++) { dx[i] += g * w[i]; }
         }
     }
+}
+
+// dweight[OC, C] += dout[B*T, OC]^T @ inp[B*T, C]
+static inline void matmul_backward_dweight_cpu(float* dweight, const float* dout, const float* inp, int B, int T, int C, int OC) {
     #pragma omp parallel for
     for (int oc = 0; oc < OC; oc++) {
         float* dw = dweight + (size_t)oc * C;
-        float db = 0.0f;
         for (int bt = 0; bt < B * T; bt++) {
             const float* x = inp + (size_t)bt * C;
             float g = dout[(size_t)bt * OC + oc];
-            db += g;
             for (int i = 0; i < C; i++) { dw[i] += g * x[i]; }
         }
-        if (dbias != NULL) { dbias[oc] += db; }
     }
+}
+
+// dbias[OC] += column sums of dout[B*T, OC] (FP32, in token order)
+static inline void matmul_backward_dbias_cpu(float* dbias, const float* dout, int B, int T, int OC) {
+    #pragma omp parallel for
+    for (int oc = 0; oc < OC; oc++) {
+        float db = 0.0f;
+        for (int bt = 0; bt < B * T; bt++) { db += dout[(size_t)bt * OC + oc]; }
+        dbias[oc] += db;
+    }
+}
+
+// matmul gradients: dinp += dout @ weight, dweight += dout^T @ inp, dbias += column sums of dout (may be NULL)
+static inline void matmul_backward_cpu(float* dinp, float* dweight, float* dbias, const float* dout,
+                                       const float* inp, const float* weight, int B, int T, int C, int OC) {
+    matmul_backward_dinp_cpu(dinp, dout, weight, B, T, C, OC);
+    matmul_backward_dweight_cpu(dweight, dout, inp, B, T, C, OC);
+    if (dbias != NULL) { matmul_backward_dbias_cpu(dbias, dout, B, T, OC); }
 }
 
 // causal self-attention: inp = qkv [B,T,3C] (q, k, v slices; head h = channels h*hs..), out [B,T,C];
@@ -304,6 +329,8 @@ typedef struct {
     int* targets;
     int B, T;                       // shape of the last forward
     float mean_loss;                // -1 when the last forward had no targets
+    AdahopState* adahop;            // precision of the block linears; NULL = FP32 (not owned)
+    int stats_now;                  // record the patterns of x, W, dY into adahop in forward/backward
 } GPT2CPU;
 
 // points the 16 named tensors into memory laid out by sizes
@@ -377,6 +404,55 @@ static inline void gpt2cpu_ensure_acts(GPT2CPU* m, int B, int T) {
     }
 }
 
+// runs the block linears under st (NULL = FP32, the bf16 behaviour); the caller owns st
+static inline void gpt2cpu_set_precision(GPT2CPU* m, AdahopState* st) {
+    if (st != NULL && st->num_layers != m->config.num_layers) {
+        die("gpt2cpu_set_precision: AdaHOP state for %d layers, model has %d", st->num_layers, m->config.num_layers);
+    }
+    m->adahop = st;
+}
+
+// the strategy of GEMM `gemm` of block linear `linear` (STRAT_BF16 without an AdaHOP state)
+static inline int gpt2cpu_strategy(const GPT2CPU* m, int linear, int gemm) {
+    return m->adahop != NULL ? adahop_strategy_of(m->adahop, linear, gemm) : STRAT_BF16;
+}
+
+// records the pattern of tensor x [R x C] for `linear` when patterns are being collected
+static inline void gpt2cpu_record(const GPT2CPU* m, int linear, int tensor, const float* x, int R, int C) {
+    if (m->adahop != NULL && m->stats_now) { adahop_record(m->adahop, linear, tensor, tensor_pattern_cpu(x, R, C)); }
+}
+
+// block linear out[B*T, OC] = inp[B*T, C] @ weight[OC, C]^T + bias[OC], its GEMM in the strategy of `linear`
+static inline void gpt2cpu_linear_forward(const GPT2CPU* m, int linear, float* out, const float* inp, const float* weight,
+                                          const float* bias, int B, int T, int C, int OC) {
+    int N = B * T, s = gpt2cpu_strategy(m, linear, GEMM_FWD);
+    gpt2cpu_record(m, linear, TENSOR_X, inp, N, C);
+    gpt2cpu_record(m, linear, TENSOR_W, weight, OC, C);
+    if (s == STRAT_BF16) { matmul_forward_cpu(out, inp, weight, bias, B, T, C, OC); return; }
+    NTOperand a = {inp, N, C, 0}, b = {weight, OC, C, 0};
+    adahop_gemm_nt_cpu(out, 0, a, b, s, m->adahop->oe_k);
+    for (int bt = 0; bt < N; bt++) { for (int oc = 0; oc < OC; oc++) { out[(size_t)bt * OC + oc] += bias[oc]; } }
+}
+
+// gradients of a block linear (dinp, dweight, dbias +=), the dX and dW GEMMs in the strategies of `linear`:
+// dX = dY W as A = dY [B*T, OC], B^T = W^T [C, OC]; dW = dY^T x as A = dY^T [OC, B*T], B^T = x^T [C, B*T]
+static inline void gpt2cpu_linear_backward(const GPT2CPU* m, int linear, float* dinp, float* dweight, float* dbias,
+                                           const float* dout, const float* inp, const float* weight, int B, int T, int C, int OC) {
+    int N = B * T, sdx = gpt2cpu_strategy(m, linear, GEMM_DX), sdw = gpt2cpu_strategy(m, linear, GEMM_DW);
+    gpt2cpu_record(m, linear, TENSOR_DY, dout, N, OC);
+    if (sdx == STRAT_BF16) { matmul_backward_dinp_cpu(dinp, dout, weight, B, T, C, OC); }
+    else {
+        NTOperand a = {dout, N, OC, 0}, b = {weight, C, OC, 1};
+        adahop_gemm_nt_cpu(dinp, 1, a, b, sdx, m->adahop->oe_k);
+    }
+    if (sdw == STRAT_BF16) { matmul_backward_dweight_cpu(dweight, dout, inp, B, T, C, OC); }
+    else {
+        NTOperand a = {dout, OC, N, 1}, b = {inp, C, N, 1};
+        adahop_gemm_nt_cpu(dweight, 1, a, b, sdw, m->adahop->oe_k);
+    }
+    matmul_backward_dbias_cpu(dbias, dout, B, T, OC);
+}
+
 // forward pass; targets may be NULL (then mean_loss = -1). Probabilities and logits stay in m->acts
 static inline void gpt2cpu_forward(GPT2CPU* m, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config* c = &m->config;
@@ -409,14 +485,15 @@ static inline void gpt2cpu_forward(GPT2CPU* m, const int* inputs, const int* tar
         float* fch_gelu = a.fch_gelu + l * 4 * BTC;
         float* fcproj = a.fcproj + l * BTC;
         layernorm_forward_cpu(ln1, a.ln1_mean + l * BT, a.ln1_rstd + l * BT, res, p.ln1w + l * C, p.ln1b + l * C, B, T, C);
-        matmul_forward_cpu(qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, B, T, C, 3 * C);
+        int lin = l * NUM_LINEAR_KINDS;
+        gpt2cpu_linear_forward(m, lin + LIN_QKV, qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, B, T, C, 3 * C);
         attention_forward_cpu(atty, a.att + (size_t)l * B * NH * T * T, qkv, B, T, C, NH);
-        matmul_forward_cpu(attproj, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, B, T, C, C);
+        gpt2cpu_linear_forward(m, lin + LIN_ATTPROJ, attproj, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, B, T, C, C);
         residual_forward_cpu(res2, res, attproj, BTC);
         layernorm_forward_cpu(ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, res2, p.ln2w + l * C, p.ln2b + l * C, B, T, C);
-        matmul_forward_cpu(fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, B, T, C, 4 * C);
+        gpt2cpu_linear_forward(m, lin + LIN_FC, fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, B, T, C, 4 * C);
         gelu_forward_cpu(fch_gelu, fch, 4 * BTC);
-        matmul_forward_cpu(fcproj, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, B, T, 4 * C, C);
+        gpt2cpu_linear_forward(m, lin + LIN_FCPROJ, fcproj, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, B, T, 4 * C, C);
         residual_forward_cpu(a.residual3 + l * BTC, res2, fcproj, BTC);
     }
     layernorm_forward_cpu(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3 + (L - 1) * BTC, p.lnfw, p.lnfb, B, T, C);
@@ -457,22 +534,23 @@ static inline void gpt2cpu_backward(GPT2CPU* m) {
         const float* res = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
         float* dres = l == 0 ? d.encoded : d.residual3 + (l - 1) * BTC;
         size_t o = l * BTC;
+        int lin = l * NUM_LINEAR_KINDS;
         // fcproj and its residual
         residual_backward_cpu(d.residual2 + o, d.fcproj + o, d.residual3 + o, BTC);
-        matmul_backward_cpu(d.fch_gelu + 4 * o, g.fcprojw + (size_t)l * 4 * C * C, g.fcprojb + l * C, d.fcproj + o,
-                            a.fch_gelu + 4 * o, p.fcprojw + (size_t)l * 4 * C * C, B, T, 4 * C, C);
+        gpt2cpu_linear_backward(m, lin + LIN_FCPROJ, d.fch_gelu + 4 * o, g.fcprojw + (size_t)l * 4 * C * C, g.fcprojb + l * C, d.fcproj + o,
+                                a.fch_gelu + 4 * o, p.fcprojw + (size_t)l * 4 * C * C, B, T, 4 * C, C);
         gelu_backward_cpu(d.fch + 4 * o, a.fch + 4 * o, d.fch_gelu + 4 * o, 4 * BTC);
-        matmul_backward_cpu(d.ln2 + o, g.fcw + (size_t)l * 4 * C * C, g.fcb + l * 4 * C, d.fch + 4 * o,
-                            a.ln2 + o, p.fcw + (size_t)l * 4 * C * C, B, T, C, 4 * C);
+        gpt2cpu_linear_backward(m, lin + LIN_FC, d.ln2 + o, g.fcw + (size_t)l * 4 * C * C, g.fcb + l * 4 * C, d.fch + 4 * o,
+                                a.ln2 + o, p.fcw + (size_t)l * 4 * C * C, B, T, C, 4 * C);
         layernorm_backward_cpu(d.residual2 + o, g.ln2w + l * C, g.ln2b + l * C, d.ln2 + o, a.residual2 + o,
                                p.ln2w + l * C, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, B, T, C);
         // attention and its residual
         residual_backward_cpu(dres, d.attproj + o, d.residual2 + o, BTC);
-        matmul_backward_cpu(d.atty + o, g.attprojw + (size_t)l * C * C, g.attprojb + l * C, d.attproj + o,
-                            a.atty + o, p.attprojw + (size_t)l * C * C, B, T, C, C);
+        gpt2cpu_linear_backward(m, lin + LIN_ATTPROJ, d.atty + o, g.attprojw + (size_t)l * C * C, g.attprojb + l * C, d.attproj + o,
+                                a.atty + o, p.attprojw + (size_t)l * C * C, B, T, C, C);
         attention_backward_cpu(d.qkv + 3 * o, d.atty + o, a.qkv + 3 * o, a.att + (size_t)l * B * NH * T * T, B, T, C, NH);
-        matmul_backward_cpu(d.ln1 + o, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + l * 3 * C, d.qkv + 3 * o,
-                            a.ln1 + o, p.qkvw + (size_t)l * 3 * C * C, B, T, C, 3 * C);
+        gpt2cpu_linear_backward(m, lin + LIN_QKV, d.ln1 + o, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + l * 3 * C, d.qkv + 3 * o,
+                                a.ln1 + o, p.qkvw + (size_t)l * 3 * C * C, B, T, C, 3 * C);
         layernorm_backward_cpu(dres, g.ln1w + l * C, g.ln1b + l * C, d.ln1 + o, res,
                                p.ln1w + l * C, a.ln1_mean + l * BT, a.ln1_rstd + l * BT, B, T, C);
     }

@@ -14,6 +14,20 @@ echo "== kernels vs CPU reference"
 echo "== MXFP4 / AdaHOP kernels vs the C reference"
 ./build/test_mxfp4_gpu || failed+=(test_mxfp4_gpu)
 
+echo "== AdaHOP linear layer vs the independent PyTorch implementation (fresh cases, generated on the GPU)"
+mkdir -p build/adahop_cases_gpu
+base=$(date +%s)
+cases=()
+specs=("--strategies 0,0,0" "--strategies 1,1,2 --kind rows" "--strategies 2,2,2 --kind cols" "--strategies 4,4,4"
+       "--strategies 3,3,3" "--strategies 1,2,0 --kind heavy" "--strategies 0,1,2 --kind extremes" "--strategies 2,0,1 --sr"
+       "--strategies 1,1,1 -N 96 --cin 64 --cout 160 --oe-k 8" "--strategies 0,4,2 --kind cols")
+for i in "${!specs[@]}"; do
+    f=build/adahop_cases_gpu/case$i.bin
+    $PYTHON dev/adahop_linear_ref.py --seed $((base + i)) ${specs[$i]} --device cuda --out "$f" > /dev/null && cases+=("$f")
+done
+if [ ${#cases[@]} -eq ${#specs[@]} ]; then ./build/test_adahop_linear_gpu "${cases[@]}" || failed+=(test_adahop_linear_gpu)
+else failed+=(adahop_linear_ref.py); fi
+
 echo "== GPT-2 124M (d12) vs PyTorch reference"
 if $PYTHON dev/reference_gpt2.py --preset d12 -B 4 -T 64 --device cuda --dtype float64 --seed 1337 --lr 1e-4 \
         --write-model build/ref/d12_model.bin --write-ref build/ref/d12_ref.bin; then

@@ -1,0 +1,85 @@
+// The GPU AdaHOP linear layer (llmc/adahop_linear.cuh) against the independent PyTorch implementation
+// (dev/adahop_linear_ref.py case files): for each of the three GEMMs the quantized operands must match bit for
+// bit, the OE indices exactly, and the outputs within 1e-5 (exact path) / 1e-4 (fast path) relative Frobenius
+// error of the reference's float64 products. Usage: build/test_adahop_linear_gpu case.bin [case.bin ...]
+#include "llmc/cuda_common.cuh"
+#include "llmc/adahop_linear.cuh"
+#include "dev/test/adahop_case_file.h"
+#include "dev/test/test_common.h"
+
+static floatX* upload_bf16(const float* h, size_t n) {
+    floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
+    for (size_t i = 0; i < n; i++) { tmp[i] = __float2bfloat16(h[i]); }
+    floatX* d = (floatX*)device_malloc(n * sizeof(floatX), "case input");
+    cudaCheck(cudaMemcpy(d, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(tmp);
+    return d;
+}
+
+static int same_bytes(const uint8_t* dev, const uint8_t* ref, size_t n) {
+    uint8_t* h = (uint8_t*)malloc_check(n);
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(h, dev, n, cudaMemcpyDeviceToHost));
+    int ok = memcmp(h, ref, n) == 0;
+    free(h);
+    return ok;
+}
+
+static void run_case(const char* path, int gemm_path) {
+    AdahopCase c;
+    adahop_case_read(path, &c);
+    int N = c.N, Cin = c.Cin, Cout = c.Cout;
+    floatX *x = upload_bf16(c.x, (size_t)N * Cin), *w = upload_bf16(c.W, (size_t)Cout * Cin), *dy = upload_bf16(c.dY, (size_t)N * Cout);
+    int max_rows = N > Cin ? N : Cin;
+    max_rows = max_rows > Cout ? max_rows : Cout;
+    size_t max_elems = (size_t)max_rows * max_rows;
+    AdahopWorkspace ws;
+    adahop_workspace_init(&ws, max_elems, max_rows, max_rows, gemm_path, c.stochastic, c.oe_k, 0);
+    Operand a[3] = {{x, N, Cin, false}, {dy, N, Cout, false}, {dy, Cout, N, true}};
+    Operand b[3] = {{w, Cout, Cin, false}, {w, Cin, Cout, true}, {x, Cin, N, true}};
+    const float* want[3] = {c.y, c.dX, c.dW};
+    float* out = (float*)device_malloc(max_elems * sizeof(float), "case output");
+    for (int g = 0; g < 3; g++) {
+        int M = a[g].rows, Nn = b[g].rows, st = c.strategy[g];
+        uint64_t seed = mx_mix64(c.seed ^ (uint64_t)g);
+        adahop_gemm(&ws, st, out, true, 0.0f, a[g], b[g], NULL, NULL, NULL, NULL, g > 0, 0, seed, 0);
+        float* got = (float*)malloc_check((size_t)M * Nn * sizeof(float));
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaMemcpy(got, out, (size_t)M * Nn * sizeof(float), cudaMemcpyDeviceToHost));
+        double d2 = 0.0, r2 = 0.0;
+        for (size_t i = 0; i < (size_t)M * Nn; i++) { double d = (double)got[i] - want[g][i]; d2 += d * d; r2 += (double)want[g][i] * want[g][i]; }
+        double rel = sqrt(d2 / (r2 > 0 ? r2 : 1.0)), tol = gemm_path == GEMM_PATH_FAST ? 1e-4 : 1e-5;
+        CHECK(rel <= tol, "%s %s (strategy %d, %s path): relative error %.2e above %.0e", path, case_gemm_names[g], st,
+              gemm_path ? "fast" : "exact", rel, tol);
+        if (st != STRAT_BF16) {
+            int K = c.K[g];
+            int codes_ok = same_bytes(ws.qa.codes, c.codes[g][0], (size_t)M * K / 2) && same_bytes(ws.qa.scales, c.scales[g][0], (size_t)M * K / 32) &&
+                           same_bytes(ws.qb.codes, c.codes[g][1], (size_t)Nn * K / 2) && same_bytes(ws.qb.scales, c.scales[g][1], (size_t)Nn * K / 32);
+            CHECK(codes_ok, "%s %s (strategy %d): quantized operands differ from the PyTorch reference", path, case_gemm_names[g], st);
+        }
+        if (c.k[g] > 0) {
+            int* idx = (int*)malloc_check(c.k[g] * sizeof(int));
+            cudaCheck(cudaMemcpy(idx, ws.oe_idx, c.k[g] * sizeof(int), cudaMemcpyDeviceToHost));
+            CHECK(memcmp(idx, c.idx[g], c.k[g] * sizeof(int)) == 0, "%s %s: OE indices differ", path, case_gemm_names[g]);
+            free(idx);
+        }
+        printf("  %s %-3s strategy %d %-5s path: rel. error %.2e\n", path, case_gemm_names[g], st, gemm_path ? "fast" : "exact", rel);
+        free(got);
+    }
+    adahop_workspace_free(&ws);
+    cudaCheck(cudaFree(x)); cudaCheck(cudaFree(w)); cudaCheck(cudaFree(dy)); cudaCheck(cudaFree(out));
+    adahop_case_free(&c);
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2) { die("usage: %s case.bin [case.bin ...] (write cases with dev/adahop_linear_ref.py)", argv[0]); }
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: this test needs one"); }
+    matmul_init();
+    for (int i = 1; i < argc; i++) {
+        run_case(argv[i], GEMM_PATH_EXACT);
+        run_case(argv[i], GEMM_PATH_FAST);
+    }
+    matmul_free();
+    return test_summary("test_adahop_linear_gpu");
+}

@@ -1,0 +1,292 @@
+// The AdaHOP controller (host C, shared by the CPU reference and the GPU trainer): the precision of the block
+// linears, the strategy table (ADAHOP.md section 5), and the choice of a strategy per (linear, GEMM) by majority
+// vote over recorded outlier patterns (section 7): a calibration of `calib_steps` steps in plain MXFP4, then
+// (ours) a re-classification every `reclass_every` steps over the `reclass_window` steps before it.
+//
+// Steps are 0-based optimizer steps. Per step the trainer asks adahop_wants_stats(); if it says yes, it records
+// the patterns of x, W and dY of every linear with adahop_record(); after the update it calls adahop_end_step(),
+// which votes at the end of calibration (step calib_steps - 1) and at every re-classification point
+// (step kR - 1 with kR > calib_steps). The log lines name the 1-based step just finished (the trainers print
+// "step s/max" with s = step + 1). A linear's index is layer * NUM_LINEAR_KINDS + kind.
+#ifndef LLMC_ADAHOP_H
+#define LLMC_ADAHOP_H
+
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+#include "utils.h"
+
+enum { PATTERN_NONE = 0, PATTERN_ROW = 1, PATTERN_COL = 2, NUM_PATTERNS = 3 };
+enum { STRAT_IHT = 0, STRAT_IHT_OE_ROWS_A = 1, STRAT_IHT_OE_COLS_B = 2, STRAT_BF16 = 3, STRAT_PLAIN = 4, NUM_STRATEGIES = 5 };
+enum { GEMM_FWD = 0, GEMM_DX = 1, GEMM_DW = 2, NUM_GEMMS = 3 };
+enum { PREC_BF16 = 0, PREC_MXFP4 = 1, PREC_HADAMARD = 2, PREC_ADAHOP = 3, NUM_PRECISIONS = 4 };
+enum { LIN_QKV = 0, LIN_ATTPROJ = 1, LIN_FC = 2, LIN_FCPROJ = 3, NUM_LINEAR_KINDS = 4 };
+enum { TENSOR_X = 0, TENSOR_W = 1, TENSOR_DY = 2, NUM_TENSORS = 3 };
+
+static const char* const precision_names[NUM_PRECISIONS] = {"bf16", "mxfp4", "hadamard", "adahop"};
+static const char* const adahop_strategy_names[NUM_STRATEGIES] = {"iht", "iht+oe_rows_a", "iht+oe_cols_b", "bf16", "plain"};
+static const char adahop_strategy_codes[NUM_STRATEGIES] = {'I', 'R', 'C', 'B', 'P'};
+static const char adahop_pattern_codes[NUM_PATTERNS] = {'N', 'R', 'C'};
+static const char* const adahop_linear_names[NUM_LINEAR_KINDS] = {"qkv", "attproj", "fc", "fcproj"};
+static const char* const adahop_gemm_names[NUM_GEMMS] = {"fwd", "dx", "dw"};
+
+typedef struct {
+    int precision, num_layers, num_linears, calib_steps, reclass_every, reclass_window, oe_k;
+    int calibrated;   // 1 once the first vote is done (adahop precision); before it every GEMM runs plain MXFP4
+    int* votes;       // [num_linears][NUM_TENSORS][NUM_PATTERNS] patterns recorded since the last vote
+    int* pattern;     // [num_linears][NUM_TENSORS] pattern of the last vote (PATTERN_NONE before the first)
+    int* strategy;    // [num_linears][NUM_GEMMS] voted strategy, dW rule applied (STRAT_PLAIN before the first)
+} AdahopState;
+
+#define ADAHOP_MAGIC 0x41484F50   // "AHOP": first word of the serialized state
+#define ADAHOP_HEADER_WORDS 8     // magic, the 6 settings of adahop_init, calibrated
+
+// PREC_* of a name in precision_names, -1 if unknown
+static inline int precision_from_name(const char* name) {
+    for (int i = 0; i < NUM_PRECISIONS; i++) { if (strcmp(name, precision_names[i]) == 0) { return i; } }
+    return -1;
+}
+
+// the pattern of the transposed tensor (Row <-> Column)
+static inline int pattern_transpose(int p) { return p == PATTERN_ROW ? PATTERN_COL : (p == PATTERN_COL ? PATTERN_ROW : p); }
+
+// strategy of a GEMM from the patterns of A as [M x K] and of B as [K x N] (ADAHOP.md section 5)
+static inline int adahop_strategy(int pattern_a, int pattern_b) {
+    if (pattern_a == PATTERN_COL && pattern_b == PATTERN_COL) { return STRAT_BF16; }
+    if (pattern_b == PATTERN_COL) { return STRAT_IHT_OE_COLS_B; }
+    if (pattern_a == PATTERN_ROW && pattern_b == PATTERN_NONE) { return STRAT_IHT_OE_ROWS_A; }
+    return STRAT_IHT;
+}
+
+// (pattern of A, pattern of B) of the GEMMs GEMM_FWD, GEMM_DX, GEMM_DW of a linear layer y = x W^T, from the
+// patterns of x [N x Cin], W [Cout x Cin] and dY [N x Cout]: forward (x, W^T), dX (dY, W), dW (dY^T, x)
+static inline void linear_gemm_patterns(int px, int pw, int pdy, int pa[3], int pb[3]) {
+    pa[GEMM_FWD] = px;                     pb[GEMM_FWD] = pattern_transpose(pw);
+    pa[GEMM_DX] = pdy;                     pb[GEMM_DX] = pw;
+    pa[GEMM_DW] = pattern_transpose(pdy);  pb[GEMM_DW] = px;
+}
+
+// the strategy of `gemm` from the patterns of x, W, dY; for dW, OE on rows of dY^T becomes plain IHT (the saved
+// x exists only in MXFP4, ADAHOP.md section 6)
+static inline int adahop_gemm_strategy(const int patterns[NUM_TENSORS], int gemm) {
+    int pa[NUM_GEMMS], pb[NUM_GEMMS];
+    linear_gemm_patterns(patterns[TENSOR_X], patterns[TENSOR_W], patterns[TENSOR_DY], pa, pb);
+    int s = adahop_strategy(pa[gemm], pb[gemm]);
+    return gemm == GEMM_DW && s == STRAT_IHT_OE_ROWS_A ? STRAT_IHT : s;
+}
+
+// a state for num_layers blocks, nothing recorded, not calibrated; dies on invalid settings
+static inline void adahop_init(AdahopState* st, int precision, int num_layers, int calib_steps, int reclass_every,
+                               int reclass_window, int oe_k) {
+    if (precision < 0 || precision >= NUM_PRECISIONS) { die("adahop_init: unknown precision %d", precision); }
+    if (num_layers < 1) { die("adahop_init: num_layers %d must be >= 1", num_layers); }
+    if (calib_steps < 1) { die("adahop_init: calibration steps %d must be >= 1", calib_steps); }
+    if (reclass_every < 0) { die("adahop_init: re-classification interval %d must be >= 0 (0 = off)", reclass_every); }
+    if (reclass_every > 0 && (reclass_window < 1 || reclass_window > reclass_every)) {
+        die("adahop_init: re-classification window %d must be in [1, %d] (the interval)", reclass_window, reclass_every);
+    }
+    if (oe_k < 1) { die("adahop_init: outlier extraction k %d must be >= 1", oe_k); }
+    memset(st, 0, sizeof(*st));
+    st->precision = precision;
+    st->num_layers = num_layers;
+    st->num_linears = num_layers * NUM_LINEAR_KINDS;
+    st->calib_steps = calib_steps;
+    st->reclass_every = reclass_every;
+    st->reclass_window = reclass_window;
+    st->oe_k = oe_k;
+    st->votes = (int*)calloc_check((size_t)st->num_linears * NUM_TENSORS * NUM_PATTERNS, sizeof(int));
+    st->pattern = (int*)calloc_check((size_t)st->num_linears * NUM_TENSORS, sizeof(int));   // PATTERN_NONE
+    st->strategy = (int*)malloc_check((size_t)st->num_linears * NUM_GEMMS * sizeof(int));
+    for (int i = 0; i < st->num_linears * NUM_GEMMS; i++) { st->strategy[i] = STRAT_PLAIN; }
+}
+
+// frees the arrays of st
+static inline void adahop_free(AdahopState* st) {
+    free(st->votes);
+    free(st->pattern);
+    free(st->strategy);
+    memset(st, 0, sizeof(*st));
+}
+
+// dies unless linear and index (a GEMM or a tensor, n of them) are in range
+static inline void adahop_check_linear(const AdahopState* st, const char* what, int linear, int index, int n) {
+    if (linear < 0 || linear >= st->num_linears || index < 0 || index >= n) {
+        die("%s: linear %d (of %d) or index %d (of %d) out of range", what, linear, st->num_linears, index, n);
+    }
+}
+
+// the strategy of GEMM `gemm` of linear `linear` under the state's precision
+static inline int adahop_strategy_of(const AdahopState* st, int linear, int gemm) {
+    adahop_check_linear(st, "adahop_strategy_of", linear, gemm, NUM_GEMMS);
+    switch (st->precision) {
+        case PREC_BF16: return STRAT_BF16;
+        case PREC_MXFP4: return STRAT_PLAIN;
+        case PREC_HADAMARD: return STRAT_IHT;
+        default: return st->calibrated ? st->strategy[linear * NUM_GEMMS + gemm] : STRAT_PLAIN;
+    }
+}
+
+// 1 if step ends a re-classification interval after calibration (a vote follows it), else 0
+static inline int adahop_is_reclass_end(const AdahopState* st, int step) {
+    return st->reclass_every > 0 && (step + 1) % st->reclass_every == 0 && step + 1 > st->calib_steps;
+}
+
+// 1 if the patterns should be recorded at this step: calibration, or the window before a re-classification
+static inline int adahop_wants_stats(const AdahopState* st, int step) {
+    if (st->precision != PREC_ADAHOP || step < 0) { return 0; }
+    if (step < st->calib_steps) { return 1; }
+    if (st->reclass_every == 0) { return 0; }
+    int next = (step / st->reclass_every + 1) * st->reclass_every;   // the first point kR after step
+    return next > st->calib_steps && next - step <= st->reclass_window;
+}
+
+// counts one observation of `pattern` for tensor `tensor` of linear `linear`
+static inline void adahop_record(AdahopState* st, int linear, int tensor, int pattern) {
+    adahop_check_linear(st, "adahop_record", linear, tensor, NUM_TENSORS);
+    if (pattern < 0 || pattern >= NUM_PATTERNS) { die("adahop_record: unknown pattern %d", pattern); }
+    st->votes[(linear * NUM_TENSORS + tensor) * NUM_PATTERNS + pattern]++;
+}
+
+// the majority pattern of votes[NUM_PATTERNS]; ties go to PATTERN_NONE if it is tied, else the lower enum;
+// `previous` when nothing was recorded
+static inline int adahop_majority(const int* votes, int previous) {
+    int best = PATTERN_NONE;
+    for (int p = 1; p < NUM_PATTERNS; p++) { if (votes[p] > votes[best]) { best = p; } }
+    return votes[best] > 0 ? best : previous;
+}
+
+// votes every (linear, tensor), derives the strategies, clears the votes; logs and counts the changed GEMMs
+static inline int adahop_vote(AdahopState* st, int step, FILE* log) {
+    int changes = 0;
+    for (int lin = 0; lin < st->num_linears; lin++) {
+        int* pat = st->pattern + lin * NUM_TENSORS;
+        for (int t = 0; t < NUM_TENSORS; t++) { pat[t] = adahop_majority(st->votes + (lin * NUM_TENSORS + t) * NUM_PATTERNS, pat[t]); }
+        for (int g = 0; g < NUM_GEMMS; g++) {
+            int before = adahop_strategy_of(st, lin, g), after = adahop_gemm_strategy(pat, g);
+            st->strategy[lin * NUM_GEMMS + g] = after;
+            if (before == after) { continue; }
+            changes++;
+            if (log) {
+                fprintf(log, "adahop step %d layer %d %s %s: %s -> %s\n", step + 1, lin / NUM_LINEAR_KINDS,
+                        adahop_linear_names[lin % NUM_LINEAR_KINDS], adahop_gemm_names[g], adahop_strategy_names[before],
+                        adahop_strategy_names[after]);
+            }
+        }
+    }
+    memset(st->votes, 0, (size_t)st->num_linears * NUM_TENSORS * NUM_PATTERNS * sizeof(int));
+    st->calibrated = 1;
+    if (log) { fflush(log); }
+    return changes;
+}
+
+// after the update of `step`: votes at the end of calibration and at re-classification points; returns the
+// number of GEMMs whose strategy changed (0 at other steps and for the fixed precisions)
+static inline int adahop_end_step(AdahopState* st, int step, FILE* log) {
+    if (st->precision != PREC_ADAHOP) { return 0; }
+    if (step != st->calib_steps - 1 && !adahop_is_reclass_end(st, step)) { return 0; }
+    return adahop_vote(st, step, log);
+}
+
+// prints one line per layer (per linear: strategy codes of fwd/dx/dw, voted patterns of x/W/dY), a legend,
+// and how many GEMMs run each strategy
+static inline void adahop_print_table(const AdahopState* st, FILE* fp) {
+    int counts[NUM_STRATEGIES] = {0};
+    fprintf(fp, "adahop strategies (%s%s):\nlayer", precision_names[st->precision],
+            st->precision == PREC_ADAHOP && !st->calibrated ? ", calibrating" : "");
+    for (int k = 0; k < NUM_LINEAR_KINDS; k++) { fprintf(fp, " | %-7s", adahop_linear_names[k]); }
+    fprintf(fp, "\n");
+    for (int l = 0; l < st->num_layers; l++) {
+        fprintf(fp, "%5d", l);
+        for (int k = 0; k < NUM_LINEAR_KINDS; k++) {
+            int lin = l * NUM_LINEAR_KINDS + k;
+            char cell[NUM_GEMMS + NUM_TENSORS + 2];
+            for (int g = 0; g < NUM_GEMMS; g++) {
+                int s = adahop_strategy_of(st, lin, g);
+                cell[g] = adahop_strategy_codes[s];
+                counts[s]++;
+            }
+            cell[NUM_GEMMS] = ' ';
+            for (int t = 0; t < NUM_TENSORS; t++) { cell[NUM_GEMMS + 1 + t] = adahop_pattern_codes[st->pattern[lin * NUM_TENSORS + t]]; }
+            cell[NUM_GEMMS + NUM_TENSORS + 1] = '\0';
+            fprintf(fp, " | %s", cell);
+        }
+        fprintf(fp, "\n");
+    }
+    fprintf(fp, "legend: fwd/dx/dw strategy P=plain I=iht R=iht+oe rows of A C=iht+oe cols of B B=bf16, "
+                "then voted pattern of x/W/dY N=none R=row C=column\ncounts:");
+    for (int s = 0; s < NUM_STRATEGIES; s++) { fprintf(fp, " %s %d%s", adahop_strategy_names[s], counts[s], s + 1 < NUM_STRATEGIES ? "," : "\n"); }
+}
+
+// number of int32 words adahop_save writes
+static inline size_t adahop_state_words(const AdahopState* st) {
+    return ADAHOP_HEADER_WORDS + (size_t)st->num_linears * (NUM_TENSORS * NUM_PATTERNS + NUM_TENSORS + NUM_GEMMS);
+}
+
+// the header words: magic, settings, calibrated
+static inline void adahop_header(const AdahopState* st, int32_t h[ADAHOP_HEADER_WORDS]) {
+    int32_t v[ADAHOP_HEADER_WORDS] = {ADAHOP_MAGIC, st->precision, st->num_layers, st->calib_steps, st->reclass_every,
+                                      st->reclass_window, st->oe_k, st->calibrated};
+    memcpy(h, v, sizeof(v));
+}
+
+// the arrays of st in serialization order (votes, patterns, strategies) and their lengths
+static inline void adahop_arrays(const AdahopState* st, int* arrays[3], size_t sizes[3]) {
+    arrays[0] = st->votes;    sizes[0] = (size_t)st->num_linears * NUM_TENSORS * NUM_PATTERNS;
+    arrays[1] = st->pattern;  sizes[1] = (size_t)st->num_linears * NUM_TENSORS;
+    arrays[2] = st->strategy; sizes[2] = (size_t)st->num_linears * NUM_GEMMS;
+}
+
+// writes the whole state (settings, calibration flag, votes in progress, patterns, strategies) to words
+static inline void adahop_save(const AdahopState* st, int32_t* words) {
+    int* arrays[3];
+    size_t sizes[3];
+    adahop_header(st, words);
+    adahop_arrays(st, arrays, sizes);
+    words += ADAHOP_HEADER_WORDS;
+    for (int a = 0; a < 3; a++) {
+        for (size_t i = 0; i < sizes[a]; i++) { words[i] = arrays[a][i]; }
+        words += sizes[a];
+    }
+}
+
+// dies unless every value of v[0..n) lies in [0, hi)
+static inline void adahop_check_range(const char* what, const int* v, size_t n, int hi) {
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < 0 || v[i] >= hi) { die("adahop_load: corrupt AdaHOP state: %s %d at %zu is outside [0, %d)", what, v[i], i, hi); }
+    }
+}
+
+// restores a state saved by adahop_save into st (initialised with the same settings); dies on any mismatch
+static inline void adahop_load(AdahopState* st, const int32_t* words, size_t n) {
+    static const char* const fields[ADAHOP_HEADER_WORDS - 1] = {"magic", "precision", "num_layers",
+        "calibration steps (-w)", "re-classification interval (-R)", "re-classification window (-W)",
+        "outlier extraction k (-K)"};
+    if (n != adahop_state_words(st)) {
+        die("adahop_load: the saved AdaHOP state has %zu words, this run needs %zu (a different model depth?)", n,
+            adahop_state_words(st));
+    }
+    int32_t want[ADAHOP_HEADER_WORDS];
+    adahop_header(st, want);
+    for (int i = 0; i < ADAHOP_HEADER_WORDS - 1; i++) {
+        if (words[i] != want[i]) {
+            die("adahop_load: the saved AdaHOP state has %s %d, this run %d (resume with the same settings)", fields[i],
+                (int)words[i], (int)want[i]);
+        }
+    }
+    int* arrays[3];
+    size_t sizes[3];
+    int calibrated = words[ADAHOP_HEADER_WORDS - 1];
+    adahop_check_range("calibrated flag", &calibrated, 1, 2);
+    st->calibrated = calibrated;
+    adahop_arrays(st, arrays, sizes);
+    words += ADAHOP_HEADER_WORDS;
+    for (int a = 0; a < 3; a++) {
+        for (size_t i = 0; i < sizes[a]; i++) { arrays[a][i] = words[i]; }
+        words += sizes[a];
+    }
+    adahop_check_range("vote count", st->votes, sizes[0], 1 << 30);
+    adahop_check_range("pattern", st->pattern, sizes[1], NUM_PATTERNS);
+    adahop_check_range("strategy", st->strategy, sizes[2], NUM_STRATEGIES);
+}
+
+#endif
