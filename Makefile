@@ -18,7 +18,7 @@ CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/tes
 
 .PHONY: all cpu cuda test test-cpu test-python test-gpu train clean
 all: cpu cuda
-cpu: train_gpt2 test_gpt2 $(CPU_TESTS) $(BUILD)/bench_quant_error
+cpu: train_gpt2 test_gpt2 $(CPU_TESTS) $(BUILD)/bench_quant_error $(BUILD)/test_adahop_case
 cuda: $(CUDA_PROGRAMS)
 
 $(BUILD):
@@ -31,6 +31,8 @@ test_gpt2: test_gpt2.c dev/test/reference_file.h $(HOST_HEADERS)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 $(BUILD)/test_%: dev/test/test_%.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
+$(BUILD)/test_adahop_case: dev/test/test_adahop_case.c dev/test/adahop_case_file.h $(HOST_HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 $(BUILD)/bench_quant_error: dev/bench_quant_error.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 
@@ -39,7 +41,7 @@ train_gpt2_adahop: train_gpt2_adahop.cu $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
-$(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) | $(BUILD)
+$(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) $(wildcard dev/test/*.h) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 
 # ---- tests
@@ -50,6 +52,7 @@ test-cpu: cpu
 	@for t in $(CPU_TESTS); do echo "== $$t"; ./$$t || exit 1; done
 	@echo "== test_gpt2 (CPU reference vs PyTorch fixture)"; ./test_gpt2
 	@echo "== CPU reference trains a tiny model"; bash dev/test/cpu_train_smoke.sh
+	@echo "== AdaHOP linear: PyTorch oracle vs C reference"; bash dev/test/adahop_cases.sh
 
 test-python: $(BUILD)/.python-deps
 	@echo "== dev/data/test_tokenize_text.py"; $(PYTHON) dev/data/test_tokenize_text.py

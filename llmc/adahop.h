@@ -193,7 +193,7 @@ static inline void adahop_print_table(const AdahopState* st, FILE* fp) {
     int counts[NUM_STRATEGIES] = {0};
     fprintf(fp, "adahop strategies (%s%s):\nlayer", precision_names[st->precision],
             st->precision == PREC_ADAHOP && !st->calibrated ? ", calibrating" : "");
-    for (int k = 0; k < NUM_LINEAR_KINDS; k++) { fprintf(fp, " | %-7s", adahop_linear_names[k]); }
+    for (int k = 0; k < NUM_LINEAR_KINDS; k++) { fprintf(fp, " | %-*s", k + 1 < NUM_LINEAR_KINDS ? 7 : 0, adahop_linear_names[k]); }
     fprintf(fp, "\n");
     for (int l = 0; l < st->num_layers; l++) {
         fprintf(fp, "%5d", l);
