@@ -12,7 +12,7 @@ BUILD = build
 HOST_HEADERS = $(wildcard llmc/*.h) dev/test/test_common.h
 CUDA_HEADERS = $(wildcard llmc/*.cuh)
 CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_tokenizer $(BUILD)/test_gpt2_layers \
-            $(BUILD)/test_mxfp4 $(BUILD)/test_adahop_cpu
+            $(BUILD)/test_mxfp4 $(BUILD)/test_adahop_cpu $(BUILD)/test_adahop_state $(BUILD)/test_cpu_modes
 CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/test_mxfp4_gpu $(BUILD)/bench_mxfp4 \
                 $(BUILD)/test_adahop_linear_gpu
 
@@ -52,6 +52,7 @@ test-cpu: cpu
 	@for t in $(CPU_TESTS); do echo "== $$t"; ./$$t || exit 1; done
 	@echo "== test_gpt2 (CPU reference vs PyTorch fixture)"; ./test_gpt2
 	@echo "== CPU reference trains a tiny model"; bash dev/test/cpu_train_smoke.sh
+	@echo "== CPU reference trains in every precision mode"; bash dev/test/cpu_modes_smoke.sh
 	@echo "== AdaHOP linear: PyTorch oracle vs C reference"; bash dev/test/adahop_cases.sh
 
 test-python: $(BUILD)/.python-deps

@@ -284,7 +284,7 @@ static inline void adahop_load(AdahopState* st, const int32_t* words, size_t n) 
         for (size_t i = 0; i < sizes[a]; i++) { arrays[a][i] = words[i]; }
         words += sizes[a];
     }
-    adahop_check_range("vote count", st->votes, sizes[0], 1 << 30);
+    adahop_check_range("vote count", st->votes, sizes[0], INT32_MAX);
     adahop_check_range("pattern", st->pattern, sizes[1], NUM_PATTERNS);
     adahop_check_range("strategy", st->strategy, sizes[2], NUM_STRATEGIES);
 }

@@ -81,7 +81,10 @@ static inline void checkpoint_write_with_adahop(const char* path, const Checkpoi
         fwrite_check(m, sizeof(float), n, fp);
         fwrite_check(v, sizeof(float), n, fp);
     }
-    if (ck->contents & CKPT_ADAHOP) { fwrite_check(adahop, sizeof(int32_t), (size_t)ck->adahop_words, fp); }
+    if (ck->contents & CKPT_ADAHOP) {
+        if (adahop == NULL) { die("checkpoint_write_with_adahop: contents say AdaHOP state but none was given"); }
+        fwrite_check(adahop, sizeof(int32_t), (size_t)ck->adahop_words, fp);
+    }
     if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) { die("cannot flush checkpoint '%s': %s", tmp, strerror(errno)); }
     fclose_check(fp);
     if (rename(tmp, path) != 0) { die("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
