@@ -41,7 +41,7 @@ train_gpt2_adahop: train_gpt2_adahop.cu $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
-$(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) $(wildcard dev/test/*.h) | $(BUILD)
+$(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) $(wildcard dev/test/*.h dev/cuda/*.cuh) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 
 # ---- tests

@@ -78,14 +78,10 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->checkpoint_every = 0; a->gen_tokens = 32;
     a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337;
     a->precision = PREC_BF16; a->calib_steps = 30; a->reclass_every = 0; a->reclass_window = 5; a->oe_k = 64;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { usage(argv[0]); exit(EXIT_SUCCESS); }
-    }
+    cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
-        if (f[0] != '-' || strlen(f) != 2) { usage(argv[0]); die("unknown argument '%s'", f); }
-        if (i + 1 >= argc) { die("flag %s needs a value (see -h)", f); }
-        const char* v = argv[i + 1];
+        const char* v = cli_flag_value(argc, argv, i, usage);
         switch (argv[i][1]) {
             case 'i': a->train_pattern = v; break;
             case 'j': a->val_pattern = v; break;

@@ -426,7 +426,7 @@ static void usage(const char* prog) {
            "  -e <init>  d6|d12|d24|d36|d48 = fresh GPT-2 of that depth, or a model/checkpoint file (default d6)\n"
            "  -o <dir>   output directory for main.log and checkpoints (default: none)\n"
            "  -b <int>   micro-batch size B                (default 16)\n"
-           "  -t <int>   sequence length T, multiple of 8  (default 256)\n"
+           "  -t <int>   sequence length T, a multiple of 8, of 32 with MXFP4 (default 256)\n"
            "  -d <int>   total batch in tokens; a multiple of B*T, the rest is gradient accumulation (default B*T)\n"
            "  -x <int>   optimizer steps                   (default 200)\n"
            "  -l <f>     peak learning rate                (default 1e-3)\n"
@@ -457,14 +457,10 @@ static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
                  16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
                  {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, 500, 10, 64}};
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { usage(argv[0]); exit(EXIT_SUCCESS); }
-    }
+    cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
-        if (f[0] != '-' || strlen(f) != 2) { usage(argv[0]); die("unknown argument '%s'", f); }
-        if (i + 1 >= argc) { die("flag %s needs a value (see -h)", f); }
-        const char* v = argv[i + 1];
+        const char* v = cli_flag_value(argc, argv, i, usage);
         switch (f[1]) {
             case 'i': o.train_pattern = v; break;
             case 'j': o.val_pattern = v; break;

@@ -6,15 +6,7 @@
 #include "llmc/adahop_linear.cuh"
 #include "dev/test/adahop_case_file.h"
 #include "dev/test/test_common.h"
-
-static floatX* upload_bf16(const float* h, size_t n) {
-    floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
-    for (size_t i = 0; i < n; i++) { tmp[i] = __float2bfloat16(h[i]); }
-    floatX* d = (floatX*)device_malloc(n * sizeof(floatX), "case input");
-    cudaCheck(cudaMemcpy(d, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
-    free(tmp);
-    return d;
-}
+#include "dev/cuda/test_transfer.cuh"
 
 static int same_bytes(const uint8_t* dev, const uint8_t* ref, size_t n) {
     uint8_t* h = (uint8_t*)malloc_check(n);
@@ -29,7 +21,7 @@ static void run_case(const char* path, int gemm_path) {
     AdahopCase c;
     adahop_case_read(path, &c);
     int N = c.N, Cin = c.Cin, Cout = c.Cout;
-    floatX *x = upload_bf16(c.x, (size_t)N * Cin), *w = upload_bf16(c.W, (size_t)Cout * Cin), *dy = upload_bf16(c.dY, (size_t)N * Cout);
+    floatX *x = to_device_bf16(c.x, (size_t)N * Cin), *w = to_device_bf16(c.W, (size_t)Cout * Cin), *dy = to_device_bf16(c.dY, (size_t)N * Cout);
     int max_rows = N > Cin ? N : Cin;
     max_rows = max_rows > Cout ? max_rows : Cout;
     size_t max_elems = (size_t)max_rows * max_rows;

@@ -13,6 +13,7 @@
 #include "llmc/adamw.cuh"
 #include "llmc/gpt2_cpu.h"
 #include "dev/test/test_common.h"
+#include "dev/cuda/test_transfer.cuh"
 
 static Rng rng;
 static float* scratch;   // column sums / norm scratch on the device
@@ -23,40 +24,6 @@ static float* host_random(size_t n, float scale) {
     return h;
 }
 static float* host_zeros(size_t n) { return (float*)calloc_check(n, sizeof(float)); }
-
-static floatX* to_device_bf16(const float* h, size_t n) {
-    floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
-    for (size_t i = 0; i < n; i++) { tmp[i] = __float2bfloat16(h[i]); }
-    floatX* d = (floatX*)device_malloc(n * sizeof(floatX), "test tensor");
-    cudaCheck(cudaMemcpy(d, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
-    free(tmp);
-    return d;
-}
-static float* to_device_f32(const float* h, size_t n) {
-    float* d = (float*)device_malloc(n * sizeof(float), "test tensor");
-    cudaCheck(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
-    return d;
-}
-static int* to_device_int(const int* h, size_t n) {
-    int* d = (int*)device_malloc(n * sizeof(int), "test tensor");
-    cudaCheck(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
-    return d;
-}
-static float* from_device_bf16(const floatX* d, size_t n) {
-    floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
-    cudaCheck(cudaDeviceSynchronize());
-    cudaCheck(cudaMemcpy(tmp, d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
-    float* h = (float*)malloc_check(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) { h[i] = __bfloat162float(tmp[i]); }
-    free(tmp);
-    return h;
-}
-static float* from_device_f32(const float* d, size_t n) {
-    float* h = (float*)malloc_check(n * sizeof(float));
-    cudaCheck(cudaDeviceSynchronize());
-    cudaCheck(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
-    return h;
-}
 
 // elementwise |got - want| <= atol + rtol |want|; NaN never passes. Prints the worst element. Frees got.
 static void compare(const char* what, float* got, const float* want, size_t n, float atol, float rtol) {

@@ -11,6 +11,7 @@
 #include "llmc/adahop_cpu.h"
 #include "llmc/rand.h"
 #include "dev/test/test_common.h"
+#include "dev/cuda/test_transfer.cuh"
 
 static Rng rng;
 
@@ -36,22 +37,6 @@ static float* make_data(int kind, int R, int C) {
     }
     for (size_t i = 0; i < n; i++) { x[i] = __bfloat162float(__float2bfloat16(x[i])); }
     return x;
-}
-
-static floatX* upload_bf16(const float* h, size_t n) {
-    floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
-    for (size_t i = 0; i < n; i++) { tmp[i] = __float2bfloat16(h[i]); }
-    floatX* d = (floatX*)device_malloc(n * sizeof(floatX), "test input");
-    cudaCheck(cudaMemcpy(d, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
-    free(tmp);
-    return d;
-}
-
-static void* download(const void* d, size_t bytes) {
-    void* h = malloc_check(bytes);
-    cudaCheck(cudaDeviceSynchronize());
-    cudaCheck(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
-    return h;
 }
 
 static MXTensor host_tensor(int rows, int K) {
@@ -80,7 +65,7 @@ static void test_quantize(int kind, int R, int C, MXQuantOptions opt) {
     snprintf(what, sizeof(what), "%s %dx%d H=%d rule=%s SR=%d", data_names[kind], R, C, opt.hadamard,
              opt.rule == MX_SCALE_OCP ? "ocp" : "roundup", opt.stochastic);
     float* x = make_data(kind, R, C);
-    floatX* dx = upload_bf16(x, (size_t)R * C);
+    floatX* dx = to_device_bf16(x, (size_t)R * C);
     // along rows (K = C)
     MXTensor h = host_tensor(R, C);
     quantize_rows_cpu(&h, x, R, C, opt.hadamard, opt.rule, opt.stochastic, opt.seed);
@@ -149,7 +134,7 @@ static double test_gemm(int kind, int M, int N, int K, int hadamard) {
     double *want = (double*)malloc_check((size_t)M * N * 8), *exact = (double*)malloc_check((size_t)M * N * 8);
     gemm_nt_f64(want, qa, qb, M, N, K);
     gemm_nt_f64(exact, a, b, M, N, K);
-    floatX *da = upload_bf16(a, (size_t)M * K), *db = upload_bf16(b, (size_t)N * K);
+    floatX *da = to_device_bf16(a, (size_t)M * K), *db = to_device_bf16(b, (size_t)N * K);
     MXOperand oa = mx_operand_alloc(M, K), ob = mx_operand_alloc(N, K);
     mx_quantize_rows(&oa, da, M, K, opt, 0);
     mx_quantize_rows(&ob, db, N, K, opt, 0);
@@ -188,7 +173,7 @@ static void test_stats_and_classifier(void) {
     float* scratch = (float*)device_malloc(column_sums_scratch_bytes(C), "scratch");
     for (int t = 0; t < 3; t++) {
         float* x = make_data(kinds[t], R, C);
-        floatX* dx = upload_bf16(x, (size_t)R * C);
+        floatX* dx = to_device_bf16(x, (size_t)R * C);
         outlier_stats(rv, rs, cv, cs, csum, scratch, dx, R, C, 0);
         float *grv = (float*)download(rv, R * 4), *gcv = (float*)download(cv, C * 4);
         double *hrv = (double*)malloc_check(R * 8), *hcv = (double*)malloc_check(C * 8);
@@ -216,7 +201,7 @@ static void test_topk(int R, int C, int k) {
     for (int r = 0; r < R; r++) { for (int c = 0; c < C; c++) { x[(size_t)r * C + c] = (float)((r * 37) % 11) + (r % 5 == 0 ? 0.0f : 0.25f); } }
     float* dsq = (float*)device_malloc(R * 4, "sq");
     float* dvar = (float*)device_malloc(R * 4, "var");
-    floatX* dx = upload_bf16(x, (size_t)R * C);
+    floatX* dx = to_device_bf16(x, (size_t)R * C);
     row_stats_kernel<<<ceil_div(R, 8), 256>>>(dvar, dsq, dx, R, C);
     cudaCheckLaunch();
     int* didx = (int*)device_malloc(k * 4, "idx");
@@ -234,7 +219,7 @@ static void test_outlier_extraction(int M, int N, int K, int k) {
     float *a = make_data(DATA_ROW_OUTLIERS, M, K), *b = make_data(DATA_GAUSS, N, K);
     double* exact = (double*)malloc_check((size_t)M * N * 8);
     gemm_nt_f64(exact, a, b, M, N, K);
-    floatX *da = upload_bf16(a, (size_t)M * K), *db = upload_bf16(b, (size_t)N * K);
+    floatX *da = to_device_bf16(a, (size_t)M * K), *db = to_device_bf16(b, (size_t)N * K);
     float *dvar = (float*)device_malloc(M * 4, "var"), *dsq = (float*)device_malloc(M * 4, "sq");
     row_stats_kernel<<<ceil_div(M, 8), 256>>>(dvar, dsq, da, M, K);
     cudaCheckLaunch();
@@ -274,7 +259,7 @@ static void test_native_sm100(int M, int N, int K) {
     cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
     if (major < 10) { printf("  native MXFP4 GEMM: skipped, needs sm_100 (this GPU is sm_%d0)\n", major); return; }
     float *a = make_data(DATA_GAUSS, M, K), *b = make_data(DATA_GAUSS, N, K);
-    floatX *da = upload_bf16(a, (size_t)M * K), *db = upload_bf16(b, (size_t)N * K);
+    floatX *da = to_device_bf16(a, (size_t)M * K), *db = to_device_bf16(b, (size_t)N * K);
     MXQuantOptions opt = {1, MX_SCALE_OCP, 0, 0};
     MXOperand oa = mx_operand_alloc(M, K), ob = mx_operand_alloc(N, K);
     mx_quantize_rows(&oa, da, M, K, opt, 0);
