@@ -45,8 +45,8 @@ $(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) $(wildcard dev/test/*.
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 
 # ---- tests
-$(BUILD)/.python-deps: dev/data/requirements.txt | $(BUILD)
-	$(PYTHON) -m pip install -q -r dev/data/requirements.txt && touch $@ || echo "warning: could not install dev/data/requirements.txt"
+$(BUILD)/.python-deps: dev/data/requirements.txt scripts/requirements.txt | $(BUILD)
+	$(PYTHON) -m pip install -q -r dev/data/requirements.txt -r scripts/requirements.txt && touch $@ || echo "warning: could not install the Python requirements"
 
 test-cpu: cpu
 	@for t in $(CPU_TESTS); do echo "== $$t"; ./$$t || exit 1; done
@@ -57,6 +57,7 @@ test-cpu: cpu
 
 test-python: $(BUILD)/.python-deps
 	@echo "== dev/data/test_tokenize_text.py"; $(PYTHON) dev/data/test_tokenize_text.py
+	@echo "== dev/test/test_plot_losses.py (plot_losses.py; run_modes.sh with a fake trainer)"; $(PYTHON) dev/test/test_plot_losses.py
 
 test-gpu: cuda
 	bash dev/test/run_gpu_tests.sh

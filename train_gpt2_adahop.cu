@@ -9,7 +9,6 @@
 // patterns, llmc/adahop.h). Everything else stays in BF16/FP32.
 #include <time.h>
 #include <sys/stat.h>
-#include <dirent.h>
 #include "llmc/utils.h"
 #include "llmc/cli.h"
 #include "llmc/rand.h"
@@ -517,23 +516,6 @@ static double now_seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// newest "state_XXXXXXXX.bin" in dir; returns 0 and fills path when there is one
-static int find_latest_checkpoint(const char* dir, char* path, size_t path_len) {
-    DIR* d = opendir(dir);
-    if (!d) { return -1; }
-    long best = -1;
-    struct dirent* e;
-    while ((e = readdir(d)) != NULL) {
-        long step;
-        char tail[8];
-        if (sscanf(e->d_name, "state_%ld.bi%1s", &step, tail) == 2 && strcmp(tail, "n") == 0 && step > best) { best = step; }
-    }
-    closedir(d);
-    if (best < 0) { return -1; }
-    snprintf(path, path_len, "%s/state_%08ld.bin", dir, best);
-    return 0;
-}
-
 static float evaluate(GPT2* m, DataLoader* val, int batches, int B, int T) {
     dataloader_reset(val);
     int n = batches < 0 ? (int)dataloader_batches_per_epoch(val) : batches;
@@ -615,7 +597,7 @@ int main(int argc, char** argv) {
     int32_t* adahop_words = NULL;
     int start_step = 0;
     char resume_path[4096] = "";
-    if (o.resume && find_latest_checkpoint(o.out_dir, resume_path, sizeof(resume_path)) != 0) {
+    if (o.resume && checkpoint_find_latest(o.out_dir, resume_path, sizeof(resume_path)) != 0) {
         printf("resume: no checkpoint in %s, starting fresh\n", o.out_dir);
         resume_path[0] = '\0';
     }

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 #include <unistd.h>
+#include <dirent.h>
 #include "utils.h"
 #include "gpt2_config.h"
 
@@ -147,6 +148,31 @@ static inline void checkpoint_read_payload(FILE* fp, const CheckpointHeader* ck,
 static inline void checkpoint_read_adahop(FILE* fp, const CheckpointHeader* ck, int32_t* words) {
     if (!(ck->contents & CKPT_ADAHOP)) { die("checkpoint has no AdaHOP state"); }
     fread_check(words, sizeof(int32_t), (size_t)ck->adahop_words, fp, "checkpoint AdaHOP state");
+}
+
+// path of the newest training state "state_<step>.bin" (step digits only, nothing after ".bin": a left-over
+// "state_<step>.bin.tmp" of an interrupted write does not count) in dir; returns 0, or -1 if there is none
+static inline int checkpoint_find_latest(const char* dir, char* path, size_t path_len) {
+    DIR* d = opendir(dir);
+    if (!d) { return -1; }
+    long best = -1;
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+        const char* name = e->d_name;
+        size_t len = strlen(name);
+        if (len < 11 || strncmp(name, "state_", 6) != 0 || strcmp(name + len - 4, ".bin") != 0) { continue; }
+        long step = 0;
+        int digits = 1;
+        for (size_t i = 6; i < len - 4; i++) {
+            if (name[i] < '0' || name[i] > '9') { digits = 0; break; }
+            step = step * 10 + (name[i] - '0');
+        }
+        if (digits && step > best) { best = step; }
+    }
+    closedir(d);
+    if (best < 0) { return -1; }
+    snprintf(path, path_len, "%s/state_%08ld.bin", dir, best);
+    return 0;
 }
 
 // fails unless two configs describe the same model

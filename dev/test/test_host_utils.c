@@ -1,6 +1,7 @@
 // CPU tests of the host-side pieces of the trainer: checkpoint files (round trip and every kind of bad
 // file), the learning-rate schedule, the sampler, the token grouping of the embedding backward, the RNG
 // and GPT-2 init.
+#include <sys/stat.h>
 #include "llmc/checkpoint.h"
 #include "llmc/schedule.h"
 #include "llmc/sampler.h"
@@ -115,6 +116,23 @@ static void test_checkpoint(void) {
     free(raw); free(p); free(q);
 }
 
+static void test_find_latest(void) {
+    char dir[300], path[400], found[400];
+    snprintf(dir, sizeof(dir), "%s/ckpts", tmpdir);
+    CHECK(checkpoint_find_latest(dir, found, sizeof(found)) == -1, "missing directory: no checkpoint");
+    if (mkdir(dir, 0755) != 0) { die("mkdir %s failed", dir); }
+    CHECK(checkpoint_find_latest(dir, found, sizeof(found)) == -1, "empty directory: no checkpoint");
+    const char* names[] = {"state_00000010.bin", "state_00000020.bin", "state_00000030.bin.tmp", "state_x0000040.bin",
+                           "main.log", "state_00000025.bak"};
+    for (int i = 0; i < 6; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        write_bytes(path, "x", 1);
+    }
+    snprintf(path, sizeof(path), "%s/state_00000020.bin", dir);
+    CHECK(checkpoint_find_latest(dir, found, sizeof(found)) == 0 && strcmp(found, path) == 0,
+          "newest complete state is step 20 (a .tmp left by an interrupted write is ignored), got %s", found);
+}
+
 static void test_schedule(void) {
     float peak = 1e-3f;
     CHECK(fabsf(lr_schedule(0, 100, 10, peak, 0.1f) - peak / 10) < 1e-9f, "first warmup step is peak/warmup");
@@ -202,6 +220,7 @@ static void test_rng_and_init(void) {
 int main(void) {
     if (mkdtemp(tmpdir) == NULL) { die("mkdtemp failed"); }
     test_checkpoint();
+    test_find_latest();
     test_schedule();
     test_sampler();
     test_token_groups();

@@ -1,0 +1,371 @@
+#!/usr/bin/env python3
+"""CPU test of scripts/plot_losses.py and scripts/run_modes.sh (no GPU).
+
+plot_losses.py: synthetic main.log files of 5 runs (bf16, mxfp4, hadamard, adahop with seed 1337, bf16 with
+seed 42); the PNG is written and non-empty, the printed gaps to bf16, gap %, gap/spread, the seed-to-seed
+spread, the EMA train loss and the AdaHOP change counts equal the values computed here; the Markdown table
+is written; missing and empty logs stop with a clear error. Without matplotlib the plotting checks are
+skipped (with a message) and the table is checked with --no-plot.
+
+run_modes.sh: flag errors, --dry-run, and a fake trainer (a Python script given by --trainer or
+ADAHOP_TRAINER, with the real trainer's log, checkpoint and resume behaviour) trained in pieces by --steps and
+by --minutes: the pieces add up to exactly the log of one uninterrupted run, finished runs are skipped
+(detected from main.log), a run started with other flags is refused, a failing trainer is reported.
+Prints "N passed, N failed"; exits 1 on a failure.
+"""
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PLOT = os.path.join(ROOT, "scripts", "plot_losses.py")
+RUN_MODES = os.path.join(ROOT, "scripts", "run_modes.sh")
+passed = failed = 0
+
+
+def check(cond, what, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok   {what}")
+    else:
+        failed += 1
+        print(f"FAIL {what}" + (f"\n     {detail}" if detail else ""))
+
+
+def run(cmd, env=None, timeout=120):
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+# ---------------------------------------------------------------------------- plot_losses.py
+FINAL_VAL = {"bf16_s1337": 3.2500, "mxfp4_s1337": 3.3100, "hadamard_s1337": 3.2800, "adahop_s1337": 3.2650,
+             "bf16_s42": 3.2580}
+OFFSET = {k: v - 3.25 for k, v in FINAL_VAL.items()}
+STEPS, VAL_EVERY, EMA = 200, 50, 0.8
+ADAHOP_LINES = [(31, 0, "qkv", "fwd", "plain", "iht"), (31, 0, "qkv", "dx", "plain", "iht"),   # llmc/adahop.h names
+                (31, 3, "fc", "dw", "plain", "iht+oe_rows_a"), (31, 5, "attproj", "fwd", "plain", "iht"),
+                (131, 3, "fc", "dw", "iht+oe_rows_a", "iht")]
+
+
+def train_loss(name, s):
+    return 3.3 + 7.6 * math.exp(-s / 30.0) + OFFSET[name] + 0.01 * math.sin(s * 1.7 + len(name))
+
+
+def val_loss(name, s):
+    return 3.25 + 7.6 * math.exp(-s / 30.0) + OFFSET[name]
+
+
+def write_log(d, name):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "main.log"), "w") as f:
+        for s in range(0, STEPS + 1):
+            if s % VAL_EVERY == 0:
+                v = FINAL_VAL[name] if s == STEPS else val_loss(name, s)
+                f.write(f"s:{s} vl:{v:.6f}\n")
+            if name.startswith("adahop"):
+                for a in ADAHOP_LINES:
+                    if a[0] == s + 1:
+                        f.write("adahop step %d layer %d %s %s: %s -> %s\n" % a)
+            if s < STEPS:
+                f.write(f"s:{s + 1} tl:{train_loss(name, s + 1):.6f} lr:1.000000e-03 norm:0.5000 tok/s:1000 mem_gib:1.000\n")
+            if s == 100 and name == "mxfp4_s1337":   # a resumed piece logging steps 99..100 again: the last value counts
+                f.write(f"s:99 tl:{train_loss(name, 99):.6f} lr:1.000000e-03 norm:0.5000 tok/s:1000 mem_gib:1.000\n")
+                f.write("s:100 vl:99.0\n")
+                f.write(f"s:100 vl:{val_loss(name, 100):.6f}\n")
+
+
+def expected_ema(name):
+    s_, out = 0.0, None
+    for i, st in enumerate(range(1, STEPS + 1)):
+        x = float(f"{train_loss(name, st):.6f}")
+        s_ = EMA * s_ + (1 - EMA) * x
+        out = s_ / (1 - EMA ** (i + 1))
+    return out
+
+
+def parse_table(out):
+    rows = {}
+    for line in out.splitlines():
+        f = line.split()
+        if f and f[0].replace("(ref)", "") in FINAL_VAL:
+            rows[f[0].replace("(ref)", "")] = f
+    return rows
+
+
+def num(cell):
+    return float(cell.rstrip("%*"))
+
+
+def test_plot(tmp, have_mpl):
+    root = os.path.join(tmp, "runs")
+    for name in FINAL_VAL:
+        write_log(os.path.join(root, name), name)
+    png, md = os.path.join(tmp, "out", "losses.png"), os.path.join(tmp, "losses.md")
+    cmd = [sys.executable, PLOT, root, "--ema", str(EMA), "--markdown", md]
+    cmd += ["-o", png] if have_mpl else ["--no-plot"]
+    rc, out, err = run(cmd)
+    print(out)
+    check(rc == 0, "plot_losses.py on 5 synthetic runs exits 0", err)
+    if have_mpl:
+        ok = os.path.isfile(png) and os.path.getsize(png) > 1000
+        check(ok and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "PNG written, non-empty, PNG signature", png)
+    rows = parse_table(out)
+    check(len(rows) == 5, "table has a row per run", str(sorted(rows)))
+    spread = abs(FINAL_VAL["bf16_s42"] - FINAL_VAL["bf16_s1337"])
+    ref = FINAL_VAL["bf16_s1337"]
+    m = re.search(r"seed-to-seed spread \(([^)]*)\): ([0-9.]+) \(([0-9.]+)%\)", out)
+    check(m is not None and abs(float(m.group(2)) - spread) < 0.6e-4 and abs(float(m.group(3)) - 100 * spread / ref) < 0.006,
+          f"printed seed-to-seed spread = {spread:.4f} ({100 * spread / ref:.2f}%)", m.group(0) if m else out)
+    for name, v in FINAL_VAL.items():
+        f = rows.get(name)
+        if not f:
+            check(False, f"row of {name}")
+            continue
+        gap, pct = v - ref, 100 * (v - ref) / ref
+        got_val, got_gap, got_pct = num(f[6]), num(f[7]), num(f[8])
+        ok = abs(got_val - v) < 0.6e-4 and abs(got_gap - gap) < 0.6e-4 and abs(got_pct - pct) < 0.006
+        if name != "bf16_s1337":
+            ok = ok and abs(num(f[9]) - gap / spread) < 0.006
+        check(ok, f"{name}: val {v:.4f}, gap {gap:+.4f}, {pct:+.2f}%, gap/spread {gap / spread:+.2f}", " ".join(f))
+        check(abs(num(f[4]) - expected_ema(name)) < 0.6e-4, f"{name}: train EMA {expected_ema(name):.4f}", f[4])
+        check(f[3] == str(STEPS) and f[5] == str(STEPS), f"{name}: steps and val step {STEPS}", " ".join(f))
+    a = rows.get("adahop_s1337", [""] * 12)
+    check(a[10] == str(len(ADAHOP_LINES)) and a[11] == "2", f"adahop: {len(ADAHOP_LINES)} strategy changes at 2 steps", " ".join(a))
+    check(rows.get("bf16_s1337", [""])[0].endswith("(ref)"), "bf16_s1337 is the reference")
+    mdtext = open(md).read() if os.path.isfile(md) else ""
+    check(mdtext.startswith("| run |") and mdtext.count("\n| ") == 5 and "seed-to-seed spread" in mdtext,
+          "Markdown table written (--markdown)", mdtext[:300])
+
+    # a single run directory and a main.log path are accepted too
+    rc, out, err = run([sys.executable, PLOT, os.path.join(root, "adahop_s1337", "main.log"),
+                        os.path.join(root, "bf16_s1337"), "--no-plot"])
+    check(rc == 0 and "adahop_s1337" in out and "+0.0150" in out, "run dirs / main.log paths as arguments", out + err)
+
+    # errors: missing log, empty log, bad --ema
+    miss = os.path.join(tmp, "nolog")
+    os.makedirs(miss)
+    rc, out, err = run([sys.executable, PLOT, miss, "--no-plot"])
+    check(rc == 2 and "no main.log in" in err and "Traceback" not in err, "missing main.log: clear error, exit 2", err)
+    rc, out, err = run([sys.executable, PLOT, os.path.join(tmp, "does_not_exist"), "--no-plot"])
+    check(rc == 2 and "does not exist" in err, "missing directory: clear error, exit 2", err)
+    empty = os.path.join(tmp, "empty")
+    os.makedirs(empty)
+    open(os.path.join(empty, "main.log"), "w").close()
+    rc, out, err = run([sys.executable, PLOT, empty, "--no-plot"])
+    check(rc == 2 and "has no" in err and "Traceback" not in err, "empty main.log: clear error, exit 2", err)
+    rc, out, err = run([sys.executable, PLOT, root, "--ema", "1.5", "--no-plot"])
+    check(rc == 2 and "--ema" in err, "--ema outside [0, 1): error", err)
+    rc, out, err = run([sys.executable, PLOT, "-h"])
+    check(rc == 0 and "--markdown" in out, "-h prints the usage")
+
+
+# ---------------------------------------------------------------------------- run_modes.sh
+FAKE_TRAINER = r'''#!PYTHON
+# Fake train_gpt2_adahop: the real trainer's main.log, checkpoint (state_%08d.bin via .tmp) and -y 1 resume
+# behaviour, losses a pure function of (mode, seed, step). FAKE_STEP_SLEEP: seconds per step; FAKE_FAIL=1: exit 1.
+import math, os, re, sys, time
+a = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+with open(os.environ["FAKE_CALLS"], "a") as f:
+    f.write(" ".join(sys.argv[1:]) + "\n")
+if os.environ.get("FAKE_FAIL") == "1":
+    print("error: flag -i: no shard matches 'nope*'"); sys.exit(1)
+out, x, n, v = a.get("-o"), int(a.get("-x", 200)), int(a.get("-n", 0)), int(a.get("-v", 50))
+mode, seed = a.get("-p", "adahop"), int(a.get("-r", 1337))
+sleep = float(os.environ.get("FAKE_STEP_SLEEP", "0"))
+start = 0
+if a.get("-y") == "1" and out and os.path.isdir(out):
+    st = [int(m.group(1)) for f in os.listdir(out) for m in [re.match(r"state_(\d+)\.bin$", f)] if m]
+    start = max(st) if st else 0
+os.makedirs(out, exist_ok=True)
+log = open(os.path.join(out, "main.log"), "a" if start > 0 else "w")
+off = {"bf16": 0.0, "mxfp4": 0.05, "hadamard": 0.03, "adahop": 0.01}[mode] + 0.001 * (seed % 7)
+for step in range(start, x + 1):
+    last = step == x
+    if n > 0 and step > start and (step % n == 0 or last):
+        p = os.path.join(out, "state_%08d.bin" % step)
+        open(p + ".tmp", "w").write("ckpt %d\n" % step); os.rename(p + ".tmp", p)
+    if v > 0 and (step % v == 0 or last):
+        log.write("s:%d vl:%.6f\n" % (step, 3 + 8 * math.exp(-step / 10) + off)); log.flush()
+    if last:
+        break
+    time.sleep(sleep)
+    if mode == "adahop" and step + 1 == 3:
+        log.write("adahop step 3 layer 0 qkv fwd: MXFP4 -> IHT\n")
+    log.write("s:%d tl:%.6f lr:1.0e-03 norm:0.5 tok/s:%d mem_gib:1.000\n" % (step + 1, 3 + 8 * math.exp(-(step + 1) / 10) + off, 1000 + step))
+    log.flush()
+'''
+
+
+def test_run_modes(tmp):
+    fake = os.path.join(tmp, "fake_trainer.py")
+    with open(fake, "w") as f:
+        f.write(FAKE_TRAINER.replace("PYTHON", sys.executable))
+    os.chmod(fake, 0o755)
+    calls = os.path.join(tmp, "calls.txt")
+    env = {"FAKE_CALLS": calls, "FAKE_STEP_SLEEP": "0.02"}
+    rm = ["bash", RUN_MODES]
+
+    def ncalls():
+        return sum(1 for _ in open(calls)) if os.path.exists(calls) else 0
+
+    # argument handling
+    rc, out, err = run(rm + ["-h"])
+    check(rc == 0 and "Usage" in out and "--minutes" in out, "run_modes.sh -h prints the usage")
+    for args, msg, what in [
+            ([], "--root DIR is required", "missing --root"),
+            (["--root", tmp, "--bogus"], "unknown argument '--bogus'", "unknown flag"),
+            (["--root", tmp, "--modes", "bf16,fp8"], "'fp8' is not one of", "bad --modes"),
+            (["--root", tmp, "--steps", "0"], "--steps '0'", "bad --steps"),
+            (["--root", tmp, "--minutes", "abc"], "--minutes 'abc'", "bad --minutes"),
+            (["--root", tmp, "--seed"], "--seed needs a value", "flag without value"),
+            (["--root", tmp, "--seed2", "1337"], "--seed2 must differ", "--seed2 equal to --seed"),
+            (["--root", tmp, "--", "-o", "x"], "set by run_modes.sh", "trainer flag -o refused"),
+            (["--root", tmp, "--", "-p", "bf16"], "set by run_modes.sh", "trainer flag -p refused"),
+            (["--root", tmp, "--", "-x"], "needs a value", "trainer flag without value"),
+            (["--root", tmp, "--", "-Q", "1"], "unknown trainer flag -Q", "unknown trainer flag"),
+            (["--root", tmp, "--", "-x", "ten"], "-x 'ten'", "bad -x"),
+            (["--root", tmp, "--steps", "5", "--", "-x", "10"], "pass a checkpoint interval", "--steps without -n"),
+            (["--root", tmp, "--steps", "2", "--", "-x", "10", "-n", "4"], "smaller than the checkpoint interval", "--steps < -n"),
+            (["--root", tmp, "--trainer", os.path.join(tmp, "missing_bin")], "not found or not executable", "missing trainer binary")]:
+        rc, out, err = run(rm + args, env={"ADAHOP_TRAINER": fake, **env})
+        check(rc == 2 and msg in err, f"run_modes.sh error: {what}", f"rc={rc} stderr={err.strip()}")
+    rc, out, err = run(rm + ["--root", os.path.join(tmp, "x")], env={"ADAHOP_TRAINER": os.path.join(tmp, "nope"), **env})
+    check(rc == 2 and "make train_gpt2_adahop" in err, "missing trainer (ADAHOP_TRAINER): says how to build it", err)
+
+    # dry run: one command per run, nothing executed
+    root = os.path.join(tmp, "r1")
+    rc, out, err = run(rm + ["--root", root, "--seed2", "42", "--dry-run", "--trainer", fake, "--", "-x", "10", "-n", "2"], env=env)
+    cmds = [l for l in out.splitlines() if "fake_trainer.py" in l]
+    want = [f"-p {m} -r {s} -o {root}/{m}_s{s} -y 1" for m, s in
+            [("bf16", 1337), ("mxfp4", 1337), ("hadamard", 1337), ("adahop", 1337), ("bf16", 42)]]
+    check(rc == 0 and len(cmds) == 5 and all(w in c for w, c in zip(want, cmds)) and ncalls() == 0 and not os.path.exists(root),
+          "--dry-run prints 5 commands (4 modes + bf16 seed 42), runs nothing", out + err)
+
+    # the reference: one uninterrupted run per mode
+    targs = ["-x", "10", "-n", "2", "-v", "5", "-s", "0"]
+    ref = {}
+    for m, s in [("bf16", 1337), ("adahop", 1337), ("bf16", 42)]:
+        d = os.path.join(tmp, "ref", f"{m}_s{s}")
+        subprocess.run([fake] + targs + ["-p", m, "-r", str(s), "-o", d], env={**os.environ, **env}, check=True)
+        ref[f"{m}_s{s}"] = open(os.path.join(d, "main.log")).read()
+
+    # pieces of 4 steps: 10 steps = 3 invocations; the 4th finds everything finished
+    base = rm + ["--root", root, "--modes", "bf16,adahop", "--seed2", "42", "--steps", "4", "--keep", "1", "--poll", "0.05",
+                 "--trainer", fake, "--"] + targs
+    codes = []
+    for k in range(3):   # 0.1 s per step: a 2-step checkpoint interval outlasts the 0.05 s poll
+        rc, out, err = run(base, env={**env, "FAKE_STEP_SLEEP": "0.1"})
+        codes.append(rc)
+        print(f"  [invocation {k + 1}] " + out.replace("\n", "\n  "))
+        if k < 2:
+            ok = True
+            for name in ref:
+                d = os.path.join(root, name)
+                steps = [int(x.split()[0][2:]) for x in open(os.path.join(d, "main.log")) if " tl:" in x]
+                ckpts = sorted(f for f in os.listdir(d) if f.startswith("state_"))
+                ok = ok and steps and steps[-1] == 4 * (k + 1) and ckpts == ["state_%08d.bin" % (4 * (k + 1))]
+            check(ok, f"invocation {k + 1}: every run stopped at step {4 * (k + 1)}, log cut there, older checkpoints deleted (--keep 1)")
+    check(codes == [3, 3, 0], "exit status 3 (runs remain), 3, then 0 (all finished)", str(codes))
+    same = all(open(os.path.join(root, n, "main.log")).read() == ref[n] for n in ref)
+    check(same, "3 pieces add up to exactly the main.log of one uninterrupted run (each run)")
+    n0 = ncalls()
+    rc, out, err = run(base, env=env)
+    check(rc == 0 and out.count("already finished") == 3 and ncalls() == n0, "4th invocation: all 3 runs 'already finished', trainer not started", out)
+
+    # finished detection from main.log alone (no checkpoints, written by hand)
+    d = os.path.join(tmp, "r2", "mxfp4_s1337")
+    os.makedirs(d)
+    open(os.path.join(d, "main.log"), "w").write(ref["bf16_s1337"])
+    n0 = ncalls()
+    rc, out, err = run(rm + ["--root", os.path.join(tmp, "r2"), "--modes", "mxfp4", "--trainer", fake, "--"] + targs, env=env)
+    check(rc == 0 and "already finished" in out and ncalls() == n0, "finished run detected from main.log (final train + val line)", out + err)
+    lines = ref["bf16_s1337"].splitlines(True)
+    open(os.path.join(d, "main.log"), "w").write("".join(l for l in lines if l != lines[-1]))   # final val line missing
+    rc, out, err = run(rm + ["--root", os.path.join(tmp, "r2"), "--modes", "mxfp4", "--dry-run", "--trainer", fake, "--"] + targs, env=env)
+    check(rc == 0 and "already finished" not in out and "-p mxfp4" in out, "main.log without the final val line: not finished", out)
+
+    # other trainer flags for a started run: refused
+    rc, out, err = run(rm + ["--root", root, "--modes", "bf16", "--trainer", fake, "--", "-x", "12", "-n", "2", "-v", "5", "-s", "0"], env=env)
+    check(rc == 1 and "other trainer flags" in err, "a run started with other flags is refused (exit 1)", out + err)
+
+    # a failing trainer is reported
+    rc, out, err = run(rm + ["--root", os.path.join(tmp, "r3"), "--modes", "bf16", "--trainer", fake, "--"] + targs,
+                       env={**env, "FAKE_FAIL": "1"})
+    check(rc == 1 and "trainer exited with status 1" in err and "no shard matches" in err, "failing trainer: status and its last lines", err)
+
+    # a second invocation on the same root is refused; SIGTERM stops the trainer and cuts the log to the checkpoint
+    root5 = os.path.join(tmp, "r5")
+    cmd5 = rm + ["--root", root5, "--modes", "bf16", "--poll", "0.05", "--trainer", fake, "--", "-x", "100", "-n", "4", "-s", "0"]
+    first = subprocess.Popen(cmd5, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, **env, "FAKE_STEP_SLEEP": "0.05"})
+    d5 = os.path.join(root5, "bf16_s1337")
+    for _ in range(200):   # until the first checkpoints exist
+        if os.path.exists(os.path.join(d5, "state_00000008.bin")):
+            break
+        time.sleep(0.05)
+    rc, out, err = run(cmd5, env=env)
+    check(rc == 2 and "another run_modes.sh is working on" in err, "a second invocation on the same root is refused", err)
+    first.terminate()
+    out1, err1 = first.communicate(timeout=30)
+    steps = [int(x.split()[0][2:]) for x in open(os.path.join(d5, "main.log")) if " tl:" in x]
+    ck = max(int(f[6:14]) for f in os.listdir(d5) if re.match(r"state_\d+\.bin$", f))
+    alive = shutil.which("pgrep") is not None and \
+        subprocess.run(["pgrep", "-f", f"-o {d5} -y 1"], capture_output=True).returncode == 0
+    check(first.returncode == 130 and "interrupted" in err1 and steps[-1] == ck and not alive,
+          f"SIGTERM: exit 130, trainer stopped, main.log cut at checkpoint {ck}", f"rc={first.returncode} {err1} steps={steps[-3:]} alive={alive}")
+
+    # wall-clock pieces: 40 steps of 0.05 s, 1.5 s per invocation; all pieces add up to one run
+    root4 = os.path.join(tmp, "r4")
+    targs4 = ["-x", "40", "-n", "4", "-v", "8", "-s", "0"]
+    subprocess.run([fake] + targs4 + ["-p", "bf16", "-r", "1337", "-o", os.path.join(tmp, "ref4")],
+                   env={**os.environ, **env, "FAKE_STEP_SLEEP": "0"}, check=True)
+    ref4 = open(os.path.join(tmp, "ref4", "main.log")).read()
+    codes, times, consistent = [], [], True
+    for _ in range(20):
+        t0 = time.time()
+        rc, out, err = run(rm + ["--root", root4, "--modes", "bf16", "--minutes", "0.025", "--poll", "0.05", "--trainer", fake,
+                                 "--"] + targs4, env={**env, "FAKE_STEP_SLEEP": "0.05"})
+        times.append(time.time() - t0)
+        codes.append(rc)
+        d = os.path.join(root4, "bf16_s1337")
+        if rc == 3:   # log ends at the newest checkpoint
+            steps = [int(x.split()[0][2:]) for x in open(os.path.join(d, "main.log")) if " tl:" in x]
+            ck = max(int(f[6:14]) for f in os.listdir(d) if re.match(r"state_\d+\.bin$", f))
+            consistent = consistent and steps[-1] == ck
+        if rc != 3:
+            break
+    print(f"  --minutes pieces: exit codes {codes}, seconds {[round(t, 1) for t in times]}")
+    check(codes[-1] == 0 and len(codes) >= 2 and all(c == 3 for c in codes[:-1]), "--minutes: several pieces, then finished", str(codes))
+    check(max(times) < 1.5 + 3.0, "--minutes 0.025: every invocation ends near its 1.5 s budget", str(times))
+    check(consistent, "--minutes: after each piece main.log ends at the newest checkpoint")
+    check(open(os.path.join(root4, "bf16_s1337", "main.log")).read() == ref4, "--minutes pieces add up to exactly one uninterrupted run")
+
+
+def main():
+    try:
+        import matplotlib  # noqa: F401
+        have_mpl = True
+    except ImportError:
+        have_mpl = False
+        print("SKIP: matplotlib is not installed (pip install -r scripts/requirements.txt): "
+              "the PNG checks are skipped, the table is checked with --no-plot")
+    tmp = tempfile.mkdtemp(prefix="test_plot_losses_")
+    try:
+        test_plot(tmp, have_mpl)
+        test_run_modes(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"test_plot_losses: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

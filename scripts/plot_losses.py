@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""Loss curves and final-loss table of several train_gpt2_adahop runs.
+
+Reads <run>/main.log of each run (lines "s:<step> tl:<loss> lr:... norm:... tok/s:... mem_gib:...",
+"s:<step> vl:<loss>" and "adahop step <s> layer <l> <linear> <gemm>: <old> -> <new>"), draws one PNG with
+three panels: train loss (EMA-smoothed), val loss, and val loss minus the bf16 reference at the same step
+(with the bf16 seed-to-seed spread as a band when two bf16 seeds exist). Prints a table: final val loss per
+run, its gap to bf16 (absolute and %), the gap in units of the seed-to-seed spread, and the number of AdaHOP
+strategy changes in the log; --markdown FILE writes the same table as Markdown.
+
+Arguments are run directories (holding main.log) or roots whose subdirectories are runs, e.g. the --root
+of scripts/run_modes.sh (runs named <mode>_s<seed>). See scripts/README.md.
+"""
+import argparse
+import math
+import os
+import re
+import shlex
+import sys
+
+MODES = ("bf16", "mxfp4", "hadamard", "adahop")
+COLORS = {"bf16": "black", "mxfp4": "tab:red", "hadamard": "tab:blue", "adahop": "tab:green"}
+RE_TRAIN = re.compile(r"^s:(\d+) tl:(\S+)")
+RE_VAL = re.compile(r"^s:(\d+) vl:(\S+)")
+RE_ADAHOP = re.compile(r"^adahop step (\d+) layer (\d+) (\S+) (\S+): (.+?) -> (.+?)\s*$")
+RE_NAME = re.compile(r"^(?P<mode>bf16|mxfp4|hadamard|adahop)(?:[_-]s(?P<seed>\d+))?$")
+
+
+class InputError(Exception):
+    pass
+
+
+class Run:
+    def __init__(self, path):
+        self.path = path
+        self.name = os.path.basename(os.path.normpath(path))
+        self.mode, self.seed = None, None
+        self.train, self.val = {}, {}   # step -> loss; a step logged twice (resumed run) keeps the last value
+        self.adahop = {}                # (step, layer, linear, gemm) -> (old, new)
+
+    @property
+    def label(self):
+        return self.name if self.seed is None or str(self.seed) in self.name else f"{self.name} (seed {self.seed})"
+
+    def last_val_step(self):
+        return max(self.val) if self.val else None
+
+    def final_val(self):
+        return self.val[self.last_val_step()] if self.val else None
+
+    def adahop_change_steps(self):
+        return len({k[0] for k in self.adahop})
+
+
+def load_run(path):
+    run = Run(path)
+    log = os.path.join(path, "main.log")
+    if not os.path.isfile(log):
+        raise InputError(f"no main.log in {path}")
+    with open(log, errors="replace") as f:
+        for line in f:
+            m = RE_TRAIN.match(line)
+            if m:
+                run.train[int(m.group(1))] = float(m.group(2))
+                continue
+            m = RE_VAL.match(line)
+            if m:
+                run.val[int(m.group(1))] = float(m.group(2))
+                continue
+            m = RE_ADAHOP.match(line)
+            if m:
+                run.adahop[(int(m.group(1)), int(m.group(2)), m.group(3), m.group(4))] = (m.group(5), m.group(6))
+    if not run.train and not run.val:
+        raise InputError(f"{log} has no 's:<step> tl:' or 's:<step> vl:' lines (empty, or not a train_gpt2_adahop log)")
+    # mode and seed: run_modes.sh records the trainer flags; otherwise the directory name <mode>_s<seed>
+    args_file = os.path.join(path, "run_modes.args")
+    if os.path.isfile(args_file):
+        try:
+            toks = shlex.split(open(args_file).read())
+            flags = dict(zip(toks[0::2], toks[1::2]))
+            run.mode = flags.get("-p", run.mode)
+            run.seed = int(flags["-r"]) if "-r" in flags else None
+        except (ValueError, KeyError):
+            pass
+    m = RE_NAME.match(run.name)
+    if run.mode is None:
+        run.mode = m.group("mode") if m else None
+    if run.seed is None and m and m.group("seed"):
+        run.seed = int(m.group("seed"))
+    return run
+
+
+def find_runs(paths):
+    dirs = []
+    for p in paths:
+        if os.path.isfile(p) and os.path.basename(p) == "main.log":
+            p = os.path.dirname(p) or "."
+        if not os.path.exists(p):
+            raise InputError(f"{p} does not exist")
+        if not os.path.isdir(p):
+            raise InputError(f"{p} is neither a run directory nor a main.log")
+        if os.path.exists(os.path.join(p, "main.log")):
+            dirs.append(p)
+            continue
+        subs = sorted(os.path.join(p, d) for d in os.listdir(p) if os.path.isdir(os.path.join(p, d)))
+        found = [d for d in subs if os.path.exists(os.path.join(d, "main.log"))]
+        if not found:
+            raise InputError(f"no main.log in {p} nor in its subdirectories")
+        for d in subs:
+            if d not in found and RE_NAME.match(os.path.basename(d)):
+                print(f"warning: {d}: no main.log yet, left out", file=sys.stderr)
+        dirs.extend(found)
+    runs = [load_run(d) for d in dirs]
+    names = [r.name for r in runs]
+    for r in runs:   # the same run name under two roots: tell them apart by the parent directory
+        if names.count(r.name) > 1:
+            r.name = os.path.join(os.path.basename(os.path.dirname(os.path.normpath(r.path))), r.name)
+    return runs
+
+
+def order_runs(runs, ref):
+    """The reference first, then mxfp4, hadamard, adahop, other modes, and the other bf16 seeds last."""
+    order = {m: i for i, m in enumerate(MODES)}
+    def key(r):
+        rank = -1 if r is ref else (len(MODES) + 1 if r.mode == "bf16" else order.get(r.mode, len(MODES)))
+        return (rank, r.seed if r.seed is not None else -1, r.name)
+    return sorted(runs, key=key)
+
+
+def ema(values, alpha):
+    """Debiased exponential moving average (alpha = weight of the past, 0 = none)."""
+    out, s = [], 0.0
+    for i, x in enumerate(values):
+        s = alpha * s + (1.0 - alpha) * x
+        out.append(s / (1.0 - alpha ** (i + 1)) if alpha > 0 else x)
+    return out
+
+
+def pick_reference(runs, ref_name):
+    if ref_name:
+        for r in runs:
+            if r.name == ref_name or os.path.normpath(r.path) == os.path.normpath(ref_name):
+                return r
+        raise InputError(f"--ref {ref_name}: no such run (runs: {', '.join(r.name for r in runs)})")
+    bf16 = [r for r in runs if r.mode == "bf16"]
+    if not bf16:
+        return None
+    others = [r.seed for r in runs if r.mode != "bf16" and r.seed is not None]
+    if others:   # the bf16 run with the seed the other modes use
+        common = max(set(others), key=others.count)
+        for r in bf16:
+            if r.seed == common:
+                return r
+    return bf16[0]
+
+
+def compare_val(run, ref):
+    """(step, gap, gap %) at the last val step both runs have; None when there is none."""
+    common = set(run.val) & set(ref.val)
+    if not common:
+        return None
+    s = max(common)
+    gap = run.val[s] - ref.val[s]
+    return s, gap, 100.0 * gap / ref.val[s]
+
+
+def seed_spread(runs, ref):
+    """Spread (max - min) of the val loss of the bf16 runs at their last common val step."""
+    bf16 = [r for r in runs if r.mode == "bf16" and r.val]
+    if len(bf16) < 2:
+        return None
+    common = set.intersection(*(set(r.val) for r in bf16))
+    if not common:
+        return None
+    s = max(common)
+    vals = [r.val[s] for r in bf16]
+    spread = max(vals) - min(vals)
+    base = ref.val.get(s, vals[0]) if ref else vals[0]
+    return {"step": s, "spread": spread, "pct": 100.0 * spread / base, "runs": [r.name for r in bf16]}
+
+
+def fmt(x, spec, none="n/a"):
+    return none if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def build_table(runs, ref, spread, alpha):
+    header = ["run", "mode", "seed", "steps", "train_ema", "val_step", "val_loss", "gap_to_bf16", "gap_%",
+              "gap/spread", "adahop_changes", "change_steps"]
+    rows, notes = [], []
+    for r in runs:
+        steps = sorted(r.train)
+        tr = ema([r.train[s] for s in steps], alpha)[-1] if steps else None
+        gap = pct = ratio = None
+        cmp_note = ""
+        if ref is not None and r is not ref and r.val:
+            c = compare_val(r, ref)
+            if c:
+                s, gap, pct = c
+                if s != r.last_val_step() or s != ref.last_val_step():
+                    cmp_note = "*"
+                    notes.append(f"(*) {r.name}: compared with {ref.name} at step {s}, the last val step both have")
+                if spread and spread["spread"] > 0:
+                    ratio = gap / spread["spread"]
+        elif r is ref:
+            gap, pct = 0.0, 0.0
+        changes = len(r.adahop)
+        rows.append([r.name + (" (ref)" if r is ref else ""), r.mode or "?", fmt(r.seed, "d", "?"),
+                     fmt(max(steps) if steps else None, "d"), fmt(tr, ".4f"), fmt(r.last_val_step(), "d"),
+                     fmt(r.final_val(), ".4f"), fmt(gap, "+.4f") + cmp_note, fmt(pct, "+.2f") + ("%" if pct is not None else ""),
+                     fmt(ratio, "+.2f"), str(changes) if r.mode in ("adahop", None) or changes else "-",
+                     str(r.adahop_change_steps()) if r.mode in ("adahop", None) or changes else "-"])
+    rows = [[c.replace(" (ref)", "(ref)") for c in row] for row in rows]   # cells without spaces
+    lines = []
+    if ref is None:
+        lines.append("no bf16 run: gaps not computed (name a reference with --ref)")
+    else:
+        lines.append(f"reference: {ref.name} (final val {fmt(ref.final_val(), '.4f')} at step {ref.last_val_step()})")
+    if spread:
+        lines.append(f"bf16 seed-to-seed spread ({' vs '.join(spread['runs'])}, val at step {spread['step']}): "
+                     f"{spread['spread']:.4f} ({spread['pct']:.2f}%)")
+    else:
+        lines.append("bf16 seed-to-seed spread: n/a (needs two bf16 runs with val losses; run_modes.sh --seed2)")
+    return header, rows, lines, notes
+
+
+def text_table(header, rows):
+    w = [max(len(x) for x in col) for col in zip(header, *rows)]
+    out = ["  ".join(c.ljust(w[i]) if i < 2 else c.rjust(w[i]) for i, c in enumerate(row)) for row in [header] + rows]
+    out.insert(1, "  ".join("-" * x for x in w))
+    return "\n".join(out)
+
+
+def markdown_table(header, rows, lines, notes, alpha):
+    md = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i < 3 else "---:" for i in range(len(header))) + "|"]
+    md += ["| " + " | ".join(row) + " |" for row in rows]
+    md += [""] + [f"- {x}" for x in lines + notes]
+    md.append(f"- train_ema: EMA of the train loss (alpha {alpha}) at the last step; gap = val loss - reference at the "
+              "same step; gap/spread = gap in units of the bf16 seed-to-seed spread; adahop_changes: strategy "
+              "changes logged ('adahop step' lines), change_steps: at how many steps")
+    return "\n".join(md) + "\n"
+
+
+def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("matplotlib is not installed: pip install -r scripts/requirements.txt (or use --no-plot)")
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
+    ax_tr, ax_val, ax_gap = axes
+    seen_bf16 = 0
+    for r in runs:
+        color = COLORS.get(r.mode, None)
+        style = "-"
+        if r.mode == "bf16":
+            style = "-" if r is ref or (ref is None and seen_bf16 == 0) else "--"
+            if r is not ref:
+                color = "tab:gray"
+            seen_bf16 += 1
+        steps = [s for s in sorted(r.train) if xmin is None or s >= xmin]
+        if steps:
+            raw = [r.train[s] for s in sorted(r.train)]
+            sm = ema(raw, alpha)[len(raw) - len(steps):]
+            if alpha > 0:
+                ax_tr.plot(steps, [r.train[s] for s in steps], color=color, alpha=0.15, linewidth=0.6)
+            ax_tr.plot(steps, sm, style, color=color, linewidth=1.3, label=r.label)
+        vsteps = [s for s in sorted(r.val) if xmin is None or s >= xmin]
+        if vsteps:
+            ax_val.plot(vsteps, [r.val[s] for s in vsteps], style, marker="o", markersize=3, color=color, label=r.label)
+        if ref is not None and r is not ref:
+            gs = [s for s in sorted(set(r.val) & set(ref.val)) if xmin is None or s >= xmin]
+            if gs:
+                ax_gap.plot(gs, [r.val[s] - ref.val[s] for s in gs], style, marker="o", markersize=3, color=color, label=r.label)
+    if ref is not None:
+        ax_gap.axhline(0.0, color="black", linewidth=0.8)
+        if spread and spread["spread"] > 0:
+            ax_gap.axhspan(-spread["spread"], spread["spread"], color="gray", alpha=0.15,
+                           label=f"bf16 seed spread ±{spread['spread']:.4f}")
+    ax_tr.set_title(f"train loss (EMA {alpha})" if alpha > 0 else "train loss")
+    ax_val.set_title("val loss")
+    ax_gap.set_title(f"val loss − {ref.name}" if ref else "val loss − bf16 (no bf16 run)")
+    for ax in axes:
+        ax.set_xlabel("step")
+        ax.grid(True, alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    if ymax == "auto":   # the first steps' loss (about 11) would hide the differences at the end
+        last = max([max(r.train) for r in runs if r.train] + [max(r.val) for r in runs if r.val])
+        tail = [y for ax in (ax_tr, ax_val) for ln in ax.lines for x, y in zip(ln.get_xdata(), ln.get_ydata())
+                if x >= 0.1 * last and math.isfinite(y)]
+        ymax = max(tail) if tail else None
+    if ymax is not None and ymax != "none":
+        for ax in (ax_tr, ax_val):
+            ys = [y for ln in ax.lines for y in ln.get_ydata() if math.isfinite(y)]
+            if ys and min(ys) < float(ymax):
+                lo = min(ys)
+                ax.set_ylim(lo - 0.03 * (float(ymax) - lo), float(ymax))
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    d = os.path.dirname(out)
+    if d:
+        os.makedirs(d, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        description="Plot train/val loss of train_gpt2_adahop runs and print final val loss gaps to bf16.",
+        epilog="Example: python3 scripts/plot_losses.py runs/gutenberg_d12 --markdown runs/gutenberg_d12/losses.md")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="run directory (with main.log), its main.log, or a root of run directories")
+    p.add_argument("-o", "--out", help="PNG file (default: <root>/losses.png for one root, else losses.png)")
+    p.add_argument("--ema", type=float, default=0.9, metavar="A",
+                   help="EMA weight of the past for the train loss, 0 <= A < 1, 0 = no smoothing (default 0.9)")
+    p.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to FILE")
+    p.add_argument("--ref", metavar="RUN", help="reference run name (default: the bf16 run with the other modes' seed)")
+    p.add_argument("--no-plot", action="store_true", help="table only (no matplotlib needed)")
+    p.add_argument("--ymax", default="auto", help="upper limit of the train and val loss axes: a number, 'auto' "
+                   "(default: the highest loss after the first 10%% of the steps) or 'none' (the full range)")
+    p.add_argument("--xmin", type=int, help="plot from this step on")
+    p.add_argument("--title", help="figure title")
+    a = p.parse_args(argv)
+    if a.ymax not in ("auto", "none"):
+        try:
+            a.ymax = float(a.ymax)
+        except ValueError:
+            p.error(f"--ymax {a.ymax}: a number, auto or none")
+    if not 0.0 <= a.ema < 1.0:
+        p.error(f"--ema {a.ema}: must be in [0, 1)")
+    try:
+        if not a.no_plot:
+            try:
+                import matplotlib  # noqa: F401
+            except ImportError:
+                raise InputError("matplotlib is not installed: pip install -r scripts/requirements.txt (or use --no-plot)")
+        runs = find_runs(a.paths)
+        ref = pick_reference(runs, a.ref)
+        runs = order_runs(runs, ref)
+        spread = seed_spread(runs, ref)
+        header, rows, lines, notes = build_table(runs, ref, spread, a.ema)
+        print(text_table(header, rows))
+        for x in lines + notes:
+            print(x)
+        if a.markdown:
+            with open(a.markdown, "w") as f:
+                f.write(markdown_table(header, rows, lines, notes, a.ema))
+            print(f"wrote {a.markdown}")
+        if not a.no_plot:
+            out = a.out
+            if out is None:
+                one_root = len(a.paths) == 1 and os.path.isdir(a.paths[0]) and not os.path.exists(os.path.join(a.paths[0], "main.log"))
+                out = os.path.join(a.paths[0], "losses.png") if one_root else "losses.png"
+            plot(runs, ref, spread, a.ema, out, a.title, a.ymax, a.xmin)
+            print(f"wrote {out}")
+    except InputError as e:
+        print(f"plot_losses.py: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
