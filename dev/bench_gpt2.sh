@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Whole-step training throughput of train_gpt2_adahop and of the PyTorch reference (dev/bench_torch_gpt2.py:
 # BF16 autocast, torch.compile, flash SDPA, fused AdamW) on the same GPU in the same run, T=1024.
-# Usage: dev/bench_gpt2.sh [depth:batch ...]   (default 12:64 24:32 48:16). Needs a GPU and PyTorch.
+# Usage: [PREC=bf16|mxfp4|hadamard|adahop] dev/bench_gpt2.sh [depth:batch ...]   (default 12:64 24:32 48:16;
+# PREC, the precision of our block linears, defaults to bf16). Needs a GPU and PyTorch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -10,12 +11,13 @@ configs=("$@")
 out=${OUT:-build}/bench
 mkdir -p "$out"
 steps=${STEPS:-20}
+prec=${PREC:-bf16}
 rm -f "$out/torch.jsonl"
 declare -A ours ours_mem torch torch_mem
 for cfg in "${configs[@]}"; do
     d=${cfg%%:*}; b=${cfg##*:}
     log="$out/ours_d${d}.txt"
-    ./train_gpt2_adahop -e "d$d" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 > "$log" 2>&1
+    ./train_gpt2_adahop -e "d$d" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -p "$prec" > "$log" 2>&1
     ours[$cfg]=$(sed -n 's/^summary: \([0-9]*\) tok\/s.*/\1/p' "$log")
     ours_mem[$cfg]=$(sed -n 's/^summary:.*| \([0-9.]*\) GiB allocated.*/\1/p' "$log")
     echo "ours d$d B=$b: ${ours[$cfg]:-FAILED} tok/s, ${ours_mem[$cfg]:-?} GiB"; tail -n 2 "$log"
@@ -30,7 +32,7 @@ for cfg in "${configs[@]}"; do
     torch_mem[$cfg]=$($PYTHON -c "import json,sys; [print('%.2f'%r['peak_GiB']) for r in map(json.loads, open('$out/torch.jsonl')) if r.get('depth')==$d and r.get('status')=='ok']" 2>/dev/null | head -1)
 done
 echo
-echo "| model | B | ours tok/s | ours GiB | PyTorch tok/s | PyTorch GiB | ours / PyTorch |"
+echo "| model | B | ours ($prec) tok/s | ours GiB | PyTorch tok/s | PyTorch GiB | ours / PyTorch |"
 echo "|---|---|---|---|---|---|---|"
 for cfg in "${configs[@]}"; do
     d=${cfg%%:*}; b=${cfg##*:}
