@@ -34,15 +34,6 @@ static double rel_err(const double* got, const double* want, size_t n) {
     return sqrt(num / den);
 }
 
-// pattern of x [R x C] from its row and column variances (tau = 2)
-static int pattern_of(const float* x, int R, int C) {
-    double *rv = (double*)malloc_check(R * sizeof(double)), *cv = (double*)malloc_check(C * sizeof(double));
-    row_col_variance_cpu(x, R, C, rv, cv);
-    int p = classify_pattern_cpu(rv, cv, R, C, 2.0);
-    free(rv); free(cv);
-    return p;
-}
-
 int main(void) {
     Rng r;
     rng_seed(&r, SEED);
@@ -72,7 +63,7 @@ int main(void) {
         err[2] = rel_err(q, exact, (size_t)M * N);
         adahop_gemm_nt_ref(q, A, B, M, N, K, STRAT_IHT_OE_ROWS_A, OE_K, MX_SCALE_OCP);
         err[3] = rel_err(q, exact, (size_t)M * N);
-        int pa = pattern_of(A, M, K), pb = pattern_transpose(pattern_of(B, N, K));   // B^T as [K x N]
+        int pa = tensor_pattern_cpu(A, M, K), pb = pattern_transpose(tensor_pattern_cpu(B, N, K));   // B^T as [K x N]
         char pats[32];
         snprintf(pats, sizeof(pats), "%s / %s", pattern_names[pa], pattern_names[pb]);
         printf("%-24s | %9.5f | %9.5f | %9.5f | %9.5f | %-11s | %s\n", case_names[c], err[0], err[1], err[2], err[3], pats,

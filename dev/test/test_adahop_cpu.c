@@ -144,15 +144,6 @@ static void test_e4m3_rows(void) {
     free(x); free(deq); free(rs); free(e8);
 }
 
-// pattern of x [R x C] via the reference statistics
-static int pattern_of(const float* x, int R, int C) {
-    double *rv = (double*)malloc_check(R * sizeof(double)), *cv = (double*)malloc_check(C * sizeof(double));
-    row_col_variance_cpu(x, R, C, rv, cv);
-    int p = classify_pattern_cpu(rv, cv, R, C, 2.0);
-    free(rv); free(cv);
-    return p;
-}
-
 static void test_patterns(void) {
     float small[6] = {1, 2, 3, 4, 6, 8};   // 2 x 3
     double rv[2], cv[3];
@@ -161,14 +152,14 @@ static void test_patterns(void) {
           "population variances of a 2 x 3 example");
     int R = 256, C = 512;
     float *none = gaussian(R, C, 0, 0, 1.0f), *rows = gaussian(R, C, 61, 0, 20.0f), *cols = gaussian(R, C, 0, 97, 20.0f);
-    CHECK(pattern_of(none, R, C) == PATTERN_NONE, "Gaussian -> None");
-    CHECK(pattern_of(rows, R, C) == PATTERN_ROW, "a few rows x20 -> Row");
-    CHECK(pattern_of(cols, R, C) == PATTERN_COL, "a few columns x20 -> Column");
+    CHECK(tensor_pattern_cpu(none, R, C) == PATTERN_NONE, "Gaussian -> None");
+    CHECK(tensor_pattern_cpu(rows, R, C) == PATTERN_ROW, "a few rows x20 -> Row");
+    CHECK(tensor_pattern_cpu(cols, R, C) == PATTERN_COL, "a few columns x20 -> Column");
     float* t = (float*)malloc_check((size_t)R * C * sizeof(float));
     for (int r = 0; r < R; r++) { for (int c = 0; c < C; c++) { t[(size_t)c * R + r] = rows[(size_t)r * C + c]; } }
-    CHECK(pattern_of(t, C, R) == PATTERN_COL, "the transpose of a Row tensor -> Column");
+    CHECK(tensor_pattern_cpu(t, C, R) == PATTERN_COL, "the transpose of a Row tensor -> Column");
     for (int i = 0; i < R * C; i++) { t[i] = 3.0f; }
-    CHECK(pattern_of(t, R, C) == PATTERN_NONE && pattern_of(t, 1, C) == PATTERN_NONE, "constant or single-row tensors -> None");
+    CHECK(tensor_pattern_cpu(t, R, C) == PATTERN_NONE && tensor_pattern_cpu(t, 1, C) == PATTERN_NONE, "constant or single-row tensors -> None");
     CHECK(pattern_transpose(PATTERN_ROW) == PATTERN_COL && pattern_transpose(PATTERN_COL) == PATTERN_ROW
           && pattern_transpose(PATTERN_NONE) == PATTERN_NONE, "pattern_transpose");
     free(none); free(rows); free(cols); free(t);
