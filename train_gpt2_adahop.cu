@@ -37,17 +37,22 @@ enum { A_ENCODED, A_LN1, A_QKV, A_ATTY, A_ATT, A_RES2, A_LN2, A_FCH, A_FCH_GELU,
 
 typedef struct {
     floatX* t[NUM_ACT_TENSORS];
+    bool linear_inputs_kept;   // ln1, ln2, fch_gelu of every layer (bf16); else one layer's worth, recomputed
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd;
     float* losses;     // [B*T], summed over the micro-steps of one optimizer step
+    float* losses_host;   // pinned copy for the mean
     float* scores;     // [B, NH, T, T] FP32 attention scores; the backward reuses it for the BF16 datt
 } Activations;
 
-// elements of each activation tensor for a micro-batch of B x T
-static void activation_sizes(const GPT2Config* c, int B, int T, size_t sizes[NUM_ACT_TENSORS]) {
-    size_t L = c->num_layers, C = c->channels, NH = c->num_heads, BT = (size_t)B * T;
-    sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = L * BT * C;       sizes[A_QKV] = L * BT * 3 * C;
+// elements of each activation tensor for a micro-batch of B x T. The inputs of the qkv, fc and fc-projection
+// linears (ln1, ln2, fch_gelu) are kept for every layer only when the linears run in BF16: the MXFP4 modes keep
+// their dW operand in MXFP4 (llmc/adahop_linear.cuh) and recompute the BF16 input in the rare backward that
+// reads it. The attention projection's input atty stays, as attention's own output.
+static void activation_sizes(const GPT2Config* c, int B, int T, bool linear_inputs_kept, size_t sizes[NUM_ACT_TENSORS]) {
+    size_t L = c->num_layers, C = c->channels, NH = c->num_heads, BT = (size_t)B * T, LI = linear_inputs_kept ? L : 1;
+    sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = LI * BT * C;      sizes[A_QKV] = L * BT * 3 * C;
     sizes[A_ATTY] = L * BT * C;     sizes[A_ATT] = L * B * NH * T * T; sizes[A_RES2] = L * BT * C;
-    sizes[A_LN2] = L * BT * C;      sizes[A_FCH] = L * BT * 4 * C;   sizes[A_FCH_GELU] = L * BT * 4 * C;
+    sizes[A_LN2] = LI * BT * C;     sizes[A_FCH] = L * BT * 4 * C;   sizes[A_FCH_GELU] = LI * BT * 4 * C;
     sizes[A_RES3] = L * BT * C;     sizes[A_LNF] = BT * C;           sizes[A_LOGITS] = BT * c->padded_vocab_size;
     sizes[A_QKVR] = BT * 3 * C;     sizes[A_YR] = BT * C;
     sizes[A_DQKVR] = BT * 3 * C;    sizes[A_DRES] = BT * C;          sizes[A_D4C] = BT * 4 * C;
@@ -97,7 +102,7 @@ static void staging_layout(int BT, size_t offs[6]) {
 // device bytes the model needs at micro-batch B x T: used to refuse a batch that cannot fit, before allocating
 static size_t gpt2_device_bytes(const GPT2Config* c, int B, int T, const LinearOptions* lo) {
     size_t n = gpt2_num_params(c), sizes[NUM_ACT_TENSORS], act = 0, offs[6];
-    activation_sizes(c, B, T, sizes);
+    activation_sizes(c, B, T, lo->precision == PREC_BF16, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { act += sizes[i]; }
     staging_layout(B * T, offs);
     size_t stats = (size_t)c->num_layers * 4 * B * T + 3 * (size_t)B * T + (size_t)B * c->num_heads * T * T;
@@ -105,8 +110,7 @@ static size_t gpt2_device_bytes(const GPT2Config* c, int B, int T, const LinearO
     if (lo->precision != PREC_BF16) {
         size_t N = (size_t)B * T, C = c->channels, max_elems = N * 4 * C;
         lowp = 2 * max_elems * 17 / 32 + 2 * max_elems * (lo->path == GEMM_PATH_FAST ? 1 : 2)   // workspace operands
-             + (size_t)c->num_layers * 7 * C * N * 17 / 32                                         // saved x^T per linear
-             + (lo->precision == PREC_ADAHOP ? (size_t)c->num_layers * 4 * lo->oe_k * N * 2 : 0);   // saved OE channels
+             + (size_t)c->num_layers * 6 * C * N * 17 / 32;        // saved x^T of qkv, fc, fcproj (attproj reads atty)
     }
     return n * (sizeof(floatX) + 4 * sizeof(float)) + act * sizeof(floatX) + stats * sizeof(float) +
            column_sums_scratch_bytes(4 * c->channels) + offs[5] * sizeof(int) + cublaslt_workspace_size + lowp;
@@ -131,9 +135,9 @@ static void gpt2_build_linears(GPT2* m, const LinearOptions* lo, uint64_t seed) 
     for (int i = 0; i < 4 * L; i++) {
         int cin, cout;
         linear_shape(i % 4, C, &cin, &cout);
-        m->saved[i].x_t = mx_operand_alloc(cin, N);
+        m->saved[i].input_kept = i % 4 == LIN_ATTPROJ;   // atty: attention's output, kept in BF16 for every layer
+        if (!m->saved[i].input_kept) { m->saved[i].x_t = mx_operand_alloc(cin, N); }
         if (lo->precision == PREC_ADAHOP) {
-            m->saved[i].x_channels = (floatX*)device_malloc((size_t)lo->oe_k * N * sizeof(floatX), "saved OE channels");
             m->saved[i].x_channel_idx = (int*)device_malloc((size_t)lo->oe_k * sizeof(int), "saved OE indices");
         }
     }
@@ -166,13 +170,15 @@ static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, i
         off += m->param_sizes[i];
     }
     size_t sizes[NUM_ACT_TENSORS];
-    activation_sizes(c, B, T, sizes);
+    m->acts.linear_inputs_kept = lo->precision == PREC_BF16;
+    activation_sizes(c, B, T, m->acts.linear_inputs_kept, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { m->acts.t[i] = (floatX*)device_malloc(sizes[i] * sizeof(floatX), "activations"); }
     size_t LBT = (size_t)c->num_layers * B * T, BT = (size_t)B * T;
     float** stats[6] = {&m->acts.ln1_mean, &m->acts.ln1_rstd, &m->acts.ln2_mean, &m->acts.ln2_rstd,
                         &m->acts.lnf_mean, &m->acts.lnf_rstd};
     for (int i = 0; i < 6; i++) { *stats[i] = (float*)device_malloc((i < 4 ? LBT : BT) * sizeof(float), "norm statistics"); }
     m->acts.losses = (float*)device_malloc(BT * sizeof(float), "losses");
+    cudaCheck(cudaMallocHost((void**)&m->acts.losses_host, BT * sizeof(float)));
     m->acts.scores = (float*)device_malloc((size_t)B * c->num_heads * T * T * sizeof(float), "attention scores");
     m->scratch = (float*)device_malloc(column_sums_scratch_bytes(4 * c->channels), "reduction scratch");
     size_t offs[6];
@@ -188,6 +194,21 @@ static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, i
     cudaCheck(cudaMemset(m->grads, 0, n * sizeof(float)));
     cudaCheck(cudaMemset(m->acts.losses, 0, BT * sizeof(float)));
     gpt2_build_linears(m, lo, seed);
+}
+
+// bytes held from forward to backward only as inputs of the block linears: ln1, ln2, fch_gelu of every layer in
+// BF16 (bf16 mode), or their MXFP4 dW operands plus the one-layer BF16 buffers the backward recomputes into.
+// atty, the attention projection's input, is not counted: it is kept in every mode as attention's output.
+static size_t gpt2_saved_input_bytes(const GPT2* m) {
+    size_t sizes[NUM_ACT_TENSORS], bytes = 0;
+    activation_sizes(&m->config, m->max_B, m->max_T, m->acts.linear_inputs_kept, sizes);
+    bytes = (sizes[A_LN1] + sizes[A_LN2] + sizes[A_FCH_GELU]) * sizeof(floatX);
+    if (m->adahop.precision == PREC_BF16) { return bytes; }
+    for (int i = 0; i < 4 * m->config.num_layers; i++) {
+        const MXOperand* x = &m->saved[i].x_t;
+        bytes += (size_t)x->rows * x->K / 2 + (size_t)x->rows * x->K / 32;
+    }
+    return bytes;
 }
 
 // BF16 compute copy of the master weights (round to nearest)
@@ -211,7 +232,6 @@ static void gpt2_free(GPT2* m) {
     if (m->adahop.precision != PREC_BF16) {
         for (int i = 0; i < 4 * m->config.num_layers; i++) {
             mx_operand_free(&m->saved[i].x_t);
-            cudaCheck(cudaFree(m->saved[i].x_channels));
             cudaCheck(cudaFree(m->saved[i].x_channel_idx));
         }
         adahop_workspace_free(&m->ws);
@@ -219,6 +239,7 @@ static void gpt2_free(GPT2* m) {
     free(m->saved);
     adahop_free(&m->adahop);
     cudaCheck(cudaFreeHost(m->staging_host));
+    cudaCheck(cudaFreeHost(m->acts.losses_host));
     free(m->token_counts);
     cudaCheck(cudaEventDestroy(m->staging_done));
     cudaCheck(cudaStreamDestroy(m->stream));
@@ -248,17 +269,17 @@ static void gpt2_stage_batch(GPT2* m, const int* inputs, const int* targets, int
 typedef struct { floatX *ln1, *qkv, *atty, *att, *res_in, *res2, *ln2, *fch, *fch_gelu, *res3; } LayerActs;
 
 static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, int NH) {
-    size_t nc = (size_t)B * T * C;
+    size_t nc = (size_t)B * T * C, li = a->linear_inputs_kept ? l : 0;
     LayerActs la;
-    la.ln1 = a->t[A_LN1] + l * nc;
+    la.ln1 = a->t[A_LN1] + li * nc;
     la.qkv = a->t[A_QKV] + l * 3 * nc;
     la.atty = a->t[A_ATTY] + l * nc;
     la.att = a->t[A_ATT] + (size_t)l * B * NH * T * T;
     la.res_in = l == 0 ? a->t[A_ENCODED] : a->t[A_RES3] + (l - 1) * nc;
     la.res2 = a->t[A_RES2] + l * nc;
-    la.ln2 = a->t[A_LN2] + l * nc;
+    la.ln2 = a->t[A_LN2] + li * nc;
     la.fch = a->t[A_FCH] + l * 4 * nc;
-    la.fch_gelu = a->t[A_FCH_GELU] + l * 4 * nc;
+    la.fch_gelu = a->t[A_FCH_GELU] + li * 4 * nc;
     la.res3 = a->t[A_RES3] + l * nc;
     return la;
 }
@@ -281,7 +302,6 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     // the first LayerNorm has no residual add before it
     layernorm_forward(a->t[A_LN1], a->ln1_mean, a->ln1_rstd, NULL, a->t[A_ENCODED], NULL, w[P_LN1W], w[P_LN1B], N, C, s);
     for (int l = 0; l < L; l++) {
-        size_t nc = (size_t)N * C;
         LayerActs la = layer_acts(a, l, B, T, C, NH);
         floatX *ln1 = la.ln1, *qkv = la.qkv, *atty = la.atty, *att = la.att, *res_in = la.res_in, *res2 = la.res2;
         floatX *ln2 = la.ln2, *fch = la.fch, *fch_gelu = la.fch_gelu, *res3 = la.res3;
@@ -303,7 +323,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
                               fch_gelu, w[P_FCPROJW] + (size_t)l * 4 * C * C, w[P_FCPROJB] + l * C, N, 4 * C, C, s);
         // residual add, then the next layer's first LayerNorm (or the final one)
         bool last = l == L - 1;
-        floatX* next_ln = last ? a->t[A_LNF] : a->t[A_LN1] + (l + 1) * nc;
+        floatX* next_ln = last ? a->t[A_LNF] : layer_acts(a, l + 1, B, T, C, NH).ln1;
         float* next_mean = last ? a->lnf_mean : a->ln1_mean + (l + 1) * N;
         float* next_rstd = last ? a->lnf_rstd : a->ln1_rstd + (l + 1) * N;
         const floatX* nw = last ? w[P_LNFW] : w[P_LN1W] + (l + 1) * C;
@@ -319,6 +339,28 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
 
 // ----------------------------------------------------------------------------
 // backward pass: gradients of the loss of the last forward (which ran with dloss != 0), added into grads
+
+// the BF16 input of linear `kind` of layer l, for its backward: NULL when the backward does not read it (the dW
+// operand was saved in MXFP4), the kept tensor, or else recomputed into the one-layer buffer (LayerNorm from the
+// residual stream and its saved statistics, GELU from fch: the same values the forward produced)
+static const floatX* linear_backward_input(GPT2* m, const LayerActs* la, int l, int kind, int N) {
+    const Activations* a = &m->acts;
+    if (!adahop_linear_backward_reads_input(m->saved + 4 * l + kind)) { return NULL; }
+    if (kind == LIN_ATTPROJ) { return la->atty; }
+    floatX* x = kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->fch_gelu);
+    if (a->linear_inputs_kept) { return x; }
+    int C = m->config.channels;
+    floatX** w = m->w;
+    if (kind == LIN_FCPROJ) { gelu_forward(x, la->fch, (long)N * 4 * C, m->stream); }
+    else if (kind == LIN_FC) {
+        layernorm_forward(x, a->ln2_mean + l * N, a->ln2_rstd + l * N, NULL, la->res2, NULL, w[P_LN2W] + l * C,
+                          w[P_LN2B] + l * C, N, C, m->stream);
+    } else {
+        layernorm_forward(x, a->ln1_mean + l * N, a->ln1_rstd + l * N, NULL, la->res_in, NULL, w[P_LN1W] + l * C,
+                          w[P_LN1B] + l * C, N, C, m->stream);
+    }
+    return x;
+}
 
 static void gpt2_backward(GPT2* m, int B, int T) {
     const GPT2Config* c = &m->config;
@@ -337,26 +379,29 @@ static void gpt2_backward(GPT2* m, int B, int T) {
                        w[P_LNFW], N, C, s);
     for (int l = L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
-        floatX *ln1 = la.ln1, *qkv = la.qkv, *atty = la.atty, *att = la.att, *res_in = la.res_in, *res2 = la.res2;
-        floatX *ln2 = la.ln2, *fch = la.fch, *fch_gelu = la.fch_gelu;
+        floatX *qkv = la.qkv, *att = la.att, *res_in = la.res_in, *res2 = la.res2, *fch = la.fch;
         size_t cc = (size_t)C * C;
         LinearSaved* sv = m->saved + 4 * l;
         int li = 4 * l;
         bool st = m->stats_now;
         // MLP
         adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_FCPROJ, li + LIN_FCPROJ, m->step, st, d4c, g[P_FCPROJW] + l * 4 * cc,
-                               g[P_FCPROJB] + l * C, m->scratch, dres, fch_gelu, w[P_FCPROJW] + l * 4 * cc, N, 4 * C, C, s);
+                               g[P_FCPROJB] + l * C, m->scratch, dres,
+                               linear_backward_input(m, &la, l, LIN_FCPROJ, N), w[P_FCPROJW] + l * 4 * cc, N, 4 * C, C, s);
         gelu_backward(d4c, fch, (long)N * 4 * C, s);
         adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_FC, li + LIN_FC, m->step, st, dc, g[P_FCW] + l * 4 * cc,
-                               g[P_FCB] + l * 4 * C, m->scratch, d4c, ln2, w[P_FCW] + l * 4 * cc, N, C, 4 * C, s);
+                               g[P_FCB] + l * 4 * C, m->scratch, d4c,
+                               linear_backward_input(m, &la, l, LIN_FC, N), w[P_FCW] + l * 4 * cc, N, C, 4 * C, s);
         layernorm_backward(dres, g[P_LN2W] + l * C, g[P_LN2B] + l * C, m->scratch, dc, res2, a->ln2_mean + l * N,
                            a->ln2_rstd + l * N, w[P_LN2W] + l * C, N, C, s);
         // attention
         adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_ATTPROJ, li + LIN_ATTPROJ, m->step, st, dc, g[P_ATTPROJW] + l * cc,
-                               g[P_ATTPROJB] + l * C, m->scratch, dres, atty, w[P_ATTPROJW] + l * cc, N, C, C, s);
+                               g[P_ATTPROJB] + l * C, m->scratch, dres,
+                               linear_backward_input(m, &la, l, LIN_ATTPROJ, N), w[P_ATTPROJW] + l * cc, N, C, C, s);
         attention_backward(d4c, a->t[A_QKVR], a->t[A_DQKVR], (floatX*)a->scores, a->t[A_YR], dc, qkv, att, B, T, C, NH, s);
         adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_QKV, li + LIN_QKV, m->step, st, dc, g[P_QKVW] + l * 3 * cc,
-                               g[P_QKVB] + l * 3 * C, m->scratch, d4c, ln1, w[P_QKVW] + l * 3 * cc, N, C, 3 * C, s);
+                               g[P_QKVB] + l * 3 * C, m->scratch, d4c,
+                               linear_backward_input(m, &la, l, LIN_QKV, N), w[P_QKVW] + l * 3 * cc, N, C, 3 * C, s);
         layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, m->scratch, dc, res_in, a->ln1_mean + l * N,
                            a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
     }
@@ -392,12 +437,11 @@ static float gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps,
 // mean of the per-token losses of the last optimizer step (waits for the GPU)
 static float gpt2_mean_loss(GPT2* m, int B, int T, int micro_steps) {
     int N = B * T;
-    float* h = (float*)malloc_check((size_t)N * sizeof(float));
+    float* h = m->acts.losses_host;
     cudaCheck(cudaMemcpyAsync(h, m->acts.losses, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost, m->stream));
     cudaCheck(cudaStreamSynchronize(m->stream));
     double sum = 0.0;
     for (int i = 0; i < N; i++) { sum += h[i]; }
-    free(h);
     return (float)(sum / ((double)N * micro_steps));
 }
 
@@ -672,6 +716,7 @@ int main(int argc, char** argv) {
            prop.name, o.B, o.T, micro_steps, o.total_batch, start_step, o.max_steps, o.lr, o.warmup,
            device_bytes_allocated / 1073741824.0);
     if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
+    printf("saved inputs of the block linears: %.2f GiB\n", gpt2_saved_input_bytes(&model) / 1073741824.0);
     static const char* path_names[2] = {"exact", "fast"};
     printf("block linears: %s%s%s, stochastic rounding of gradients %s\n", precision_names[o.lin.precision],
            o.lin.precision == PREC_BF16 ? "" : ", MXFP4 GEMM path ", o.lin.precision == PREC_BF16 ? "" : path_names[o.lin.path],

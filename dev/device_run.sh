@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build (unless the carried binaries load), GPU tests, a short training run on
 # the embedded data, then the throughput benchmark; logs go to $OUT (or build/), a short table comes last.
-# Usage: dev/device_run.sh [tests] [train] [bench] [kbench]   (default: all four; kbench = MXFP4 kernel benchmark)
+# Usage: dev/device_run.sh [tests] [train] [bench] [kbench] [modes]   (default: the first four; kbench = MXFP4
+# kernel benchmark, modes = dev/bench_modes.sh: tok/s and memory of every precision mode at d12/d24/d48)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/out}; export OUT
@@ -27,6 +28,7 @@ if want train; then
 fi
 if want kbench; then ./build/bench_mxfp4 > "$OUT/bench_mxfp4.log" 2>&1 || echo "bench_mxfp4 failed"; fi
 if want bench; then bash dev/bench_gpt2.sh > "$OUT/bench.log" 2>&1; fi
+if want modes; then bash dev/bench_modes.sh ${MODES_CONFIGS:-} > "$OUT/bench_modes.log" 2>&1; fi
 echo
 echo "==== summary ($(date -u +%F))"
 echo "GPU: $(cat "$OUT/gpu.txt")"
@@ -34,4 +36,5 @@ echo "GPU tests: $status_tests   ($(grep -h 'passed,' "$OUT/gpu_tests.log" 2>/de
 echo "default training run: $status_train   first/last train loss: $(grep -E '^step +[0-9]+/' "$OUT/train_default.log" 2>/dev/null | sed -n '1p;$p' | awk '{print $5}' | tr '\n' ' ')"
 [ -f "$OUT/bench_mxfp4.log" ] && grep '^|' "$OUT/bench_mxfp4.log"
 [ -f "$OUT/bench.log" ] && sed -n '/^| model/,$p' "$OUT/bench.log"
+[ -f "$OUT/bench_modes.log" ] && sed -n '/^| model/,$p' "$OUT/bench_modes.log"
 exit 0

@@ -37,15 +37,18 @@ typedef struct {
     int* oe_idx;                      // [oe_k]
     float *row_var, *row_sq, *col_var, *col_sq, *col_sum, *colsum_scratch;   // statistics
     float* host_stats;                // pinned, for the pattern classification
+    double* host_stats_f64;           // the same in double, as the classifier takes them
 } AdahopWorkspace;
 
 // one linear's state kept from forward to backward: x^T in MXFP4 (the dW operand) and, for OE on x's
-// channels in the dW GEMM, those channels in BF16 with their indices
+// channels in the dW GEMM, the indices of those channels (their BF16 values are taken from x at backward time,
+// which the caller recomputes when it does not keep x: see adahop_linear_backward_reads_input). A linear whose
+// input the caller keeps in BF16 anyway (input_kept) saves nothing: its dW operand is quantized at backward time.
 typedef struct {
     MXOperand x_t;                    // [Cin x N] buffer for the largest N; views of the current N are used
-    floatX* x_channels;               // [oe_k x N]
     int* x_channel_idx;               // [oe_k]
     int dw_strategy_saved;            // the dW strategy x_t was prepared for
+    bool input_kept;
 } LinearSaved;
 
 static inline MXOperand mx_view(const MXOperand* buf, int rows, int K) { MXOperand v = {rows, K, buf->codes, buf->scales}; return v; }
@@ -78,6 +81,7 @@ static inline void adahop_workspace_init(AdahopWorkspace* ws, size_t max_elems, 
     ws->col_sum = (float*)device_malloc((size_t)max_rows * sizeof(float), "column sums");
     ws->colsum_scratch = (float*)device_malloc(column_sums_scratch_bytes(max_rows), "column sum scratch");
     cudaCheck(cudaMallocHost((void**)&ws->host_stats, 2 * (size_t)max_rows * sizeof(float)));
+    ws->host_stats_f64 = (double*)malloc_check(2 * (size_t)max_rows * sizeof(double));
 }
 
 static inline void adahop_workspace_free(AdahopWorkspace* ws) {
@@ -88,6 +92,7 @@ static inline void adahop_workspace_free(AdahopWorkspace* ws) {
                     ws->col_sq, ws->col_sum, ws->colsum_scratch};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
     cudaCheck(cudaFreeHost(ws->host_stats));
+    free(ws->host_stats_f64);
 }
 
 // out [M x N] (+= beta) = A B^T in BF16 operands with FP32 accumulation; the operands' layouts become
@@ -145,10 +150,10 @@ static inline void mx_gemm_nt(AdahopWorkspace* ws, void* out, bool out_fp32, flo
 }
 
 // One GEMM out [M x N] = A B^T (+ beta out) (+ bias) under `strategy`. qb_saved, when given, is B already
-// quantized (the dW operand saved at forward time); b_extracted / b_idx are then its BF16 OE rows.
+// quantized (the dW operand saved at forward time) with its OE rows b_idx zeroed; b itself is then read only
+// for those rows.
 static inline void adahop_gemm(AdahopWorkspace* ws, int strategy, void* out, bool out_fp32, float beta, Operand a,
-                               Operand b, const MXOperand* qb_saved, Operand* b_extracted, const int* b_idx,
-                               const floatX* bias, int a_is_grad, int b_is_grad, uint64_t seed, cudaStream_t s) {
+                               Operand b, const MXOperand* qb_saved, const int* b_idx, const floatX* bias, int a_is_grad, int b_is_grad, uint64_t seed, cudaStream_t s) {
     if (strategy == STRAT_BF16) { gemm_nt_bf16(out, out_fp32, beta, a, b, bias, s); return; }
     MXQuantOptions oa = {strategy != STRAT_PLAIN, MX_SCALE_OCP, a_is_grad && ws->stochastic_grads, seed};
     MXQuantOptions ob = {strategy != STRAT_PLAIN, MX_SCALE_OCP, b_is_grad && ws->stochastic_grads, seed ^ 0xB};
@@ -171,16 +176,13 @@ static inline void adahop_gemm(AdahopWorkspace* ws, int strategy, void* out, boo
     if (strategy == STRAT_IHT_OE_COLS_B) {
         int k = min(ws->oe_k, N);
         const int* idx = b_idx;
-        Operand ext;
-        if (qb_saved) {
-            ext = *b_extracted;       // rows already zeroed in the saved operand at forward time
-        } else {
+        if (!qb_saved) {
             topk_rows(ws->oe_idx, operand_row_norms(ws, b, s), N, k, s);
             mx_zero_rows_kernel<<<k, 256, 0, s>>>(qb.codes, qb.scales, ws->oe_idx, k, b.K);
             cudaCheckLaunch();
             idx = ws->oe_idx;
-            ext = operand_gather_rows(ws, b, idx, k, s);
         }
+        Operand ext = operand_gather_rows(ws, b, idx, k, s);
         mx_gemm_nt(ws, out, out_fp32, beta, &qa, &qb, bias, s);
         gemm_nt_bf16(ws->oe_part, true, 0.0f, a, ext, NULL, s);   // [M x k]
         if (out_fp32) { scatter_add_kernel<float><<<ceil_div((long)M * k, 256), 256, 0, s>>>((float*)out, ws->oe_part, idx, k, M, N, false); }
@@ -197,11 +199,9 @@ static inline int classify_tensor(AdahopWorkspace* ws, const floatX* x, int R, i
     cudaCheck(cudaMemcpyAsync(ws->host_stats, ws->row_var, R * sizeof(float), cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaMemcpyAsync(ws->host_stats + R, ws->col_var, C * sizeof(float), cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaStreamSynchronize(s));
-    double* rv = (double*)malloc_check((size_t)(R + C) * sizeof(double));
+    double* rv = ws->host_stats_f64;
     for (int i = 0; i < R + C; i++) { rv[i] = ws->host_stats[i]; }
-    int p = classify_pattern_cpu(rv, rv + R, R, C, 2.0);
-    free(rv);
-    return p;
+    return classify_pattern_cpu(rv, rv + R, R, C, 2.0);
 }
 
 // seed of one quantization: differs per step, linear and GEMM so stochastic rounding draws fresh numbers
@@ -215,11 +215,11 @@ static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, L
                                          int step, bool need_backward, bool stats, floatX* out, const floatX* x,
                                          const floatX* w, const floatX* bias, int N, int Cin, int Cout, cudaStream_t s) {
     Operand a = {x, N, Cin, false}, b = {w, Cout, Cin, false};
-    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_FWD), out, false, 0.0f, a, b, NULL, NULL, NULL, bias, 0, 0,
+    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_FWD), out, false, 0.0f, a, b, NULL, NULL, bias, 0, 0,
                 adahop_seed(ws, step, linear, GEMM_FWD), s);
     int dw = adahop_strategy_of(st, linear, GEMM_DW);
     saved->dw_strategy_saved = dw;
-    if (need_backward && dw != STRAT_BF16) {
+    if (need_backward && dw != STRAT_BF16 && !saved->input_kept) {
         MXQuantOptions opt = {dw != STRAT_PLAIN, MX_SCALE_OCP, 0, 0};
         MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
         mx_quantize_cols(&xt_view, x, N, Cin, opt, s);
@@ -229,8 +229,6 @@ static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, L
             topk_rows(saved->x_channel_idx, operand_row_norms(ws, xt, s), Cin, k, s);
             mx_zero_rows_kernel<<<k, 256, 0, s>>>(saved->x_t.codes, saved->x_t.scales, saved->x_channel_idx, k, N);
             cudaCheckLaunch();
-            gather_cols_kernel<<<ceil_div((long)k * N, 256), 256, 0, s>>>(saved->x_channels, x, saved->x_channel_idx, k, N, Cin);
-            cudaCheckLaunch();
         }
     }
     if (stats) {
@@ -239,25 +237,27 @@ static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, L
     }
 }
 
-// backward: dinp = dout W; dweight += dout^T x (FP32); dbias += column sums of dout. x (BF16) is read only
-// when the dW strategy is BF16; otherwise saved->x_t from the forward pass is used.
+// whether adahop_linear_backward reads the BF16 input x: for a BF16 dW GEMM, and for OE on x's channels
+static inline bool adahop_linear_backward_reads_input(const LinearSaved* saved) {
+    return saved->input_kept || saved->dw_strategy_saved == STRAT_BF16 || saved->dw_strategy_saved == STRAT_IHT_OE_COLS_B;
+}
+
+// backward: dinp = dout W; dweight += dout^T x (FP32); dbias += column sums of dout. x (BF16) is read only when
+// adahop_linear_backward_reads_input says so (may be NULL otherwise); the dW GEMM uses saved->x_t from the forward.
 static inline void adahop_linear_backward(AdahopWorkspace* ws, AdahopState* st, LinearSaved* saved, int linear,
                                           int step, bool stats, floatX* dinp, float* dweight,
                                           float* dbias, float* scratch, const floatX* dout, const floatX* x,
                                           const floatX* w, int N, int Cin, int Cout, cudaStream_t s) {
+    if (adahop_linear_backward_reads_input(saved) && !x) { die("AdaHOP linear %d: backward needs its BF16 input", linear); }
     Operand dy = {dout, N, Cout, false}, wt = {w, Cin, Cout, true};
-    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_DX), dinp, false, 0.0f, dy, wt, NULL, NULL, NULL, NULL, 1, 0,
+    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_DX), dinp, false, 0.0f, dy, wt, NULL, NULL, NULL, 1, 0,
                 adahop_seed(ws, step, linear, GEMM_DX), s);
     Operand dyt = {dout, Cout, N, true}, xt = {x, Cin, N, true};
     int dw = saved->dw_strategy_saved;
-    if (dw == STRAT_BF16) {
-        adahop_gemm(ws, dw, dweight, true, 1.0f, dyt, xt, NULL, NULL, NULL, NULL, 1, 0, 0, s);
-    } else {
-        Operand ext = {saved->x_channels, min(ws->oe_k, Cin), N, false};
-        MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
-        adahop_gemm(ws, dw, dweight, true, 1.0f, dyt, xt, &xt_view, &ext, saved->x_channel_idx, NULL, 1, 0,
-                    adahop_seed(ws, step, linear, GEMM_DW), s);
-    }
+    MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
+    bool from_saved = dw != STRAT_BF16 && !saved->input_kept;
+    adahop_gemm(ws, dw, dweight, true, 1.0f, dyt, xt, from_saved ? &xt_view : NULL, saved->x_channel_idx, NULL, 1, 0,
+                adahop_seed(ws, step, linear, GEMM_DW), s);
     if (dbias) { bias_backward(dbias, scratch, dout, N, Cout, s); }
     if (stats) { adahop_record(st, linear, TENSOR_DY, classify_tensor(ws, dout, N, Cout, s)); }
 }

@@ -17,6 +17,50 @@ static int same_bytes(const uint8_t* dev, const uint8_t* ref, size_t n) {
     return ok;
 }
 
+// The trainer's path, adahop_linear_forward + adahop_linear_backward with x^T saved in MXFP4 at forward time
+// (and only the OE channel indices: their BF16 values are read from x at backward time), or with nothing saved
+// when the caller keeps x (input_kept): the saved operand must equal the reference's dW operand bit for bit, and
+// y, dX, dW the reference products within the tolerance.
+static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const floatX* x, const floatX* w,
+                             const floatX* dy, int gemm_path, bool input_kept) {
+    if (c->stochastic) { return; }   // the trainer seeds its stochastic rounding per step and linear, not per case
+    int N = c->N, Cin = c->Cin, Cout = c->Cout;
+    AdahopState st;
+    adahop_init(&st, PREC_ADAHOP, 1, 1, 0, 1, c->oe_k);
+    st.calibrated = 1;
+    for (int g = 0; g < NUM_GEMMS; g++) { st.strategy[LIN_FC * NUM_GEMMS + g] = c->strategy[g]; }
+    LinearSaved saved;
+    memset(&saved, 0, sizeof(saved));
+    saved.input_kept = input_kept;
+    if (!input_kept) { saved.x_t = mx_operand_alloc(Cin, N); }
+    saved.x_channel_idx = (int*)device_malloc((size_t)c->oe_k * sizeof(int), "OE indices");
+    floatX *y = (floatX*)device_malloc((size_t)N * Cout * sizeof(floatX), "y"), *dx = (floatX*)device_malloc((size_t)N * Cin * sizeof(floatX), "dX");
+    float* dw = (float*)device_malloc((size_t)Cout * Cin * sizeof(float), "dW");
+    cudaCheck(cudaMemset(dw, 0, (size_t)Cout * Cin * sizeof(float)));
+    adahop_linear_forward(ws, &st, &saved, LIN_FC, 0, true, false, y, x, w, NULL, N, Cin, Cout, 0);
+    if (c->strategy[GEMM_DW] != STRAT_BF16 && !input_kept) {
+        CHECK(same_bytes(saved.x_t.codes, c->codes[GEMM_DW][1], (size_t)Cin * N / 2) && same_bytes(saved.x_t.scales, c->scales[GEMM_DW][1], (size_t)Cin * N / 32),
+              "saved path: x^T saved at forward time differs from the reference's dW operand (strategy %d)", c->strategy[GEMM_DW]);
+    }
+    const floatX* x_read = adahop_linear_backward_reads_input(&saved) ? x : NULL;
+    adahop_linear_backward(ws, &st, &saved, LIN_FC, 0, false, dx, dw, NULL, NULL, dy, x_read, w, N, Cin, Cout, 0);
+    float* got[3] = {from_device_bf16(y, (size_t)N * Cout), from_device_bf16(dx, (size_t)N * Cin), (float*)malloc_check((size_t)Cout * Cin * sizeof(float))};
+    cudaCheck(cudaMemcpy(got[2], dw, (size_t)Cout * Cin * sizeof(float), cudaMemcpyDeviceToHost));
+    const float* want[3] = {c->y, c->dX, c->dW};
+    size_t n[3] = {(size_t)N * Cout, (size_t)N * Cin, (size_t)Cout * Cin};
+    for (int g = 0; g < 3; g++) {
+        double d2 = 0.0, r2 = 0.0;
+        for (size_t i = 0; i < n[g]; i++) { double d = (double)got[g][i] - want[g][i]; d2 += d * d; r2 += (double)want[g][i] * want[g][i]; }
+        double rel = sqrt(d2 / (r2 > 0 ? r2 : 1.0)), tol = g < 2 ? 1e-2 : (gemm_path == GEMM_PATH_FAST ? 1e-4 : 1e-5);   // y, dX are BF16
+        CHECK(rel <= tol, "saved path%s %s (strategy %d, %s path): relative error %.2e above %.0e", input_kept ? " (input kept)" : "",
+              case_gemm_names[g], c->strategy[g], gemm_path ? "fast" : "exact", rel, tol);
+        free(got[g]);
+    }
+    mx_operand_free(&saved.x_t);
+    cudaCheck(cudaFree(saved.x_channel_idx)); cudaCheck(cudaFree(y)); cudaCheck(cudaFree(dx)); cudaCheck(cudaFree(dw));
+    adahop_free(&st);
+}
+
 static void run_case(const char* path, int gemm_path) {
     AdahopCase c;
     adahop_case_read(path, &c);
@@ -34,7 +78,7 @@ static void run_case(const char* path, int gemm_path) {
     for (int g = 0; g < 3; g++) {
         int M = a[g].rows, Nn = b[g].rows, st = c.strategy[g];
         uint64_t seed = mx_mix64(c.seed ^ (uint64_t)g);
-        adahop_gemm(&ws, st, out, true, 0.0f, a[g], b[g], NULL, NULL, NULL, NULL, g > 0, 0, seed, 0);
+        adahop_gemm(&ws, st, out, true, 0.0f, a[g], b[g], NULL, NULL, NULL, g > 0, 0, seed, 0);
         float* got = (float*)malloc_check((size_t)M * Nn * sizeof(float));
         cudaCheck(cudaDeviceSynchronize());
         cudaCheck(cudaMemcpy(got, out, (size_t)M * Nn * sizeof(float), cudaMemcpyDeviceToHost));
@@ -58,6 +102,8 @@ static void run_case(const char* path, int gemm_path) {
         printf("  %s %-3s strategy %d %-5s path: rel. error %.2e\n", path, case_gemm_names[g], st, gemm_path ? "fast" : "exact", rel);
         free(got);
     }
+    check_saved_path(&ws, &c, x, w, dy, gemm_path, false);
+    check_saved_path(&ws, &c, x, w, dy, gemm_path, true);
     adahop_workspace_free(&ws);
     cudaCheck(cudaFree(x)); cudaCheck(cudaFree(w)); cudaCheck(cudaFree(dy)); cudaCheck(cudaFree(out));
     adahop_case_free(&c);

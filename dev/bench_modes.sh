@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Throughput and memory of every precision mode of the block linears against bf16, same GPU, same run, T=1024.
+# tok/s is the mean over steps 6..STEPS (after AdaHOP's 3 calibration steps, with re-classification off, so
+# the steady state is timed); GiB is what the trainer allocates (all of it up front: the peak); "saved inputs"
+# is what the block linears keep from forward to backward (train_gpt2_adahop.cu, gpt2_saved_input_bytes).
+# Usage: dev/bench_modes.sh [depth:batch ...]   (default 12:64 24:32 48:16; STEPS=15, MODES="bf16 mxfp4 hadamard adahop")
+set -uo pipefail
+cd "$(dirname "$0")/.."
+configs=("$@")
+[ ${#configs[@]} -eq 0 ] && configs=(12:64 24:32 48:16)
+steps=${STEPS:-15}
+modes=(${MODES:-bf16 mxfp4 hadamard adahop})
+out=${OUT:-build}/bench_modes
+mkdir -p "$out"
+table="$out/table.md"
+echo "| model | B | mode | tok/s | / bf16 | GiB allocated | / bf16 | saved inputs GiB | bf16 / mode |" > "$table"
+echo "|---|---|---|---|---|---|---|---|---|" >> "$table"
+for cfg in "${configs[@]}"; do
+    d=${cfg%%:*}; b=${cfg##*:}
+    base_tok=""; base_mem=""; base_saved=""
+    for mode in "${modes[@]}"; do
+        log="$out/d${d}_${mode}.txt"
+        ./train_gpt2_adahop -e "d$d" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -p "$mode" -w 3 -R 0 > "$log" 2>&1 || {
+            echo "d$d $mode FAILED:"; tail -n 3 "$log"; continue; }
+        tok=$(awk -v tokens=$((b * 1024)) '/^step +[0-9]+\/[0-9]+ \| loss/ { split($2, s, "/"); if (s[1] + 0 >= 6) {
+                  for (i = 1; i <= NF; i++) if ($(i + 1) == "ms") { ms += $i; n++ } } }
+              END { if (n > 0) printf "%.0f", tokens * n / (ms / 1000) }' "$log")
+        mem=$(sed -n 's/^summary:.*| \([0-9.]*\) GiB allocated.*/\1/p' "$log")
+        saved=$(sed -n 's/^saved inputs of the block linears: \([0-9.]*\) GiB/\1/p' "$log")
+        [ "$mode" = bf16 ] && { base_tok=$tok; base_mem=$mem; base_saved=$saved; }
+        ratios=$(awk -v t="$tok" -v bt="$base_tok" -v m="$mem" -v bm="$base_mem" -v s="$saved" -v bs="$base_saved" 'BEGIN {
+                     r = (bt > 0) ? sprintf("%.2f", t / bt) : "-"; q = (bm > 0) ? sprintf("%.2f", m / bm) : "-";
+                     u = (s > 0 && bs > 0) ? sprintf("%.2f", bs / s) : "-"; print r, q, u }')
+        read -r rt rm rs <<< "$ratios"
+        echo "| d$d | $b | $mode | $tok | $rt | $mem | $rm | $saved | $rs |" >> "$table"
+        echo "d$d B=$b $mode: $tok tok/s ($rt), $mem GiB ($rm), saved inputs $saved GiB ($rs)"
+        [ "$mode" = adahop ] && grep "^counts:" "$log" | tail -n 1
+    done
+done
+echo
+cat "$table"
