@@ -12,7 +12,8 @@ BUILD = build
 HOST_HEADERS = $(wildcard llmc/*.h) dev/test/test_common.h
 CUDA_HEADERS = $(wildcard llmc/*.cuh)
 CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_tokenizer $(BUILD)/test_gpt2_layers \
-            $(BUILD)/test_mxfp4 $(BUILD)/test_adahop_cpu $(BUILD)/test_adahop_state $(BUILD)/test_cpu_modes
+            $(BUILD)/test_mxfp4 $(BUILD)/test_adahop_cpu $(BUILD)/test_adahop_state $(BUILD)/test_cpu_modes \
+            $(BUILD)/test_llama_cpu
 CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/test_mxfp4_gpu $(BUILD)/bench_mxfp4 \
                 $(BUILD)/test_adahop_linear_gpu
 
@@ -31,6 +32,7 @@ test_gpt2: test_gpt2.c dev/test/reference_file.h $(HOST_HEADERS)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 $(BUILD)/test_%: dev/test/test_%.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
+$(BUILD)/test_llama_cpu: dev/test/reference_file.h
 $(BUILD)/test_adahop_case: dev/test/test_adahop_case.c dev/test/adahop_case_file.h $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 $(BUILD)/bench_quant_error: dev/bench_quant_error.c $(HOST_HEADERS) | $(BUILD)

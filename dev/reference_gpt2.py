@@ -71,9 +71,9 @@ def init_params(cfg, seed):
     return params
 
 
-def flatten(tensors):
-    """the 16 tensors concatenated in our layout, as a float32 numpy array"""
-    return np.concatenate([tensors[n].detach().to("cpu", torch.float32).reshape(-1).numpy() for n in NAMES])
+def flatten(tensors, names=NAMES):
+    """the named tensors (default: GPT-2's 16) concatenated in our layout, as a float32 numpy array"""
+    return np.concatenate([tensors[n].detach().to("cpu", torch.float32).reshape(-1).numpy() for n in names])
 
 
 def write_model(path, cfg, params, seed):
@@ -153,15 +153,16 @@ def grad_norm(p):
     return torch.sqrt(sum((t.grad.double() ** 2).sum() for t in p.values())).item()
 
 
-def train_losses(p, cfg, inputs, targets, args):
-    """runs args.steps AdamW steps (global-norm clipping first) on one batch; returns the loss before each"""
-    groups = [{"params": [p[n] for n in NAMES if n in DECAYED], "weight_decay": args.wd},
-              {"params": [p[n] for n in NAMES if n not in DECAYED], "weight_decay": 0.0}]
+def train_losses(p, cfg, inputs, targets, args, forward_fn=forward, decayed=DECAYED):
+    """runs args.steps AdamW steps (global-norm clipping first, weight decay on the `decayed` tensors) of the model
+    forward_fn (default GPT-2) on one batch; returns the loss before each"""
+    groups = [{"params": [t for n, t in p.items() if n in decayed], "weight_decay": args.wd},
+              {"params": [t for n, t in p.items() if n not in decayed], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps)
     losses = []
     for _ in range(args.steps):
         opt.zero_grad(set_to_none=False)
-        _, loss = forward(p, cfg, inputs, targets)
+        _, loss = forward_fn(p, cfg, inputs, targets)
         loss.backward()
         losses.append(loss.item())
         norm = grad_norm(p)
@@ -177,11 +178,13 @@ def f32_bits(x):
     return struct.unpack("<I", struct.pack("<f", x))[0]
 
 
-def write_reference(path, cfg, args, inputs, targets, logits, loss, norm, grads, losses):
-    """writes the reference file described in dev/test/reference_file.h"""
+def write_reference(path, cfg, args, inputs, targets, logits, loss, norm, grads, losses, names=NAMES, family=(), params=None):
+    """writes the reference file described in dev/test/reference_file.h; for another model family, `family` gives
+    header slots 11.. (family id, then its shape) and `params` the weights appended after the losses"""
     B, T = inputs.shape
     h = np.zeros(256, dtype="<u4")
     h[0:11] = [REF_MAGIC, REF_VERSION, B, T, len(losses), cfg["V"], cfg["Vp"], cfg["L"], cfg["NH"], cfg["C"], cfg["maxT"]]
+    h[11:11 + len(family)] = family
     h[16:22] = [f32_bits(v) for v in (args.lr, args.beta1, args.beta2, args.eps, args.wd, args.grad_clip)]
     with open(path, "wb") as f:
         f.write(h.tobytes())
@@ -189,8 +192,10 @@ def write_reference(path, cfg, args, inputs, targets, logits, loss, norm, grads,
         f.write(targets.cpu().numpy().astype("<i4").tobytes())
         f.write(logits[..., :cfg["V"]].detach().to("cpu", torch.float32).numpy().astype("<f4").tobytes())
         f.write(np.array([loss, norm], dtype="<f4").tobytes())
-        f.write(flatten(grads).astype("<f4").tobytes())
+        f.write(flatten(grads, names).astype("<f4").tobytes())
         f.write(np.array(losses, dtype="<f4").tobytes())
+        if params is not None:
+            f.write(flatten(params, names).astype("<f4").tobytes())
 
 
 def make_config(args):

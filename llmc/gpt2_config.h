@@ -83,6 +83,12 @@ static inline int gpt2_param_decays(int tensor) {
            tensor == P_FCW || tensor == P_FCPROJW;
 }
 
+// p[i] = std * normal_at(seed, base + i) for i < real, 0 for real <= i < n (zero padded rows)
+static inline void init_normal_cpu(float* p, long n, long real, float std, uint64_t seed, size_t base) {
+    #pragma omp parallel for
+    for (long i = 0; i < n; i++) { p[i] = i < real ? std * normal_at(seed, base + (size_t)i) : 0.0f; }
+}
+
 // GPT-2 init: N(0, 0.02) for matrices, residual output projections scaled by 1/sqrt(2L), zero biases,
 // unit norm weights, zero padded vocab rows. Each value depends only on (seed, its index), so the init is
 // the same on any machine and runs in parallel.
@@ -98,9 +104,7 @@ static inline void gpt2_init_params(const GPT2Config* c, float* params, uint64_t
             for (long i = 0; i < n; i++) { p[i] = 1.0f; }
         } else if (gpt2_param_decays(t)) {
             float std = (t == P_ATTPROJW || t == P_FCPROJW) ? residual_std : 0.02f;
-            long real = t == P_WTE ? (long)c->vocab_size * c->channels : n;
-            #pragma omp parallel for
-            for (long i = 0; i < n; i++) { p[i] = i < real ? std * normal_at(seed, base + (size_t)i) : 0.0f; }
+            init_normal_cpu(p, n, t == P_WTE ? (long)c->vocab_size * c->channels : n, std, seed, base);
         } else {
             memset(p, 0, (size_t)n * sizeof(float));
         }

@@ -9,6 +9,10 @@
 // forward, dX and dW GEMMs in the strategy the state gives, emulated with llmc/adahop_cpu.h (MXFP4 values in
 // float storage, round to nearest, OCP scale rule). STRAT_BF16 and no state at all (NULL) use the FP32 matmul
 // below, bit for bit. Embeddings, LM head, attention, norms, GELU, loss and AdamW always stay FP32.
+//
+// The layers, the block linears (block_linear_*_cpu) and the model helpers before the GPT-2 model itself are
+// shared with the LLaMA reference (llmc/llama_cpu.h): the encoder without position embedding (wpe NULL),
+// grouped-query attention, linears without bias (bias NULL), the batch checks and the clipped AdamW step.
 #ifndef LLMC_GPT2_CPU_H
 #define LLMC_GPT2_CPU_H
 
@@ -25,25 +29,28 @@
 // ----------------------------------------------------------------------------------------------
 // layers
 
-// out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]
+// out[b,t,:] = wte[inp[b,t],:] + wpe[t,:] (wpe NULL: no position embedding)
 static inline void encoder_forward_cpu(float* out, const int* inp, const float* wte, const float* wpe,
                                        int B, int T, int C) {
     for (int bt = 0; bt < B * T; bt++) {
         const float* wte_ix = wte + (size_t)inp[bt] * C;
-        const float* wpe_t = wpe + (size_t)(bt % T) * C;
         float* o = out + (size_t)bt * C;
+        if (wpe == NULL) { memcpy(o, wte_ix, (size_t)C * sizeof(float)); continue; }
+        const float* wpe_t = wpe + (size_t)(bt % T) * C;
         for (int i = 0; i < C; i++) { o[i] = wte_ix[i] + wpe_t[i]; }
     }
 }
 
-// dwte[inp[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:] (serial: rows of dwte may repeat)
+// dwte[inp[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:] unless dwpe is NULL (serial: rows of dwte may repeat)
 static inline void encoder_backward_cpu(float* dwte, float* dwpe, const float* dout, const int* inp,
                                         int B, int T, int C) {
     for (int bt = 0; bt < B * T; bt++) {
         const float* d = dout + (size_t)bt * C;
         float* dwte_ix = dwte + (size_t)inp[bt] * C;
+        for (int i = 0; i < C; i++) { dwte_ix[i] += d[i]; }
+        if (dwpe == NULL) { continue; }
         float* dwpe_t = dwpe + (size_t)(bt % T) * C;
-        for (int i = 0; i < C; i++) { dwte_ix[i] += d[i]; dwpe_t[i] += d[i]; }
+        for (int i = 0; i < C; i++) { dwpe_t[i] += d[i]; }
     }
 }
 
@@ -154,20 +161,23 @@ static inline void matmul_backward_cpu(float* dinp, float* dweight, float* dbias
     if (dbias != NULL) { matmul_backward_dbias_cpu(dbias, dout, B, T, OC); }
 }
 
-// causal self-attention: inp = qkv [B,T,3C] (q, k, v slices; head h = channels h*hs..), out [B,T,C];
-// att [B,NH,T,T] keeps the softmax probabilities (zero above the diagonal) for the backward pass
-static inline void attention_forward_cpu(float* out, float* att, const float* inp, int B, int T, int C, int NH) {
-    int hs = C / NH;
+// causal grouped-query self-attention: inp [B,T,C+2*NKV*hs] holds NH query heads, then NKV key heads, then NKV
+// value heads, of hs = C/NH channels each; query head h uses key/value head h/(NH/NKV). out [B,T,C]; att
+// [B,NH,T,T] keeps the softmax probabilities (zero above the diagonal) for the backward pass
+static inline void attention_gqa_forward_cpu(float* out, float* att, const float* inp, int B, int T, int C, int NH, int NKV) {
+    int hs = C / NH, group = NH / NKV;
+    size_t stride = (size_t)C + 2 * (size_t)NKV * hs, voff = (size_t)C + (size_t)NKV * hs;
     float scale = 1.0f / sqrtf((float)hs);
     #pragma omp parallel for collapse(3)
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             for (int h = 0; h < NH; h++) {
-                const float* q = inp + ((size_t)b * T + t) * 3 * C + h * hs;
+                int kvh = h / group;
+                const float* q = inp + ((size_t)b * T + t) * stride + h * hs;
                 float* a = att + (((size_t)b * NH + h) * T + t) * T;
                 float maxval = -INFINITY;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const float* k = inp + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    const float* k = inp + ((size_t)b * T + t2) * stride + C + kvh * hs;
                     float dot = 0.0f;
                     for (int i = 0; i < hs; i++) { dot += q[i] * k[i]; }
                     a[t2] = dot * scale;
@@ -180,7 +190,7 @@ static inline void attention_forward_cpu(float* out, float* att, const float* in
                 float* o = out + ((size_t)b * T + t) * C + h * hs;
                 for (int i = 0; i < hs; i++) { o[i] = 0.0f; }
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const float* v = inp + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    const float* v = inp + ((size_t)b * T + t2) * stride + voff + kvh * hs;
                     for (int i = 0; i < hs; i++) { o[i] += a[t2] * v[i]; }
                 }
             }
@@ -188,39 +198,53 @@ static inline void attention_forward_cpu(float* out, float* att, const float* in
     }
 }
 
-// attention gradient: dinp (dqkv [B,T,3C]) += d(out)/d(qkv) applied to dout, from the saved att
-static inline void attention_backward_cpu(float* dinp, const float* dout, const float* inp, const float* att,
-                                          int B, int T, int C, int NH) {
-    int hs = C / NH;
+// grouped-query attention gradient: dinp (layout of inp) += d(out)/d(inp) applied to dout, from the saved att
+static inline void attention_gqa_backward_cpu(float* dinp, const float* dout, const float* inp, const float* att,
+                                              int B, int T, int C, int NH, int NKV) {
+    int hs = C / NH, group = NH / NKV;
+    size_t stride = (size_t)C + 2 * (size_t)NKV * hs, voff = (size_t)C + (size_t)NKV * hs;
     float scale = 1.0f / sqrtf((float)hs);
     #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {   // one (b, h) owns its q/k/v channels of dinp: no races
+        for (int kvh = 0; kvh < NKV; kvh++) {   // one (b, kv head) owns its k/v channels and its group's q channels: no races
             float* datt = (float*)malloc_check((size_t)T * sizeof(float));
-            for (int t = 0; t < T; t++) {
-                const float* a = att + (((size_t)b * NH + h) * T + t) * T;
-                const float* d = dout + ((size_t)b * T + t) * C + h * hs;
-                const float* q = inp + ((size_t)b * T + t) * 3 * C + h * hs;
-                float* dq = dinp + ((size_t)b * T + t) * 3 * C + h * hs;
-                float datt_dot_att = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float* v = inp + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    float* dv = dinp + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    float s = 0.0f;
-                    for (int i = 0; i < hs; i++) { s += d[i] * v[i]; dv[i] += a[t2] * d[i]; }
-                    datt[t2] = s;
-                    datt_dot_att += s * a[t2];
-                }
-                for (int t2 = 0; t2 <= t; t2++) {
-                    float dpre = a[t2] * (datt[t2] - datt_dot_att) * scale;
-                    const float* k = inp + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    float* dk = dinp + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    for (int i = 0; i < hs; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
+            for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+                for (int t = 0; t < T; t++) {
+                    const float* a = att + (((size_t)b * NH + h) * T + t) * T;
+                    const float* d = dout + ((size_t)b * T + t) * C + h * hs;
+                    const float* q = inp + ((size_t)b * T + t) * stride + h * hs;
+                    float* dq = dinp + ((size_t)b * T + t) * stride + h * hs;
+                    float datt_dot_att = 0.0f;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const float* v = inp + ((size_t)b * T + t2) * stride + voff + kvh * hs;
+                        float* dv = dinp + ((size_t)b * T + t2) * stride + voff + kvh * hs;
+                        float s = 0.0f;
+                        for (int i = 0; i < hs; i++) { s += d[i] * v[i]; dv[i] += a[t2] * d[i]; }
+                        datt[t2] = s;
+                        datt_dot_att += s * a[t2];
+                    }
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        float dpre = a[t2] * (datt[t2] - datt_dot_att) * scale;
+                        const float* k = inp + ((size_t)b * T + t2) * stride + C + kvh * hs;
+                        float* dk = dinp + ((size_t)b * T + t2) * stride + C + kvh * hs;
+                        for (int i = 0; i < hs; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
+                    }
                 }
             }
             free(datt);
         }
     }
+}
+
+// GPT-2 causal multi-head self-attention: inp = qkv [B,T,3C] (q, k, v slices), out [B,T,C], att [B,NH,T,T]
+static inline void attention_forward_cpu(float* out, float* att, const float* inp, int B, int T, int C, int NH) {
+    attention_gqa_forward_cpu(out, att, inp, B, T, C, NH, NH);
+}
+
+// GPT-2 attention gradient: dinp (dqkv [B,T,3C]) += d(out)/d(qkv) applied to dout, from the saved att
+static inline void attention_backward_cpu(float* dinp, const float* dout, const float* inp, const float* att,
+                                          int B, int T, int C, int NH) {
+    attention_gqa_backward_cpu(dinp, dout, inp, att, B, T, C, NH, NH);
 }
 
 // out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise over N
@@ -293,6 +317,117 @@ static inline void adamw_update_cpu(float* params, const float* grads, float* m,
         params[i] -= lr * weight_decay * params[i];
         params[i] -= lr * mhat / (sqrtf(vhat) + eps);
     }
+}
+
+// ----------------------------------------------------------------------------------------------
+// block linears in a precision mode. st: the AdaHOP state (NULL = FP32, the bf16 behaviour); linear: its index
+// layer * NUM_LINEAR_KINDS + kind; record: 1 records the patterns of x, W and dY into st
+
+// the strategy of GEMM `gemm` of block linear `linear` (STRAT_BF16 without an AdaHOP state)
+static inline int block_linear_strategy_cpu(const AdahopState* st, int linear, int gemm) {
+    return st != NULL ? adahop_strategy_of(st, linear, gemm) : STRAT_BF16;
+}
+
+// records the pattern of tensor x [R x C] for `linear` when patterns are being collected
+static inline void block_linear_record_cpu(AdahopState* st, int record, int linear, int tensor, const float* x, int R, int C) {
+    if (st != NULL && record) { adahop_record(st, linear, tensor, tensor_pattern_cpu(x, R, C)); }
+}
+
+// block linear out[B*T, OC] = inp[B*T, C] @ weight[OC, C]^T + bias[OC] (bias may be NULL), its GEMM in the strategy of `linear`
+static inline void block_linear_forward_cpu(AdahopState* st, int record, int linear, float* out, const float* inp,
+                                            const float* weight, const float* bias, int B, int T, int C, int OC) {
+    int N = B * T, s = block_linear_strategy_cpu(st, linear, GEMM_FWD);
+    block_linear_record_cpu(st, record, linear, TENSOR_X, inp, N, C);
+    block_linear_record_cpu(st, record, linear, TENSOR_W, weight, OC, C);
+    if (s == STRAT_BF16) { matmul_forward_cpu(out, inp, weight, bias, B, T, C, OC); return; }
+    NTOperand a = {inp, N, C, 0}, b = {weight, OC, C, 0};
+    adahop_gemm_nt_cpu(out, 0, a, b, s, st->oe_k);
+    if (bias == NULL) { return; }
+    for (int bt = 0; bt < N; bt++) { for (int oc = 0; oc < OC; oc++) { out[(size_t)bt * OC + oc] += bias[oc]; } }
+}
+
+// gradients of a block linear (dinp, dweight, dbias +=; dbias may be NULL), the dX and dW GEMMs in the strategies of
+// `linear`: dX = dY W as A = dY [B*T, OC], B^T = W^T [C, OC]; dW = dY^T x as A = dY^T [OC, B*T], B^T = x^T [C, B*T]
+static inline void block_linear_backward_cpu(AdahopState* st, int record, int linear, float* dinp, float* dweight,
+                                             float* dbias, const float* dout, const float* inp, const float* weight,
+                                             int B, int T, int C, int OC) {
+    int N = B * T, sdx = block_linear_strategy_cpu(st, linear, GEMM_DX), sdw = block_linear_strategy_cpu(st, linear, GEMM_DW);
+    block_linear_record_cpu(st, record, linear, TENSOR_DY, dout, N, OC);
+    if (sdx == STRAT_BF16) { matmul_backward_dinp_cpu(dinp, dout, weight, B, T, C, OC); }
+    else {
+        NTOperand a = {dout, N, OC, 0}, b = {weight, C, OC, 1};
+        adahop_gemm_nt_cpu(dinp, 1, a, b, sdx, st->oe_k);
+    }
+    if (sdw == STRAT_BF16) { matmul_backward_dweight_cpu(dweight, dout, inp, B, T, C, OC); }
+    else {
+        NTOperand a = {dout, OC, N, 1}, b = {inp, C, N, 1};
+        adahop_gemm_nt_cpu(dweight, 1, a, b, sdw, st->oe_k);
+    }
+    if (dbias != NULL) { matmul_backward_dbias_cpu(dbias, dout, B, T, OC); }
+}
+
+// ----------------------------------------------------------------------------------------------
+// model helpers
+
+// dies (naming `who`) unless B > 0, 0 < T <= maxT and every input and target (if any) token lies in [0, V)
+static inline void check_batch_cpu(const char* who, const int* inputs, const int* targets, int B, int T, int maxT, int V) {
+    if (B <= 0 || T <= 0 || T > maxT) { die("%s: need B > 0 and 0 < T <= %d, got B=%d T=%d", who, maxT, B, T); }
+    for (int i = 0; i < B * T; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V) { die("%s: input token %d at %d is outside [0, %d)", who, inputs[i], i, V); }
+        if (targets && (targets[i] < 0 || targets[i] >= V)) { die("%s: target token %d at %d is outside [0, %d)", who, targets[i], i, V); }
+    }
+}
+
+// on the first call (*acts NULL): n floats of activations and n of their gradients, B*T input and target tokens,
+// and (B, T) in *alloc_B, *alloc_T; later calls die (naming `who`) unless B and T fit in those
+static inline void ensure_batch_buffers_cpu(const char* who, size_t n, int B, int T, float** acts, float** grad_acts,
+                                            int** inputs, int** targets, int* alloc_B, int* alloc_T) {
+    if (*acts == NULL) {
+        *acts = (float*)malloc_check(n * sizeof(float));
+        *grad_acts = (float*)malloc_check(n * sizeof(float));
+        *inputs = (int*)malloc_check((size_t)B * T * sizeof(int));
+        *targets = (int*)malloc_check((size_t)B * T * sizeof(int));
+        *alloc_B = B;
+        *alloc_T = T;
+    } else if (B > *alloc_B || T > *alloc_T) {
+        die("%s: batch B=%d T=%d is larger than the B=%d T=%d the activations were allocated for", who, B, T, *alloc_B, *alloc_T);
+    }
+}
+
+// mean of the n per-position losses (accumulated in double); -1 when the forward had no targets
+static inline float mean_loss_cpu(const float* losses, size_t n, int has_targets) {
+    if (!has_targets) { return -1.0f; }
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) { sum += losses[i]; }
+    return (float)(sum / (double)n);
+}
+
+// global L2 norm of n gradients
+static inline float grad_norm_cpu(const float* grads, size_t n) {
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) { sum += (double)grads[i] * grads[i]; }
+    return (float)sqrt(sum);
+}
+
+// clips the gradients of the num_tensors tensors (sizes[], back to back) to global norm grad_clip (when > 0), then
+// one AdamW step (1-based step) decaying only the tensors t with decays(t); returns the norm before clipping
+static inline float clip_adamw_cpu(float* params, float* grads, float* m, float* v, const size_t* sizes, int num_tensors,
+                                   int (*decays)(int), float lr, float beta1, float beta2, float eps, float weight_decay,
+                                   float grad_clip, int step) {
+    size_t n = 0;
+    for (int t = 0; t < num_tensors; t++) { n += sizes[t]; }
+    float norm = grad_norm_cpu(grads, n);
+    if (grad_clip > 0.0f && norm > grad_clip) {
+        float scale = grad_clip / norm;
+        for (size_t i = 0; i < n; i++) { grads[i] *= scale; }
+    }
+    size_t off = 0;
+    for (int t = 0; t < num_tensors; t++) {
+        float wd = decays(t) ? weight_decay : 0.0f;
+        adamw_update_cpu(params + off, grads + off, m + off, v + off, sizes[t], lr, beta1, beta2, eps, wd, step);
+        off += sizes[t];
+    }
+    return norm;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -390,18 +525,8 @@ static inline void gpt2cpu_build(GPT2CPU* m, const GPT2Config* config, const flo
 
 // allocates activations on the first call; later calls must fit in the first (B, T)
 static inline void gpt2cpu_ensure_acts(GPT2CPU* m, int B, int T) {
-    if (m->acts_memory == NULL) {
-        size_t n = gpt2cpu_num_acts(&m->config, B, T);
-        m->acts_memory = (float*)malloc_check(n * sizeof(float));
-        m->grad_acts_memory = (float*)malloc_check(n * sizeof(float));
-        m->inputs = (int*)malloc_check((size_t)B * T * sizeof(int));
-        m->targets = (int*)malloc_check((size_t)B * T * sizeof(int));
-        m->alloc_B = B;
-        m->alloc_T = T;
-    } else if (B > m->alloc_B || T > m->alloc_T) {
-        die("gpt2cpu_forward: batch B=%d T=%d is larger than the B=%d T=%d the activations were allocated for",
-            B, T, m->alloc_B, m->alloc_T);
-    }
+    ensure_batch_buffers_cpu("gpt2cpu_forward", gpt2cpu_num_acts(&m->config, B, T), B, T, &m->acts_memory,
+                             &m->grad_acts_memory, &m->inputs, &m->targets, &m->alloc_B, &m->alloc_T);
 }
 
 // runs the block linears under st (NULL = FP32, the bf16 behaviour); the caller owns st
@@ -412,56 +537,11 @@ static inline void gpt2cpu_set_precision(GPT2CPU* m, AdahopState* st) {
     m->adahop = st;
 }
 
-// the strategy of GEMM `gemm` of block linear `linear` (STRAT_BF16 without an AdaHOP state)
-static inline int gpt2cpu_strategy(const GPT2CPU* m, int linear, int gemm) {
-    return m->adahop != NULL ? adahop_strategy_of(m->adahop, linear, gemm) : STRAT_BF16;
-}
-
-// records the pattern of tensor x [R x C] for `linear` when patterns are being collected
-static inline void gpt2cpu_record(const GPT2CPU* m, int linear, int tensor, const float* x, int R, int C) {
-    if (m->adahop != NULL && m->stats_now) { adahop_record(m->adahop, linear, tensor, tensor_pattern_cpu(x, R, C)); }
-}
-
-// block linear out[B*T, OC] = inp[B*T, C] @ weight[OC, C]^T + bias[OC], its GEMM in the strategy of `linear`
-static inline void gpt2cpu_linear_forward(const GPT2CPU* m, int linear, float* out, const float* inp, const float* weight,
-                                          const float* bias, int B, int T, int C, int OC) {
-    int N = B * T, s = gpt2cpu_strategy(m, linear, GEMM_FWD);
-    gpt2cpu_record(m, linear, TENSOR_X, inp, N, C);
-    gpt2cpu_record(m, linear, TENSOR_W, weight, OC, C);
-    if (s == STRAT_BF16) { matmul_forward_cpu(out, inp, weight, bias, B, T, C, OC); return; }
-    NTOperand a = {inp, N, C, 0}, b = {weight, OC, C, 0};
-    adahop_gemm_nt_cpu(out, 0, a, b, s, m->adahop->oe_k);
-    for (int bt = 0; bt < N; bt++) { for (int oc = 0; oc < OC; oc++) { out[(size_t)bt * OC + oc] += bias[oc]; } }
-}
-
-// gradients of a block linear (dinp, dweight, dbias +=), the dX and dW GEMMs in the strategies of `linear`:
-// dX = dY W as A = dY [B*T, OC], B^T = W^T [C, OC]; dW = dY^T x as A = dY^T [OC, B*T], B^T = x^T [C, B*T]
-static inline void gpt2cpu_linear_backward(const GPT2CPU* m, int linear, float* dinp, float* dweight, float* dbias,
-                                           const float* dout, const float* inp, const float* weight, int B, int T, int C, int OC) {
-    int N = B * T, sdx = gpt2cpu_strategy(m, linear, GEMM_DX), sdw = gpt2cpu_strategy(m, linear, GEMM_DW);
-    gpt2cpu_record(m, linear, TENSOR_DY, dout, N, OC);
-    if (sdx == STRAT_BF16) { matmul_backward_dinp_cpu(dinp, dout, weight, B, T, C, OC); }
-    else {
-        NTOperand a = {dout, N, OC, 0}, b = {weight, C, OC, 1};
-        adahop_gemm_nt_cpu(dinp, 1, a, b, sdx, m->adahop->oe_k);
-    }
-    if (sdw == STRAT_BF16) { matmul_backward_dweight_cpu(dweight, dout, inp, B, T, C, OC); }
-    else {
-        NTOperand a = {dout, OC, N, 1}, b = {inp, C, N, 1};
-        adahop_gemm_nt_cpu(dweight, 1, a, b, sdw, m->adahop->oe_k);
-    }
-    matmul_backward_dbias_cpu(dbias, dout, B, T, OC);
-}
-
 // forward pass; targets may be NULL (then mean_loss = -1). Probabilities and logits stay in m->acts
 static inline void gpt2cpu_forward(GPT2CPU* m, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config* c = &m->config;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
-    if (B <= 0 || T <= 0 || T > c->max_seq_len) { die("gpt2cpu_forward: need B > 0 and 0 < T <= %d, got B=%d T=%d", c->max_seq_len, B, T); }
-    for (int i = 0; i < B * T; i++) {
-        if (inputs[i] < 0 || inputs[i] >= V) { die("gpt2cpu_forward: input token %d at %d is outside [0, %d)", inputs[i], i, V); }
-        if (targets && (targets[i] < 0 || targets[i] >= V)) { die("gpt2cpu_forward: target token %d at %d is outside [0, %d)", targets[i], i, V); }
-    }
+    check_batch_cpu("gpt2cpu_forward", inputs, targets, B, T, c->max_seq_len, V);
     gpt2cpu_ensure_acts(m, B, T);
     m->B = B;
     m->T = T;
@@ -470,6 +550,8 @@ static inline void gpt2cpu_forward(GPT2CPU* m, const int* inputs, const int* tar
     gpt2cpu_point_acts(&m->acts, m->acts_memory, c, B, T);
     GPT2CPUParams p = m->params;
     GPT2CPUActs a = m->acts;
+    AdahopState* st = m->adahop;
+    int rec = m->stats_now;
     size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
 
     encoder_forward_cpu(a.encoded, inputs, p.wte, p.wpe, B, T, C);
@@ -486,26 +568,20 @@ static inline void gpt2cpu_forward(GPT2CPU* m, const int* inputs, const int* tar
         float* fcproj = a.fcproj + l * BTC;
         layernorm_forward_cpu(ln1, a.ln1_mean + l * BT, a.ln1_rstd + l * BT, res, p.ln1w + l * C, p.ln1b + l * C, B, T, C);
         int lin = l * NUM_LINEAR_KINDS;
-        gpt2cpu_linear_forward(m, lin + LIN_QKV, qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, B, T, C, 3 * C);
+        block_linear_forward_cpu(st, rec, lin + LIN_QKV, qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, B, T, C, 3 * C);
         attention_forward_cpu(atty, a.att + (size_t)l * B * NH * T * T, qkv, B, T, C, NH);
-        gpt2cpu_linear_forward(m, lin + LIN_ATTPROJ, attproj, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, B, T, C, C);
+        block_linear_forward_cpu(st, rec, lin + LIN_ATTPROJ, attproj, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, B, T, C, C);
         residual_forward_cpu(res2, res, attproj, BTC);
         layernorm_forward_cpu(ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, res2, p.ln2w + l * C, p.ln2b + l * C, B, T, C);
-        gpt2cpu_linear_forward(m, lin + LIN_FC, fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, B, T, C, 4 * C);
+        block_linear_forward_cpu(st, rec, lin + LIN_FC, fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, B, T, C, 4 * C);
         gelu_forward_cpu(fch_gelu, fch, 4 * BTC);
-        gpt2cpu_linear_forward(m, lin + LIN_FCPROJ, fcproj, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, B, T, 4 * C, C);
+        block_linear_forward_cpu(st, rec, lin + LIN_FCPROJ, fcproj, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, B, T, 4 * C, C);
         residual_forward_cpu(a.residual3 + l * BTC, res2, fcproj, BTC);
     }
     layernorm_forward_cpu(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3 + (L - 1) * BTC, p.lnfw, p.lnfb, B, T, C);
     matmul_forward_cpu(a.logits, a.lnf, p.wte, NULL, B, T, C, Vp);
     softmax_crossentropy_forward_cpu(a.losses, a.probs, a.logits, targets, B, T, V, Vp);
-    if (targets) {
-        double sum = 0.0;
-        for (size_t i = 0; i < BT; i++) { sum += a.losses[i]; }
-        m->mean_loss = (float)(sum / (double)BT);
-    } else {
-        m->mean_loss = -1.0f;
-    }
+    m->mean_loss = mean_loss_cpu(a.losses, BT, targets != NULL);
 }
 
 // sets the parameter gradients to zero (gpt2cpu_backward accumulates into them)
@@ -523,6 +599,8 @@ static inline void gpt2cpu_backward(GPT2CPU* m) {
     gpt2cpu_point_acts(&m->grad_acts, m->grad_acts_memory, c, B, T);
     GPT2CPUParams p = m->params, g = m->grads;
     GPT2CPUActs a = m->acts, d = m->grad_acts;
+    AdahopState* st = m->adahop;
+    int rec = m->stats_now;
     size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
 
     for (size_t i = 0; i < BT; i++) { d.dlosses[i] = 1.0f / (float)BT; }
@@ -537,20 +615,20 @@ static inline void gpt2cpu_backward(GPT2CPU* m) {
         int lin = l * NUM_LINEAR_KINDS;
         // fcproj and its residual
         residual_backward_cpu(d.residual2 + o, d.fcproj + o, d.residual3 + o, BTC);
-        gpt2cpu_linear_backward(m, lin + LIN_FCPROJ, d.fch_gelu + 4 * o, g.fcprojw + (size_t)l * 4 * C * C, g.fcprojb + l * C, d.fcproj + o,
-                                a.fch_gelu + 4 * o, p.fcprojw + (size_t)l * 4 * C * C, B, T, 4 * C, C);
+        block_linear_backward_cpu(st, rec, lin + LIN_FCPROJ, d.fch_gelu + 4 * o, g.fcprojw + (size_t)l * 4 * C * C, g.fcprojb + l * C, d.fcproj + o,
+                                  a.fch_gelu + 4 * o, p.fcprojw + (size_t)l * 4 * C * C, B, T, 4 * C, C);
         gelu_backward_cpu(d.fch + 4 * o, a.fch + 4 * o, d.fch_gelu + 4 * o, 4 * BTC);
-        gpt2cpu_linear_backward(m, lin + LIN_FC, d.ln2 + o, g.fcw + (size_t)l * 4 * C * C, g.fcb + l * 4 * C, d.fch + 4 * o,
-                                a.ln2 + o, p.fcw + (size_t)l * 4 * C * C, B, T, C, 4 * C);
+        block_linear_backward_cpu(st, rec, lin + LIN_FC, d.ln2 + o, g.fcw + (size_t)l * 4 * C * C, g.fcb + l * 4 * C, d.fch + 4 * o,
+                                  a.ln2 + o, p.fcw + (size_t)l * 4 * C * C, B, T, C, 4 * C);
         layernorm_backward_cpu(d.residual2 + o, g.ln2w + l * C, g.ln2b + l * C, d.ln2 + o, a.residual2 + o,
                                p.ln2w + l * C, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, B, T, C);
         // attention and its residual
         residual_backward_cpu(dres, d.attproj + o, d.residual2 + o, BTC);
-        gpt2cpu_linear_backward(m, lin + LIN_ATTPROJ, d.atty + o, g.attprojw + (size_t)l * C * C, g.attprojb + l * C, d.attproj + o,
-                                a.atty + o, p.attprojw + (size_t)l * C * C, B, T, C, C);
+        block_linear_backward_cpu(st, rec, lin + LIN_ATTPROJ, d.atty + o, g.attprojw + (size_t)l * C * C, g.attprojb + l * C, d.attproj + o,
+                                  a.atty + o, p.attprojw + (size_t)l * C * C, B, T, C, C);
         attention_backward_cpu(d.qkv + 3 * o, d.atty + o, a.qkv + 3 * o, a.att + (size_t)l * B * NH * T * T, B, T, C, NH);
-        gpt2cpu_linear_backward(m, lin + LIN_QKV, d.ln1 + o, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + l * 3 * C, d.qkv + 3 * o,
-                                a.ln1 + o, p.qkvw + (size_t)l * 3 * C * C, B, T, C, 3 * C);
+        block_linear_backward_cpu(st, rec, lin + LIN_QKV, d.ln1 + o, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + l * 3 * C, d.qkv + 3 * o,
+                                  a.ln1 + o, p.qkvw + (size_t)l * 3 * C * C, B, T, C, 3 * C);
         layernorm_backward_cpu(dres, g.ln1w + l * C, g.ln1b + l * C, d.ln1 + o, res,
                                p.ln1w + l * C, a.ln1_mean + l * BT, a.ln1_rstd + l * BT, B, T, C);
     }
@@ -559,28 +637,15 @@ static inline void gpt2cpu_backward(GPT2CPU* m) {
 
 // global L2 norm of all parameter gradients
 static inline float gpt2cpu_grad_norm(const GPT2CPU* m) {
-    double sum = 0.0;
-    for (size_t i = 0; i < m->num_params; i++) { sum += (double)m->grads_memory[i] * m->grads_memory[i]; }
-    return (float)sqrt(sum);
+    return grad_norm_cpu(m->grads_memory, m->num_params);
 }
 
 // clips the gradients to global norm grad_clip (when > 0), then one AdamW step (1-based step), decaying
 // only the tensors gpt2_param_decays() names; returns the gradient norm before clipping
 static inline float gpt2cpu_update(GPT2CPU* m, float lr, float beta1, float beta2, float eps,
                                    float weight_decay, float grad_clip, int step) {
-    float norm = gpt2cpu_grad_norm(m);
-    if (grad_clip > 0.0f && norm > grad_clip) {
-        float scale = grad_clip / norm;
-        for (size_t i = 0; i < m->num_params; i++) { m->grads_memory[i] *= scale; }
-    }
-    size_t off = 0;
-    for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) {
-        float wd = gpt2_param_decays(t) ? weight_decay : 0.0f;
-        adamw_update_cpu(m->params_memory + off, m->grads_memory + off, m->m_memory + off, m->v_memory + off,
-                         m->param_sizes[t], lr, beta1, beta2, eps, wd, step);
-        off += m->param_sizes[t];
-    }
-    return norm;
+    return clip_adamw_cpu(m->params_memory, m->grads_memory, m->m_memory, m->v_memory, m->param_sizes,
+                          NUM_PARAMETER_TENSORS, gpt2_param_decays, lr, beta1, beta2, eps, weight_decay, grad_clip, step);
 }
 
 // frees everything gpt2cpu_build and gpt2cpu_forward allocated

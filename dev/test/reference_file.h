@@ -1,28 +1,35 @@
-// Reader for the reference files written by dev/reference_gpt2.py (C and C++).
+// Reader for the reference files written by dev/reference_gpt2.py and dev/reference_llama.py (C and C++).
 //
 // Format, little endian:
 //   int32 header[256]: [0]=20261203 magic, [1]=1 version, [2]=B, [3]=T, [4]=num_steps, [5]=V, [6]=Vp,
-//     [7]=L, [8]=NH, [9]=C, [10]=maxT; float32 stored bitwise in int32 slots: [16]=lr, [17]=beta1,
-//     [18]=beta2, [19]=eps, [20]=weight_decay, [21]=grad_clip (0 = none); other slots zero.
+//     [7]=L, [8]=NH, [9]=C, [10]=maxT, [11]=model family (0 GPT-2, 1 LLaMA), LLaMA only: [12]=NKV, [13]=hidden;
+//     float32 stored bitwise in int32 slots: [16]=lr, [17]=beta1, [18]=beta2, [19]=eps, [20]=weight_decay,
+//     [21]=grad_clip (0 = none); other slots zero.
 //   int32 inputs[B*T], int32 targets[B*T]
 //   float32 logits[B*T*V]            (real vocab columns only)
 //   float32 loss                     (mean cross-entropy over the B*T positions)
 //   float32 grad_norm                (global L2 norm of the gradients, before clipping)
-//   float32 grads[num_params]        (gpt2_param_sizes() layout; padded wte rows are zero)
+//   float32 grads[num_params]        (gpt2_param_sizes() / llama_param_sizes() layout; padded vocab rows are zero)
 //   float32 losses[num_steps]        (loss before each of num_steps AdamW steps on the same batch;
 //                                     losses[0] == loss)
+//   float32 params[num_params]       (LLaMA only: the weights it all starts from; GPT-2 keeps them in a model file)
 #ifndef DEV_TEST_REFERENCE_FILE_H
 #define DEV_TEST_REFERENCE_FILE_H
 
 #include "llmc/utils.h"
 #include "llmc/gpt2_config.h"
+#include "llmc/llama_config.h"
 
 #define REF_MAGIC 20261203
 #define REF_VERSION 1
 #define REF_HEADER_INTS 256
 
+enum { REF_FAMILY_GPT2 = 0, REF_FAMILY_LLAMA = 1 };
+
 typedef struct {
+    int family;         // REF_FAMILY_*: which of the two shapes below is set
     GPT2Config config;
+    LlamaConfig llama;
     int B, T, num_steps;
     float lr, beta1, beta2, eps, weight_decay, grad_clip;
     size_t num_params;
@@ -33,6 +40,7 @@ typedef struct {
     float grad_norm;
     float* grads;       // [num_params]
     float* losses;      // [num_steps]
+    float* params;      // [num_params] (LLaMA), NULL (GPT-2)
 } ReferenceFile;
 
 // the float32 whose bits are stored in an int32 header slot
@@ -42,8 +50,18 @@ static inline float ref_slot_float(int32_t bits) {
     return f;
 }
 
-// reads and validates a reference file; any problem is a clear error and exit(1)
-static inline void reference_file_read(const char* path, ReferenceFile* r) {
+// the model shape of header h into r->config or r->llama (by r->family) and r->num_params; dies on an invalid shape
+static inline void ref_read_shape(const char* path, const int32_t* h, ReferenceFile* r) {
+    GPT2Config g = {h[10], h[5], h[6], h[7], h[8], h[9]};
+    LlamaConfig l = {h[10], h[5], h[6], h[7], h[8], h[12], h[9], h[13]};
+    const char* problem = r->family == REF_FAMILY_GPT2 ? gpt2_config_problem(&g) : llama_config_problem(&l);
+    if (problem) { die("reference file '%s' has an invalid model shape: %s", path, problem); }
+    if (r->family == REF_FAMILY_GPT2) { r->config = g; r->num_params = gpt2_num_params(&g); }
+    else { r->llama = l; r->num_params = llama_num_params(&l); }
+}
+
+// reads and validates a reference file of model family `family` (REF_FAMILY_*); any problem is a clear error and exit(1)
+static inline void reference_file_read_family(const char* path, int family, ReferenceFile* r) {
     FILE* fp = fopen_check(path, "rb");
     int32_t h[REF_HEADER_INTS];
     long size = file_size(fp);
@@ -51,40 +69,48 @@ static inline void reference_file_read(const char* path, ReferenceFile* r) {
     fread_check(h, sizeof(int32_t), REF_HEADER_INTS, fp, "reference header");
     if (h[0] != REF_MAGIC) { die("'%s' is not a reference file (magic %d, expected %d)", path, h[0], REF_MAGIC); }
     if (h[1] != REF_VERSION) { die("reference file '%s' has version %d; this build reads version %d", path, h[1], REF_VERSION); }
+    if (h[11] != family) { die("reference file '%s' is of model family %d, this test reads family %d (0 GPT-2, 1 LLaMA)", path, h[11], family); }
     memset(r, 0, sizeof(*r));
+    r->family = family;
     r->B = h[2]; r->T = h[3]; r->num_steps = h[4];
-    r->config.vocab_size = h[5]; r->config.padded_vocab_size = h[6]; r->config.num_layers = h[7];
-    r->config.num_heads = h[8]; r->config.channels = h[9]; r->config.max_seq_len = h[10];
-    const char* problem = gpt2_config_problem(&r->config);
-    if (problem) { die("reference file '%s' has an invalid model shape: %s", path, problem); }
-    if (r->B <= 0 || r->T <= 0 || r->T > r->config.max_seq_len || r->num_steps < 0) {
+    int V = h[5], maxT = h[10];
+    ref_read_shape(path, h, r);
+    if (r->B <= 0 || r->T <= 0 || r->T > maxT || r->num_steps < 0) {
         die("reference file '%s' has an invalid batch B=%d T=%d steps=%d", path, r->B, r->T, r->num_steps);
     }
     r->lr = ref_slot_float(h[16]); r->beta1 = ref_slot_float(h[17]); r->beta2 = ref_slot_float(h[18]);
     r->eps = ref_slot_float(h[19]); r->weight_decay = ref_slot_float(h[20]); r->grad_clip = ref_slot_float(h[21]);
-    r->num_params = gpt2_num_params(&r->config);
-    size_t BT = (size_t)r->B * r->T;
+    size_t BT = (size_t)r->B * r->T, nparams = r->num_params * (family == REF_FAMILY_LLAMA ? 2 : 1);
     long expected = (long)sizeof(h) + (long)(sizeof(int32_t) * 2 * BT + sizeof(float) *
-                    (BT * r->config.vocab_size + 2 + r->num_params + (size_t)r->num_steps));
+                    (BT * V + 2 + nparams + (size_t)r->num_steps));
     if (size != expected) { die("reference file '%s' is %ld bytes, its header implies %ld (truncated or corrupt)", path, size, expected); }
     r->inputs = (int*)malloc_check(BT * sizeof(int));
     r->targets = (int*)malloc_check(BT * sizeof(int));
-    r->logits = (float*)malloc_check(BT * r->config.vocab_size * sizeof(float));
+    r->logits = (float*)malloc_check(BT * V * sizeof(float));
     r->grads = (float*)malloc_check(r->num_params * sizeof(float));
     r->losses = (float*)malloc_check((size_t)r->num_steps * sizeof(float));
     fread_check(r->inputs, sizeof(int), BT, fp, "reference inputs");
     fread_check(r->targets, sizeof(int), BT, fp, "reference targets");
-    fread_check(r->logits, sizeof(float), BT * r->config.vocab_size, fp, "reference logits");
+    fread_check(r->logits, sizeof(float), BT * V, fp, "reference logits");
     fread_check(&r->loss, sizeof(float), 1, fp, "reference loss");
     fread_check(&r->grad_norm, sizeof(float), 1, fp, "reference grad norm");
     fread_check(r->grads, sizeof(float), r->num_params, fp, "reference gradients");
     fread_check(r->losses, sizeof(float), (size_t)r->num_steps, fp, "reference losses");
+    if (family == REF_FAMILY_LLAMA) {
+        r->params = (float*)malloc_check(r->num_params * sizeof(float));
+        fread_check(r->params, sizeof(float), r->num_params, fp, "reference parameters");
+    }
     fclose_check(fp);
     for (size_t i = 0; i < BT; i++) {
-        if (r->inputs[i] < 0 || r->inputs[i] >= r->config.vocab_size || r->targets[i] < 0 || r->targets[i] >= r->config.vocab_size) {
-            die("reference file '%s': token at %zu is outside the vocab [0, %d)", path, i, r->config.vocab_size);
+        if (r->inputs[i] < 0 || r->inputs[i] >= V || r->targets[i] < 0 || r->targets[i] >= V) {
+            die("reference file '%s': token at %zu is outside the vocab [0, %d)", path, i, V);
         }
     }
+}
+
+// reads and validates a GPT-2 reference file
+static inline void reference_file_read(const char* path, ReferenceFile* r) {
+    reference_file_read_family(path, REF_FAMILY_GPT2, r);
 }
 
 // frees what reference_file_read allocated
@@ -94,6 +120,7 @@ static inline void reference_file_free(ReferenceFile* r) {
     free(r->logits);
     free(r->grads);
     free(r->losses);
+    free(r->params);
     memset(r, 0, sizeof(*r));
 }
 

@@ -1,5 +1,6 @@
 // Minimal test harness for the C tests: CHECK counts passes and failures, test_summary prints
-// "N passed, N failed" and returns the process exit code; child_fails_with runs code that should die.
+// "N passed, N failed" and returns the process exit code; child_fails_with runs code that should die;
+// close_enough and check_scalar_rel compare against an oracle; fd_worst_ratio checks a gradient by finite differences.
 #ifndef DEV_TEST_COMMON_H
 #define DEV_TEST_COMMON_H
 
@@ -39,6 +40,61 @@ static inline int child_fails_with(void (*fn)(void), const char* expect) {
     int ok = WIFEXITED(status) && WEXITSTATUS(status) != 0 && strstr(buf, expect) != NULL;
     if (!ok && expect[0] != 0) { printf("  child status %d, stderr: %s\n", status, buf); }
     return ok;
+}
+
+// max |x[i]| over n values
+static inline float max_abs_f32(const float* x, size_t n) {
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) { if (fabsf(x[i]) > m) { m = fabsf(x[i]); } }
+    return m;
+}
+
+// 1 when every |got - ref| <= atol + rtol |ref|; prints the max abs and rel errors when verbose
+static inline int close_enough(const char* name, const float* got, const float* ref, size_t n, float atol, float rtol, int verbose) {
+    double max_abs_err = 0.0, max_rel_err = 0.0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - ref[i]);
+        if (err > max_abs_err) { max_abs_err = err; }
+        if (fabs(ref[i]) > atol && err / fabs(ref[i]) > max_rel_err) { max_rel_err = err / fabs(ref[i]); }
+        if (!(err <= atol + rtol * fabs(ref[i]))) { bad++; }
+    }
+    if (verbose) {
+        printf("%-9s n=%-7zu max abs err %.3e  max rel err %.3e (|ref| > atol)  tol %.1e + %.0e|ref|  %s\n",
+               name, n, max_abs_err, max_rel_err, atol, rtol, bad ? "FAIL" : "ok");
+    }
+    return bad == 0;
+}
+
+// compares one scalar with a relative tolerance, printing both, and counts the check
+static inline void check_scalar_rel(const char* name, float got, float ref, float rtol) {
+    float err = fabsf(got - ref);
+    printf("%-9s got %.7f ref %.7f  abs err %.3e  rel err %.3e  tol rel %.0e\n", name, got, ref, err, err / fabsf(ref), rtol);
+    CHECK(err <= rtol * fabsf(ref), "%s: %f vs reference %f", name, got, ref);
+}
+
+typedef double (*objective_fn)(void* ctx);
+
+// worst |numeric - analytic| / (atol + rtol |numeric|) over the n entries of x, numeric = the central difference
+// (f(x + h) - f(x - h)) / 2h of objective f, analytic = grad; prints it when verbose
+static inline double fd_worst_ratio(const char* name, objective_fn f, void* ctx, float* x, const float* grad, size_t n,
+                                    float h, double atol, double rtol, int verbose) {
+    double worst = 0.0, max_err = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float saved = x[i];
+        x[i] = saved + h;
+        double plus = f(ctx);
+        x[i] = saved - h;
+        double minus = f(ctx);
+        x[i] = saved;
+        double num = (plus - minus) / (2.0 * h);
+        double err = fabs(num - grad[i]);
+        double ratio = err / (atol + rtol * fabs(num));
+        if (err > max_err) { max_err = err; }
+        if (ratio > worst) { worst = ratio; }
+    }
+    if (verbose) { printf("%-22s n=%-4zu max abs err %.3e  worst err/tol %.3f  %s\n", name, n, max_err, worst, worst <= 1.0 ? "within tol" : "OVER TOL"); }
+    return worst;
 }
 
 #endif

@@ -74,14 +74,11 @@ static void test_linear_gemms(void) {
             int s = strategies[si], k = ks[ki];
             AdahopState st;
             forced_state(&st, s, k);
-            GPT2CPU m;
-            memset(&m, 0, sizeof(m));
-            m.adahop = &st;
             memset(dinp, 0, (size_t)N * Cin * sizeof(float));
             memset(dw, 0, (size_t)Cout * Cin * sizeof(float));
             memset(db, 0, (size_t)Cout * sizeof(float));
-            gpt2cpu_linear_forward(&m, LIN_FC, out, x, w, bias, 1, N, Cin, Cout);
-            gpt2cpu_linear_backward(&m, LIN_FC, dinp, dw, db, dy, x, w, 1, N, Cin, Cout);
+            block_linear_forward_cpu(&st, 0, LIN_FC, out, x, w, bias, 1, N, Cin, Cout);
+            block_linear_backward_cpu(&st, 0, LIN_FC, dinp, dw, db, dy, x, w, 1, N, Cin, Cout);
             double* rf = gemm_ref(x, w, N, Cout, Cin, s, k);
             double* rx = gemm_ref(dy, wt, N, Cin, Cout, s, k);
             double* rw = gemm_ref(dyt, xt, Cout, Cin, N, s, k);
@@ -110,9 +107,6 @@ static void test_dw_rule(void) {
     adahop_record(&st, LIN_QKV, TENSOR_W, PATTERN_NONE);
     adahop_record(&st, LIN_QKV, TENSOR_DY, PATTERN_COL);   // dW: A = dY^T Row, B = x None -> table: OE rows of A
     adahop_end_step(&st, 0, NULL);
-    GPT2CPU m;
-    memset(&m, 0, sizeof(m));
-    m.adahop = &st;
     float* x = outlier_tensor(N, Cin);
     float* w = outlier_tensor(Cout, Cin);
     float* dy = outlier_tensor(N, Cout);
@@ -120,7 +114,7 @@ static void test_dw_rule(void) {
     float* dinp = (float*)calloc_check((size_t)N * Cin, sizeof(float));
     float* dw = (float*)calloc_check((size_t)Cout * Cin, sizeof(float));
     float* db = (float*)calloc_check((size_t)Cout, sizeof(float));
-    gpt2cpu_linear_backward(&m, LIN_QKV, dinp, dw, db, dy, x, w, 1, N, Cin, Cout);
+    block_linear_backward_cpu(&st, 0, LIN_QKV, dinp, dw, db, dy, x, w, 1, N, Cin, Cout);
     double* iht = gemm_ref(dyt, xt, Cout, Cin, N, STRAT_IHT, 8);
     double* oe = gemm_ref(dyt, xt, Cout, Cin, N, STRAT_IHT_OE_ROWS_A, 8);
     CHECK(adahop_strategy_of(&st, LIN_QKV, GEMM_DW) == STRAT_IHT, "dW strategy: IHT");

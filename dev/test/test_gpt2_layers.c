@@ -16,16 +16,18 @@
 #define FD_ATOL 2e-4
 #define FD_RTOL 2e-3
 
-// one layer under test: inputs a, b, c (c often a bias), output out, random cotangent r
-typedef struct {
+typedef struct Case Case;
+typedef void (*forward_fn)(Case*);
+
+// one layer under test: inputs a, b, c (c often a bias), output out, random cotangent r, forward fwd
+struct Case {
     int B, T, C, OC, NH, V, Vp;
     int* tokens;
     float *a, *b, *c, *ga, *gb, *gc;
     float *out, *r, *mean, *rstd, *aux;
     size_t nout;
-} Case;
-
-typedef void (*forward_fn)(Case*);
+    forward_fn fwd;
+};
 
 static Rng rng;
 
@@ -39,32 +41,19 @@ static float* randn(size_t n, float std) {
 // n zero floats
 static float* zeros(size_t n) { return (float*)calloc_check(n, sizeof(float)); }
 
-// the objective sum(r . f(x)) in double
-static double objective(Case* k, forward_fn f) {
-    f(k);
+// the objective sum(r . fwd(x)) in double of the Case ctx
+static double objective(void* ctx) {
+    Case* k = (Case*)ctx;
+    k->fwd(k);
     double s = 0.0;
     for (size_t i = 0; i < k->nout; i++) { s += (double)k->r[i] * k->out[i]; }
     return s;
 }
 
-// worst |numeric - analytic| / (atol + rtol |numeric|) over the n entries of x; prints it
+// worst |numeric - analytic| / (atol + rtol |numeric|) over the n entries of x for the forward f; prints it
 static double fd_check(const char* name, Case* k, forward_fn f, float* x, const float* grad, size_t n, int verbose) {
-    double worst = 0.0, max_err = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        float saved = x[i];
-        x[i] = saved + FD_H;
-        double plus = objective(k, f);
-        x[i] = saved - FD_H;
-        double minus = objective(k, f);
-        x[i] = saved;
-        double num = (plus - minus) / (2.0 * FD_H);
-        double err = fabs(num - grad[i]);
-        double ratio = err / (FD_ATOL + FD_RTOL * fabs(num));
-        if (err > max_err) { max_err = err; }
-        if (ratio > worst) { worst = ratio; }
-    }
-    if (verbose) { printf("%-22s n=%-4zu max abs err %.3e  worst err/tol %.3f  %s\n", name, n, max_err, worst, worst <= 1.0 ? "within tol" : "OVER TOL"); }
-    return worst;
+    k->fwd = f;
+    return fd_worst_ratio(name, objective, k, x, grad, n, FD_H, FD_ATOL, FD_RTOL, verbose);
 }
 
 // runs fd_check and counts the result
