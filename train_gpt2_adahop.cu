@@ -45,14 +45,16 @@ typedef struct {
 } Activations;
 
 // elements of each activation tensor for a micro-batch of B x T. The inputs of the qkv, fc and fc-projection
-// linears (ln1, ln2, fch_gelu) are kept for every layer only when the linears run in BF16: the MXFP4 modes keep
-// their dW operand in MXFP4 (llmc/adahop_linear.cuh) and recompute the BF16 input in the rare backward that
-// reads it. The attention projection's input atty stays, as attention's own output.
+// linears (ln1, ln2, fch_gelu) are kept for every layer only when the linears run in BF16. The MXFP4 modes keep
+// their dW operands in MXFP4 instead (llmc/adahop_linear.cuh): in the forward pass ln1 and ln2 share one
+// layer's buffer and fch_gelu goes to the backward scratch A_D4C; a backward that reads the BF16 input
+// recomputes it into its own output buffer (see linear_backward_input). The attention projection's input
+// atty stays, as attention's own output.
 static void activation_sizes(const GPT2Config* c, int B, int T, bool linear_inputs_kept, size_t sizes[NUM_ACT_TENSORS]) {
-    size_t L = c->num_layers, C = c->channels, NH = c->num_heads, BT = (size_t)B * T, LI = linear_inputs_kept ? L : 1;
-    sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = LI * BT * C;      sizes[A_QKV] = L * BT * 3 * C;
+    size_t L = c->num_layers, C = c->channels, NH = c->num_heads, BT = (size_t)B * T, LK = linear_inputs_kept ? L : 0;
+    sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = (LK ? LK : 1) * BT * C; sizes[A_QKV] = L * BT * 3 * C;
     sizes[A_ATTY] = L * BT * C;     sizes[A_ATT] = L * B * NH * T * T; sizes[A_RES2] = L * BT * C;
-    sizes[A_LN2] = LI * BT * C;     sizes[A_FCH] = L * BT * 4 * C;   sizes[A_FCH_GELU] = LI * BT * 4 * C;
+    sizes[A_LN2] = LK * BT * C;     sizes[A_FCH] = L * BT * 4 * C;   sizes[A_FCH_GELU] = LK * BT * 4 * C;
     sizes[A_RES3] = L * BT * C;     sizes[A_LNF] = BT * C;           sizes[A_LOGITS] = BT * c->padded_vocab_size;
     sizes[A_QKVR] = BT * 3 * C;     sizes[A_YR] = BT * C;
     sizes[A_DQKVR] = BT * 3 * C;    sizes[A_DRES] = BT * C;          sizes[A_D4C] = BT * 4 * C;
@@ -197,13 +199,14 @@ static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, i
 }
 
 // bytes held from forward to backward only as inputs of the block linears: ln1, ln2, fch_gelu of every layer in
-// BF16 (bf16 mode), or their MXFP4 dW operands plus the one-layer BF16 buffers the backward recomputes into.
-// atty, the attention projection's input, is not counted: it is kept in every mode as attention's output.
+// BF16 (bf16 mode), or their MXFP4 dW operands. atty, the attention projection's input, is not counted: it is
+// kept in every mode as attention's output.
 static size_t gpt2_saved_input_bytes(const GPT2* m) {
     size_t sizes[NUM_ACT_TENSORS], bytes = 0;
-    activation_sizes(&m->config, m->max_B, m->max_T, m->acts.linear_inputs_kept, sizes);
-    bytes = (sizes[A_LN1] + sizes[A_LN2] + sizes[A_FCH_GELU]) * sizeof(floatX);
-    if (m->adahop.precision == PREC_BF16) { return bytes; }
+    if (m->acts.linear_inputs_kept) {
+        activation_sizes(&m->config, m->max_B, m->max_T, true, sizes);
+        return (sizes[A_LN1] + sizes[A_LN2] + sizes[A_FCH_GELU]) * sizeof(floatX);
+    }
     for (int i = 0; i < 4 * m->config.num_layers; i++) {
         const MXOperand* x = &m->saved[i].x_t;
         bytes += (size_t)x->rows * x->K / 2 + (size_t)x->rows * x->K / 32;
@@ -269,17 +272,18 @@ static void gpt2_stage_batch(GPT2* m, const int* inputs, const int* targets, int
 typedef struct { floatX *ln1, *qkv, *atty, *att, *res_in, *res2, *ln2, *fch, *fch_gelu, *res3; } LayerActs;
 
 static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, int NH) {
-    size_t nc = (size_t)B * T * C, li = a->linear_inputs_kept ? l : 0;
+    size_t nc = (size_t)B * T * C;
+    bool kept = a->linear_inputs_kept;
     LayerActs la;
-    la.ln1 = a->t[A_LN1] + li * nc;
+    la.ln1 = a->t[A_LN1] + (kept ? l * nc : 0);
     la.qkv = a->t[A_QKV] + l * 3 * nc;
     la.atty = a->t[A_ATTY] + l * nc;
     la.att = a->t[A_ATT] + (size_t)l * B * NH * T * T;
     la.res_in = l == 0 ? a->t[A_ENCODED] : a->t[A_RES3] + (l - 1) * nc;
     la.res2 = a->t[A_RES2] + l * nc;
-    la.ln2 = a->t[A_LN2] + li * nc;
+    la.ln2 = kept ? a->t[A_LN2] + l * nc : la.ln1;
     la.fch = a->t[A_FCH] + l * 4 * nc;
-    la.fch_gelu = a->t[A_FCH_GELU] + li * 4 * nc;
+    la.fch_gelu = kept ? a->t[A_FCH_GELU] + l * 4 * nc : a->t[A_D4C];
     la.res3 = a->t[A_RES3] + l * nc;
     return la;
 }
@@ -341,25 +345,25 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
 // backward pass: gradients of the loss of the last forward (which ran with dloss != 0), added into grads
 
 // the BF16 input of linear `kind` of layer l, for its backward: NULL when the backward does not read it (the dW
-// operand was saved in MXFP4), the kept tensor, or else recomputed into the one-layer buffer (LayerNorm from the
-// residual stream and its saved statistics, GELU from fch: the same values the forward produced)
-static const floatX* linear_backward_input(GPT2* m, const LayerActs* la, int l, int kind, int N) {
+// operand was saved in MXFP4), the kept tensor, or else recomputed into `into`, the backward's output buffer dX
+// (adahop_linear_backward reads x before it writes dX), from what the forward pass kept: LayerNorm from the
+// residual stream and its saved statistics, GELU from fch. These are the values the forward pass produced.
+static const floatX* linear_backward_input(GPT2* m, const LayerActs* la, int l, int kind, int N, floatX* into) {
     const Activations* a = &m->acts;
     if (!adahop_linear_backward_reads_input(m->saved + 4 * l + kind)) { return NULL; }
     if (kind == LIN_ATTPROJ) { return la->atty; }
-    floatX* x = kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->fch_gelu);
-    if (a->linear_inputs_kept) { return x; }
+    if (a->linear_inputs_kept) { return kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->fch_gelu); }
     int C = m->config.channels;
     floatX** w = m->w;
-    if (kind == LIN_FCPROJ) { gelu_forward(x, la->fch, (long)N * 4 * C, m->stream); }
+    if (kind == LIN_FCPROJ) { gelu_forward(into, la->fch, (long)N * 4 * C, m->stream); }
     else if (kind == LIN_FC) {
-        layernorm_forward(x, a->ln2_mean + l * N, a->ln2_rstd + l * N, NULL, la->res2, NULL, w[P_LN2W] + l * C,
+        layernorm_forward(into, a->ln2_mean + l * N, a->ln2_rstd + l * N, NULL, la->res2, NULL, w[P_LN2W] + l * C,
                           w[P_LN2B] + l * C, N, C, m->stream);
     } else {
-        layernorm_forward(x, a->ln1_mean + l * N, a->ln1_rstd + l * N, NULL, la->res_in, NULL, w[P_LN1W] + l * C,
+        layernorm_forward(into, a->ln1_mean + l * N, a->ln1_rstd + l * N, NULL, la->res_in, NULL, w[P_LN1W] + l * C,
                           w[P_LN1B] + l * C, N, C, m->stream);
     }
-    return x;
+    return into;
 }
 
 static void gpt2_backward(GPT2* m, int B, int T) {
@@ -387,21 +391,21 @@ static void gpt2_backward(GPT2* m, int B, int T) {
         // MLP
         adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_FCPROJ, li + LIN_FCPROJ, m->step, st, d4c, g[P_FCPROJW] + l * 4 * cc,
                                g[P_FCPROJB] + l * C, m->scratch, dres,
-                               linear_backward_input(m, &la, l, LIN_FCPROJ, N), w[P_FCPROJW] + l * 4 * cc, N, 4 * C, C, s);
+                               linear_backward_input(m, &la, l, LIN_FCPROJ, N, d4c), w[P_FCPROJW] + l * 4 * cc, N, 4 * C, C, s);
         gelu_backward(d4c, fch, (long)N * 4 * C, s);
         adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_FC, li + LIN_FC, m->step, st, dc, g[P_FCW] + l * 4 * cc,
                                g[P_FCB] + l * 4 * C, m->scratch, d4c,
-                               linear_backward_input(m, &la, l, LIN_FC, N), w[P_FCW] + l * 4 * cc, N, C, 4 * C, s);
+                               linear_backward_input(m, &la, l, LIN_FC, N, dc), w[P_FCW] + l * 4 * cc, N, C, 4 * C, s);
         layernorm_backward(dres, g[P_LN2W] + l * C, g[P_LN2B] + l * C, m->scratch, dc, res2, a->ln2_mean + l * N,
                            a->ln2_rstd + l * N, w[P_LN2W] + l * C, N, C, s);
         // attention
         adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_ATTPROJ, li + LIN_ATTPROJ, m->step, st, dc, g[P_ATTPROJW] + l * cc,
                                g[P_ATTPROJB] + l * C, m->scratch, dres,
-                               linear_backward_input(m, &la, l, LIN_ATTPROJ, N), w[P_ATTPROJW] + l * cc, N, C, C, s);
+                               linear_backward_input(m, &la, l, LIN_ATTPROJ, N, dc), w[P_ATTPROJW] + l * cc, N, C, C, s);
         attention_backward(d4c, a->t[A_QKVR], a->t[A_DQKVR], (floatX*)a->scores, a->t[A_YR], dc, qkv, att, B, T, C, NH, s);
         adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_QKV, li + LIN_QKV, m->step, st, dc, g[P_QKVW] + l * 3 * cc,
                                g[P_QKVB] + l * 3 * C, m->scratch, d4c,
-                               linear_backward_input(m, &la, l, LIN_QKV, N), w[P_QKVW] + l * 3 * cc, N, C, 3 * C, s);
+                               linear_backward_input(m, &la, l, LIN_QKV, N, dc), w[P_QKVW] + l * 3 * cc, N, C, 3 * C, s);
         layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, m->scratch, dc, res_in, a->ln1_mean + l * N,
                            a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
     }

@@ -242,22 +242,23 @@ static inline bool adahop_linear_backward_reads_input(const LinearSaved* saved) 
     return saved->input_kept || saved->dw_strategy_saved == STRAT_BF16 || saved->dw_strategy_saved == STRAT_IHT_OE_COLS_B;
 }
 
-// backward: dinp = dout W; dweight += dout^T x (FP32); dbias += column sums of dout. x (BF16) is read only when
-// adahop_linear_backward_reads_input says so (may be NULL otherwise); the dW GEMM uses saved->x_t from the forward.
+// backward: dweight += dout^T x (FP32), then dinp = dout W; dbias += column sums of dout. x (BF16) is read only
+// when adahop_linear_backward_reads_input says so (may be NULL otherwise), and before dinp is written, so x may
+// live in the dinp buffer; the dW GEMM uses saved->x_t from the forward.
 static inline void adahop_linear_backward(AdahopWorkspace* ws, AdahopState* st, LinearSaved* saved, int linear,
                                           int step, bool stats, floatX* dinp, float* dweight,
                                           float* dbias, float* scratch, const floatX* dout, const floatX* x,
                                           const floatX* w, int N, int Cin, int Cout, cudaStream_t s) {
     if (adahop_linear_backward_reads_input(saved) && !x) { die("AdaHOP linear %d: backward needs its BF16 input", linear); }
-    Operand dy = {dout, N, Cout, false}, wt = {w, Cin, Cout, true};
-    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_DX), dinp, false, 0.0f, dy, wt, NULL, NULL, NULL, 1, 0,
-                adahop_seed(ws, step, linear, GEMM_DX), s);
     Operand dyt = {dout, Cout, N, true}, xt = {x, Cin, N, true};
     int dw = saved->dw_strategy_saved;
     MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
     bool from_saved = dw != STRAT_BF16 && !saved->input_kept;
     adahop_gemm(ws, dw, dweight, true, 1.0f, dyt, xt, from_saved ? &xt_view : NULL, saved->x_channel_idx, NULL, 1, 0,
                 adahop_seed(ws, step, linear, GEMM_DW), s);
+    Operand dy = {dout, N, Cout, false}, wt = {w, Cin, Cout, true};
+    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_DX), dinp, false, 0.0f, dy, wt, NULL, NULL, NULL, 1, 0,
+                adahop_seed(ws, step, linear, GEMM_DX), s);
     if (dbias) { bias_backward(dbias, scratch, dout, N, Cout, s); }
     if (stats) { adahop_record(st, linear, TENSOR_DY, classify_tensor(ws, dout, N, Cout, s)); }
 }

@@ -42,7 +42,11 @@ static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const flo
         CHECK(same_bytes(saved.x_t.codes, c->codes[GEMM_DW][1], (size_t)Cin * N / 2) && same_bytes(saved.x_t.scales, c->scales[GEMM_DW][1], (size_t)Cin * N / 32),
               "saved path: x^T saved at forward time differs from the reference's dW operand (strategy %d)", c->strategy[GEMM_DW]);
     }
-    const floatX* x_read = adahop_linear_backward_reads_input(&saved) ? x : NULL;
+    const floatX* x_read = NULL;   // when read, x lives in the dX buffer, as the trainer's recomputed inputs do
+    if (adahop_linear_backward_reads_input(&saved)) {
+        cudaCheck(cudaMemcpy(dx, x, (size_t)N * Cin * sizeof(floatX), cudaMemcpyDeviceToDevice));
+        x_read = dx;
+    }
     adahop_linear_backward(ws, &st, &saved, LIN_FC, 0, false, dx, dw, NULL, NULL, dy, x_read, w, N, Cin, Cout, 0);
     float* got[3] = {from_device_bf16(y, (size_t)N * Cout), from_device_bf16(dx, (size_t)N * Cin), (float*)malloc_check((size_t)Cout * Cin * sizeof(float))};
     cudaCheck(cudaMemcpy(got[2], dw, (size_t)Cout * Cin * sizeof(float), cudaMemcpyDeviceToHost));
@@ -111,6 +115,7 @@ static void run_case(const char* path, int gemm_path) {
 
 int main(int argc, char** argv) {
     if (argc < 2) { die("usage: %s case.bin [case.bin ...] (write cases with dev/adahop_linear_ref.py)", argv[0]); }
+    setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines stay in order with error messages
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: this test needs one"); }
     matmul_init();
