@@ -7,15 +7,25 @@ CFLAGS = -O2 -std=gnu11 -Wall -Wextra -I.
 OMPFLAGS = $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 NVCCFLAGS = -O3 -std=c++17 -I. -gencode arch=compute_90,code=sm_90 -Xcompiler -Wall -Xcompiler -fopenmp
 NVLIBS = -lcublasLt -lcublas -lgomp
+# the data-parallel layer (llmc/nccl_dp.cuh) links NCCL, and OpenMPI when mpicc works (optional: without it,
+# ranks meet through a rendezvous file); only the programs that use it get these flags
+DP_NVCCFLAGS =
+DP_LIBS = -lnccl
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+ifneq ($(MPI_CFLAGS),)
+DP_NVCCFLAGS += -DUSE_MPI $(filter -I% -D%,$(MPI_CFLAGS))
+DP_LIBS += $(filter -L% -l%,$(shell mpicc --showme:link 2>/dev/null))
+endif
 BUILD = build
 
 HOST_HEADERS = $(wildcard llmc/*.h) dev/test/test_common.h
 CUDA_HEADERS = $(wildcard llmc/*.cuh)
 CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_tokenizer $(BUILD)/test_gpt2_layers \
             $(BUILD)/test_mxfp4 $(BUILD)/test_adahop_cpu $(BUILD)/test_adahop_state $(BUILD)/test_cpu_modes \
-            $(BUILD)/test_llama_cpu
+            $(BUILD)/test_zero $(BUILD)/test_rendezvous
+CPU_TESTS += $(BUILD)/test_llama_cpu
 CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/test_mxfp4_gpu $(BUILD)/bench_mxfp4 \
-                $(BUILD)/test_adahop_linear_gpu
+                $(BUILD)/test_adahop_linear_gpu $(BUILD)/test_flash_attention $(BUILD)/bench_attention $(BUILD)/test_nccl_dp
 
 .PHONY: all cpu cuda test test-cpu test-python test-gpu train clean
 all: cpu cuda
@@ -43,6 +53,8 @@ train_gpt2_adahop: train_gpt2_adahop.cu $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
+$(BUILD)/test_nccl_dp: NVCCFLAGS += $(DP_NVCCFLAGS)
+$(BUILD)/test_nccl_dp: NVLIBS += $(DP_LIBS)
 $(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) $(wildcard dev/test/*.h dev/cuda/*.cuh) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 

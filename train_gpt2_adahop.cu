@@ -22,7 +22,7 @@
 #include "llmc/matmul.cuh"
 #include "llmc/encoder.cuh"
 #include "llmc/layernorm.cuh"
-#include "llmc/attention.cuh"
+#include "llmc/flash_attention.cuh"
 #include "llmc/gelu.cuh"
 #include "llmc/classifier.cuh"
 #include "llmc/adamw.cuh"
@@ -32,8 +32,8 @@
 // ----------------------------------------------------------------------------
 // activations kept for the backward pass, and scratch buffers
 
-enum { A_ENCODED, A_LN1, A_QKV, A_ATTY, A_ATT, A_RES2, A_LN2, A_FCH, A_FCH_GELU, A_RES3, A_LNF, A_LOGITS,
-       A_QKVR, A_YR, A_DQKVR, A_DRES, A_D4C, A_DC, NUM_ACT_TENSORS };
+enum { A_ENCODED, A_LN1, A_QKV, A_ATTY, A_RES2, A_LN2, A_FCH, A_FCH_GELU, A_RES3, A_LNF, A_LOGITS,
+       A_DRES, A_D4C, A_DC, NUM_ACT_TENSORS };
 
 typedef struct {
     floatX* t[NUM_ACT_TENSORS];
@@ -41,7 +41,8 @@ typedef struct {
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd;
     float* losses;     // [B*T], summed over the micro-steps of one optimizer step
     float* losses_host;   // pinned copy for the mean
-    float* scores;     // [B, NH, T, T] FP32 attention scores; the backward reuses it for the BF16 datt
+    float* lse;        // [L, B, NH, T] log-sum-exp of every attention row (flash attention keeps no T x T)
+    float* delta;      // [B, NH, T] scratch of the attention backward
 } Activations;
 
 // elements of each activation tensor for a micro-batch of B x T. The inputs of the qkv, fc and fc-projection
@@ -51,13 +52,12 @@ typedef struct {
 // recomputes it into its own output buffer (see linear_backward_input). The attention projection's input
 // atty stays, as attention's own output.
 static void activation_sizes(const GPT2Config* c, int B, int T, bool linear_inputs_kept, size_t sizes[NUM_ACT_TENSORS]) {
-    size_t L = c->num_layers, C = c->channels, NH = c->num_heads, BT = (size_t)B * T, LK = linear_inputs_kept ? L : 0;
+    size_t L = c->num_layers, C = c->channels, BT = (size_t)B * T, LK = linear_inputs_kept ? L : 0;
     sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = (LK ? LK : 1) * BT * C; sizes[A_QKV] = L * BT * 3 * C;
-    sizes[A_ATTY] = L * BT * C;     sizes[A_ATT] = L * B * NH * T * T; sizes[A_RES2] = L * BT * C;
+    sizes[A_ATTY] = L * BT * C;     sizes[A_RES2] = L * BT * C;
     sizes[A_LN2] = LK * BT * C;     sizes[A_FCH] = L * BT * 4 * C;   sizes[A_FCH_GELU] = LK * BT * 4 * C;
     sizes[A_RES3] = L * BT * C;     sizes[A_LNF] = BT * C;           sizes[A_LOGITS] = BT * c->padded_vocab_size;
-    sizes[A_QKVR] = BT * 3 * C;     sizes[A_YR] = BT * C;
-    sizes[A_DQKVR] = BT * 3 * C;    sizes[A_DRES] = BT * C;          sizes[A_D4C] = BT * 4 * C;
+    sizes[A_DRES] = BT * C;         sizes[A_D4C] = BT * 4 * C;
     sizes[A_DC] = BT * C;
 }
 
@@ -107,7 +107,7 @@ static size_t gpt2_device_bytes(const GPT2Config* c, int B, int T, const LinearO
     activation_sizes(c, B, T, lo->precision == PREC_BF16, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { act += sizes[i]; }
     staging_layout(B * T, offs);
-    size_t stats = (size_t)c->num_layers * 4 * B * T + 3 * (size_t)B * T + (size_t)B * c->num_heads * T * T;
+    size_t stats = (size_t)c->num_layers * (4 + c->num_heads) * B * T + (3 + (size_t)c->num_heads) * B * T;   // norms, losses, lse, delta
     size_t lowp = 0;
     if (lo->precision != PREC_BF16) {
         size_t N = (size_t)B * T, C = c->channels, max_elems = N * 4 * C;
@@ -151,6 +151,7 @@ static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, i
     m->config = *c;
     m->max_B = B; m->max_T = T;
     if (T > c->max_seq_len) { die("sequence length T=%d exceeds the model's max_seq_len %d", T, c->max_seq_len); }
+    flash_attention_check_shape(T, c->channels, c->num_heads);
     size_t free_b, total_b, need = gpt2_device_bytes(c, B, T, lo);
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b) {
@@ -181,7 +182,8 @@ static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, i
     for (int i = 0; i < 6; i++) { *stats[i] = (float*)device_malloc((i < 4 ? LBT : BT) * sizeof(float), "norm statistics"); }
     m->acts.losses = (float*)device_malloc(BT * sizeof(float), "losses");
     cudaCheck(cudaMallocHost((void**)&m->acts.losses_host, BT * sizeof(float)));
-    m->acts.scores = (float*)device_malloc((size_t)B * c->num_heads * T * T * sizeof(float), "attention scores");
+    m->acts.lse = (float*)device_malloc(LBT * c->num_heads * sizeof(float), "attention log-sum-exp");
+    m->acts.delta = (float*)device_malloc(flash_attention_delta_floats(B, T, c->num_heads) * sizeof(float), "attention scratch");
     m->scratch = (float*)device_malloc(column_sums_scratch_bytes(4 * c->channels), "reduction scratch");
     size_t offs[6];
     staging_layout((int)BT, offs);
@@ -228,7 +230,7 @@ static void gpt2_sync_params(GPT2* m) {
 static void gpt2_free(GPT2* m) {
     cudaCheck(cudaStreamSynchronize(m->stream));
     void* bufs[] = {m->params, m->master, m->grads, m->adam_m, m->adam_v, m->acts.ln1_mean, m->acts.ln1_rstd,
-                    m->acts.ln2_mean, m->acts.ln2_rstd, m->acts.lnf_mean, m->acts.lnf_rstd, m->acts.losses, m->acts.scores,
+                    m->acts.ln2_mean, m->acts.ln2_rstd, m->acts.lnf_mean, m->acts.lnf_rstd, m->acts.losses, m->acts.lse, m->acts.delta,
                     m->scratch, m->staging_dev};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { cudaCheck(cudaFree(m->acts.t[i])); }
@@ -269,7 +271,7 @@ static void gpt2_stage_batch(GPT2* m, const int* inputs, const int* targets, int
 }
 
 // the activations of layer l for a micro-batch of B x T (per-layer tensors are stacked over layers)
-typedef struct { floatX *ln1, *qkv, *atty, *att, *res_in, *res2, *ln2, *fch, *fch_gelu, *res3; } LayerActs;
+typedef struct { floatX *ln1, *qkv, *atty, *res_in, *res2, *ln2, *fch, *fch_gelu, *res3; float* lse; } LayerActs;
 
 static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, int NH) {
     size_t nc = (size_t)B * T * C;
@@ -278,7 +280,7 @@ static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, in
     la.ln1 = a->t[A_LN1] + (kept ? l * nc : 0);
     la.qkv = a->t[A_QKV] + l * 3 * nc;
     la.atty = a->t[A_ATTY] + l * nc;
-    la.att = a->t[A_ATT] + (size_t)l * B * NH * T * T;
+    la.lse = a->lse + (size_t)l * B * NH * T;
     la.res_in = l == 0 ? a->t[A_ENCODED] : a->t[A_RES3] + (l - 1) * nc;
     la.res2 = a->t[A_RES2] + l * nc;
     la.ln2 = kept ? a->t[A_LN2] + l * nc : la.ln1;
@@ -307,7 +309,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     layernorm_forward(a->t[A_LN1], a->ln1_mean, a->ln1_rstd, NULL, a->t[A_ENCODED], NULL, w[P_LN1W], w[P_LN1B], N, C, s);
     for (int l = 0; l < L; l++) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
-        floatX *ln1 = la.ln1, *qkv = la.qkv, *atty = la.atty, *att = la.att, *res_in = la.res_in, *res2 = la.res2;
+        floatX *ln1 = la.ln1, *qkv = la.qkv, *atty = la.atty, *res_in = la.res_in, *res2 = la.res2;
         floatX *ln2 = la.ln2, *fch = la.fch, *fch_gelu = la.fch_gelu, *res3 = la.res3;
         // the block's linear layers y = x W^T + b, each in the run's precision (llmc/adahop_linear.cuh)
         LinearSaved* sv = m->saved + 4 * l;
@@ -315,7 +317,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         bool bw = dloss != 0.0f;   // a backward pass follows: keep the dW operands
         adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_QKV, li + LIN_QKV, m->step, bw, m->stats_now, qkv, ln1,
                               w[P_QKVW] + (size_t)l * 3 * C * C, w[P_QKVB] + l * 3 * C, N, C, 3 * C, s);
-        attention_forward(atty, att, a->t[A_QKVR], a->scores, a->t[A_YR], qkv, B, T, C, NH, s);
+        flash_attention_forward(atty, la.lse, qkv, B, T, C, NH, s);
         // attention projection output goes to the scratch A_DC, then residual add + LayerNorm in one kernel
         adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_ATTPROJ, li + LIN_ATTPROJ, m->step, bw, m->stats_now, a->t[A_DC],
                               atty, w[P_ATTPROJW] + (size_t)l * C * C, w[P_ATTPROJB] + l * C, N, C, C, s);
@@ -383,7 +385,7 @@ static void gpt2_backward(GPT2* m, int B, int T) {
                        w[P_LNFW], N, C, s);
     for (int l = L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
-        floatX *qkv = la.qkv, *att = la.att, *res_in = la.res_in, *res2 = la.res2, *fch = la.fch;
+        floatX *qkv = la.qkv, *res_in = la.res_in, *res2 = la.res2, *fch = la.fch;
         size_t cc = (size_t)C * C;
         LinearSaved* sv = m->saved + 4 * l;
         int li = 4 * l;
@@ -402,7 +404,7 @@ static void gpt2_backward(GPT2* m, int B, int T) {
         adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_ATTPROJ, li + LIN_ATTPROJ, m->step, st, dc, g[P_ATTPROJW] + l * cc,
                                g[P_ATTPROJB] + l * C, m->scratch, dres,
                                linear_backward_input(m, &la, l, LIN_ATTPROJ, N, dc), w[P_ATTPROJW] + l * cc, N, C, C, s);
-        attention_backward(d4c, a->t[A_QKVR], a->t[A_DQKVR], (floatX*)a->scores, a->t[A_YR], dc, qkv, att, B, T, C, NH, s);
+        flash_attention_backward(d4c, a->delta, dc, qkv, la.atty, la.lse, B, T, C, NH, s);
         adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_QKV, li + LIN_QKV, m->step, st, dc, g[P_QKVW] + l * 3 * cc,
                                g[P_QKVB] + l * 3 * C, m->scratch, d4c,
                                linear_backward_input(m, &la, l, LIN_QKV, N, dc), w[P_QKVW] + l * 3 * cc, N, C, 3 * C, s);

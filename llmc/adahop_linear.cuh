@@ -239,7 +239,7 @@ static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, L
 
 // whether adahop_linear_backward reads the BF16 input x: for a BF16 dW GEMM, and for OE on x's channels
 static inline bool adahop_linear_backward_reads_input(const LinearSaved* saved) {
-    return saved->input_kept || saved->dw_strategy_saved == STRAT_BF16 || saved->dw_strategy_saved == STRAT_IHT_OE_COLS_B;
+    return saved->input_kept || (saved->dw_strategy_saved != STRAT_IHT && saved->dw_strategy_saved != STRAT_PLAIN);
 }
 
 // backward: dweight += dout^T x (FP32), then dinp = dout W; dbias += column sums of dout. x (BF16) is read only

@@ -5,7 +5,7 @@
 
 #include "llmc/cuda_common.cuh"
 
-static floatX* to_device_bf16(const float* h, size_t n) {
+static inline floatX* to_device_bf16(const float* h, size_t n) {
     floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
     for (size_t i = 0; i < n; i++) { tmp[i] = __float2bfloat16(h[i]); }
     floatX* d = (floatX*)device_malloc(n * sizeof(floatX), "test tensor");
@@ -13,17 +13,17 @@ static floatX* to_device_bf16(const float* h, size_t n) {
     free(tmp);
     return d;
 }
-static float* to_device_f32(const float* h, size_t n) {
+static inline float* to_device_f32(const float* h, size_t n) {
     float* d = (float*)device_malloc(n * sizeof(float), "test tensor");
     cudaCheck(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
     return d;
 }
-static int* to_device_int(const int* h, size_t n) {
+static inline int* to_device_int(const int* h, size_t n) {
     int* d = (int*)device_malloc(n * sizeof(int), "test tensor");
     cudaCheck(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
     return d;
 }
-static float* from_device_bf16(const floatX* d, size_t n) {
+static inline float* from_device_bf16(const floatX* d, size_t n) {
     floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(tmp, d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
@@ -32,14 +32,14 @@ static float* from_device_bf16(const floatX* d, size_t n) {
     free(tmp);
     return h;
 }
-static float* from_device_f32(const float* d, size_t n) {
+static inline float* from_device_f32(const float* d, size_t n) {
     float* h = (float*)malloc_check(n * sizeof(float));
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
     return h;
 }
 // a host copy of `bytes` device bytes
-static void* download(const void* d, size_t bytes) {
+static inline void* download(const void* d, size_t bytes) {
     void* h = malloc_check(bytes);
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));

@@ -7,9 +7,20 @@ cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 mkdir -p build/ref
 failed=()
+# NCCL may be installed only inside PyTorch's wheels (nvidia-nccl): let the loader find it there
+if ldd build/test_nccl_dp 2>/dev/null | grep -q "libnccl.*not found"; then
+    nccl_lib=$($PYTHON -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
+    export LD_LIBRARY_PATH="${nccl_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 
 echo "== kernels vs CPU reference"
 ./build/test_kernels || failed+=(test_kernels)
+
+echo "== flash attention vs CPU reference and the cuBLASLt attention"
+./build/test_flash_attention || failed+=(test_flash_attention)
+
+echo "== NCCL data-parallel layer at world size 1: collectives and ZeRO-1 AdamW vs the unsharded update"
+./build/test_nccl_dp || failed+=(test_nccl_dp)
 
 echo "== MXFP4 / AdaHOP kernels vs the C reference"
 ./build/test_mxfp4_gpu || failed+=(test_mxfp4_gpu)

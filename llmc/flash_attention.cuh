@@ -1,0 +1,484 @@
+// Causal multi-head attention, FlashAttention-2 style, for BF16 on tensor cores (mma.sync m16n8k16 with FP32
+// accumulation, ldmatrix, cp.async): the T x T scores never reach global memory. The forward keeps the
+// log-sum-exp of every query row; the backward recomputes the probabilities tile by tile. q, k, v are read
+// in place from the token-major qkv [B, T, 3C]. Head size 64 or 128, T a multiple of 8 (the last tile is
+// masked). Deterministic: no atomics, each output element has one writer and a fixed summation order.
+//
+// Tiles live in shared memory as [rows][HS] BF16 with the 16-byte chunks of row r XOR-swizzled by r % 8, so
+// that ldmatrix reads of 8 rows at one column hit 8 different bank groups. A warp owns 16-row MMA tiles; an
+// accumulator acc[m][n][e] holds row 16 m + lane / 4 + 8 (e / 2) and column 8 n + 2 (lane % 4) + e % 2.
+#ifndef LLMC_FLASH_ATTENTION_CUH
+#define LLMC_FLASH_ATTENTION_CUH
+
+#include "cuda_common.cuh"
+
+#define FLASH_WARPS 4
+#define FLASH_THREADS (FLASH_WARPS * 32)
+#define FLASH_LOG2E 1.4426950408889634f
+
+// tile shapes per head size: 16-row MMA tiles per warp in the forward (its query tile is 64 fwd_mt rows, its
+// key tile 64), and the inner tile of the backward loops (query tile of dk/dv, key tile of dq; the outer is 64)
+template <int HS> struct FlashConfig {
+    static constexpr int fwd_mt = HS == 64 ? 2 : 1;
+    static constexpr int fwd_bn = 64;
+    static constexpr int bwd_bn = HS == 64 ? 64 : 32;
+};
+
+extern __shared__ __align__(16) unsigned char flash_smem[];
+
+// ----------------------------------------------------------------------------
+// PTX wrappers
+
+// 16 bytes global -> shared, asynchronously; zero-fills the destination when !valid (src is then not read)
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+    uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// d += a b for one m16n8k16 tile: a the 16 x 16 A fragment, (b0, b1) the 16 x 8 B fragment
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// element offset of (row, col) in a swizzled [rows][HS] tile; col is a multiple of 8
+template <int HS> __device__ __forceinline__ int swz(int row, int col) { return row * HS + (((col >> 3) ^ (row & 7)) << 3); }
+
+// four 8x8 matrices of a swizzled tile; matrix i = lane / 8 starts at (row0 + 8 (i % 2), col0 + 8 (i / 2)) when
+// a_order, else at (row0 + 8 (i / 2), col0 + 8 (i % 2)). a_order: the A fragment of rows row0.. (k = col0..), or with
+// trans the B fragments of the n8 tiles col0, col0 + 8 of a [k][n] tile; !a_order: those of the n8 tiles row0,
+// row0 + 8 of an [n][k] tile.
+template <int HS, bool a_order, bool trans>
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], const floatX* tile, int row0, int col0) {
+    int lane = threadIdx.x % 32, i = lane / 8;
+    int row = row0 + lane % 8 + 8 * (a_order ? (i & 1) : (i >> 1));
+    int col = col0 + 8 * (a_order ? (i >> 1) : (i & 1));
+    uint32_t addr = (uint32_t)__cvta_generic_to_shared(tile + swz<HS>(row, col));
+    if (trans) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+    } else {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+    }
+}
+
+// ----------------------------------------------------------------------------
+// block- and warp-level pieces shared by the kernels
+
+// cp.async of rows t0 .. t0 + ROWS of one head (row t at src + t * stride) into a swizzled tile; rows >= T are zeros
+template <int HS, int ROWS>
+__device__ __forceinline__ void load_tile(floatX* tile, const floatX* src, long stride, int t0, int T) {
+    for (int i = threadIdx.x; i < ROWS * HS / 8; i += FLASH_THREADS) {
+        int r = i / (HS / 8), c = i % (HS / 8) * 8, t = t0 + r;
+        cp_async16(tile + swz<HS>(r, c), src + (long)min(t, T - 1) * stride + c, t < T);
+    }
+}
+
+// cp.async of v[t0 .. t0 + N) into shared memory; zeros at and past T (t0 and T are multiples of 4)
+template <int N>
+__device__ __forceinline__ void load_row_values(float* dst, const float* v, int t0, int T) {
+    for (int i = threadIdx.x; i < N / 4; i += FLASH_THREADS) {
+        int t = t0 + 4 * i;
+        cp_async16(dst + 4 * i, v + min(t, T - 4), t < T);
+    }
+}
+
+// acc (MT 16-row tiles x N columns) += A[a_row0 .. a_row0 + 16 MT) B[0 .. N)^T, contracting the HS columns of two
+// swizzled tiles: the scores q k^T and the probability gradients dO v^T
+template <int HS, int MT, int N>
+__device__ __forceinline__ void mma_abt(float (&acc)[MT][N / 8][4], const floatX* a, int a_row0, const floatX* b) {
+    #pragma unroll
+    for (int k = 0; k < HS; k += 16) {
+        uint32_t af[MT][4];
+        #pragma unroll
+        for (int m = 0; m < MT; m++) { ldsm4<HS, true, false>(af[m], a, a_row0 + 16 * m, k); }
+        #pragma unroll
+        for (int n = 0; n < N; n += 16) {
+            uint32_t bf[4];
+            ldsm4<HS, false, false>(bf, b, n, k);
+            #pragma unroll
+            for (int m = 0; m < MT; m++) {
+                mma_16816(acc[m][n / 8], af[m], bf[0], bf[1]);
+                mma_16816(acc[m][n / 8 + 1], af[m], bf[2], bf[3]);
+            }
+        }
+    }
+}
+
+// acc (MT 16-row tiles x HS columns) += P B: P as BF16 A fragments (K columns), B the first K rows of a swizzled
+// [K][HS] tile: the outputs P v and the gradients P^T dO, dS^T q, dS k
+template <int HS, int MT, int K>
+__device__ __forceinline__ void mma_pb(float (&acc)[MT][HS / 8][4], const uint32_t (&p)[MT][K / 16][4], const floatX* b) {
+    #pragma unroll
+    for (int k = 0; k < K; k += 16) {
+        #pragma unroll
+        for (int n = 0; n < HS; n += 16) {
+            uint32_t bf[4];
+            ldsm4<HS, true, true>(bf, b, k, n);
+            #pragma unroll
+            for (int m = 0; m < MT; m++) {
+                mma_16816(acc[m][n / 8], p[m][k / 16], bf[0], bf[1]);
+                mma_16816(acc[m][n / 8 + 1], p[m][k / 16], bf[2], bf[3]);
+            }
+        }
+    }
+}
+
+// the BF16 A fragments of an accumulator (the C layout of n8 tiles 2j, 2j + 1 is the A layout of k16 step j)
+template <int MT, int N>
+__device__ __forceinline__ void to_a_fragments(uint32_t (&p)[MT][N / 16][4], const float (&s)[MT][N / 8][4]) {
+    #pragma unroll
+    for (int m = 0; m < MT; m++) {
+        #pragma unroll
+        for (int j = 0; j < N / 16; j++) {
+            #pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float* c = &s[m][2 * j + i / 2][2 * (i % 2)];
+                __nv_bfloat162 v = __floats2bfloat162_rn(c[0], c[1]);
+                p[m][j][i] = *reinterpret_cast<uint32_t*>(&v);
+            }
+        }
+    }
+}
+
+// causal mask: -inf where the key comes after the query; rows start at row0, columns at col0, and the rows are
+// the queries (forward, dq) or the keys (dk, dv)
+template <int MT, int N, bool keys_are_rows>
+__device__ __forceinline__ void causal_mask(float (&s)[MT][N / 8][4], int row0, int col0) {
+    int lane = threadIdx.x % 32;
+    #pragma unroll
+    for (int m = 0; m < MT; m++) {
+        #pragma unroll
+        for (int n = 0; n < N / 8; n++) {
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int r = row0 + 16 * m + lane / 4 + 8 * (e / 2), c = col0 + 8 * n + 2 * (lane % 4) + e % 2;
+                if (keys_are_rows ? r > c : c > r) { s[m][n][e] = -INFINITY; }
+            }
+        }
+    }
+}
+
+// writes acc * mul as BF16 rows t = t0 + row (t < T) of one head (row t at dst + t * stride)
+template <int HS, int MT>
+__device__ __forceinline__ void store_rows(floatX* dst, long stride, const float (&acc)[MT][HS / 8][4], float mul, int t0, int T) {
+    int lane = threadIdx.x % 32;
+    #pragma unroll
+    for (int m = 0; m < MT; m++) {
+        #pragma unroll
+        for (int half = 0; half < 2; half++) {
+            int t = t0 + 16 * m + lane / 4 + 8 * half;
+            if (t >= T) { continue; }
+            #pragma unroll
+            for (int n = 0; n < HS / 8; n++) {
+                *reinterpret_cast<__nv_bfloat162*>(dst + (long)t * stride + 8 * n + 2 * (lane % 4)) =
+                    __floats2bfloat162_rn(acc[m][n][2 * half] * mul, acc[m][n][2 * half + 1] * mul);
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// kernels; grid (tiles, NH, B)
+
+// out and lse of one query tile of one (b, h): online softmax over the key tiles up to the diagonal, K/V double-
+// buffered. Traffic: reads the tile's q rows once and k, v up to the diagonal (mostly from L2), writes out, lse.
+template <int HS, int MT>
+__global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH,
+                                                                      float scale_log2) {
+    constexpr int BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS>::fwd_bn;
+    floatX* sq = (floatX*)flash_smem;
+    floatX* sk = sq + BM * HS;            // 2 buffers
+    floatX* sv = sk + 2 * BN * HS;        // 2 buffers
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
+    int q0 = (gridDim.x - 1 - blockIdx.x) * BM;   // the longest tiles start first
+    int wq0 = q0 + warp * 16 * MT;                // this warp's first query row
+    const floatX* q = qkv + (long)b * T * 3 * C + h * HS;
+    long stride = 3L * C;
+    int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
+    auto load_kv = [&](int j) {   // key tile j into buffer j % 2
+        load_tile<HS, BN>(sk + j % 2 * BN * HS, q + C, stride, j * BN, T);
+        load_tile<HS, BN>(sv + j % 2 * BN * HS, q + 2 * C, stride, j * BN, T);
+        cp_async_commit();
+    };
+    load_tile<HS, BM>(sq, q, stride, q0, T);
+    load_kv(0);
+    float o[MT][HS / 8][4] = {}, mrow[MT][2], lrow[MT][2];   // row max (log2 units) and this thread's partial row sum
+    for (int m = 0; m < MT; m++) { mrow[m][0] = mrow[m][1] = -INFINITY; lrow[m][0] = lrow[m][1] = 0.0f; }
+    for (int j = 0; j < ntiles; j++) {
+        if (j + 1 < ntiles) { load_kv(j + 1); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+        __syncthreads();
+        int k0 = j * BN;
+        if (k0 <= wq0 + 16 * MT - 1) {   // some key of the tile is visible to this warp
+            float s[MT][BN / 8][4] = {};
+            mma_abt<HS, MT, BN>(s, sq, warp * 16 * MT, sk + j % 2 * BN * HS);
+            if (k0 + BN - 1 > wq0) { causal_mask<MT, BN, false>(s, wq0, k0); }
+            // tile 0 holds key 0, visible to every row: the row max is finite from the first tile on
+            #pragma unroll
+            for (int m = 0; m < MT; m++) {
+                #pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    float mx = -INFINITY;
+                    #pragma unroll
+                    for (int n = 0; n < BN / 8; n++) { mx = fmaxf(mx, fmaxf(s[m][n][2 * half], s[m][n][2 * half + 1])); }
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    float mnew = fmaxf(mrow[m][half], mx * scale_log2);
+                    float alpha = exp2f(mrow[m][half] - mnew);
+                    mrow[m][half] = mnew;
+                    float sum = 0.0f;
+                    #pragma unroll
+                    for (int n = 0; n < BN / 8; n++) {
+                        for (int e = 2 * half; e < 2 * half + 2; e++) {
+                            s[m][n][e] = exp2f(fmaf(s[m][n][e], scale_log2, -mnew));
+                            sum += s[m][n][e];
+                        }
+                    }
+                    lrow[m][half] = lrow[m][half] * alpha + sum;
+                    #pragma unroll
+                    for (int n = 0; n < HS / 8; n++) { o[m][n][2 * half] *= alpha; o[m][n][2 * half + 1] *= alpha; }
+                }
+            }
+            uint32_t p[MT][BN / 16][4];
+            to_a_fragments<MT, BN>(p, s);
+            mma_pb<HS, MT, BN>(o, p, sv + j % 2 * BN * HS);
+        }
+        __syncthreads();
+    }
+    #pragma unroll
+    for (int m = 0; m < MT; m++) {
+        #pragma unroll
+        for (int half = 0; half < 2; half++) {
+            float l = lrow[m][half];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            float inv = 1.0f / l;
+            #pragma unroll
+            for (int n = 0; n < HS / 8; n++) { o[m][n][2 * half] *= inv; o[m][n][2 * half + 1] *= inv; }
+            int t = wq0 + 16 * m + lane / 4 + 8 * half;
+            if (t < T && lane % 4 == 0) { lse[((long)b * NH + h) * T + t] = (mrow[m][half] + log2f(l)) / FLASH_LOG2E; }
+        }
+    }
+    store_rows<HS, MT>(out + (long)b * T * C + h * HS, C, o, 1.0f, wq0, T);
+}
+
+// delta[b, h, t] = sum_d dout[b, t, h, d] out[b, t, h, d], the row term of the softmax backward; HS / 8 lanes per
+// row, 16 bytes each. Traffic: reads dout and out once, writes B NH T floats.
+template <int HS>
+__global__ void flash_backward_delta_kernel(float* delta, const floatX* dout, const floatX* out, int B, int T, int NH) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x, row = i / (HS / 8);   // row = (b T + t) NH + h
+    bool valid = row < (long)B * T * NH;
+    float sum = 0.0f;
+    if (valid) {
+        x128 d = load128cs(dout + i * 8), o = load128cs(out + i * 8);
+        for (int k = 0; k < 8; k++) { sum += (float)d[k] * (float)o[k]; }
+    }
+    for (int off = HS / 16; off > 0; off >>= 1) { sum += __shfl_xor_sync(0xffffffffu, sum, off); }
+    if (valid && i % (HS / 8) == 0) {
+        int h = (int)(row % NH), t = (int)(row / NH % T);
+        long b = row / NH / T;
+        delta[(b * NH + h) * T + t] = sum;
+    }
+}
+
+// dk, dv of one 64-key tile of one (b, h): loops over the query tiles from the diagonal to T (q, dO, lse, delta
+// double-buffered), recomputing P^T = exp(scale k q^T - lse) and dS^T = P^T (v dO^T - delta). Traffic: reads the
+// tile's k, v once and q, dO, lse, delta from the diagonal on (mostly from L2); writes the k, v slices of dqkv.
+template <int HS, int BN>
+__global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                                                            const float* lse, const float* delta, int T, int NH,
+                                                                            float scale_log2) {
+    constexpr int BM = FLASH_WARPS * 16;
+    floatX* sk = (floatX*)flash_smem;
+    floatX* sv = sk + BM * HS;
+    floatX* sq = sv + BM * HS;                   // 2 buffers
+    floatX* sdo = sq + 2 * BN * HS;              // 2 buffers
+    float* slse = (float*)(sdo + 2 * BN * HS);   // 2 buffers
+    float* sdelta = slse + 2 * BN;               // 2 buffers
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
+    int k0 = blockIdx.x * BM, wk0 = k0 + warp * 16;   // the longest tiles (first keys) start first
+    long stride = 3L * C, rows = ((long)b * NH + h) * T;
+    const floatX* q = qkv + (long)b * T * stride + h * HS;
+    const floatX* dob = dout + (long)b * T * C + h * HS;
+    int i0 = k0 / BN, ntiles = (T + BN - 1) / BN - i0;
+    auto load_q = [&](int i) {   // query tile i0 + i into buffer i % 2
+        int t0 = (i0 + i) * BN, buf = i % 2;
+        load_tile<HS, BN>(sq + buf * BN * HS, q, stride, t0, T);
+        load_tile<HS, BN>(sdo + buf * BN * HS, dob, C, t0, T);
+        load_row_values<BN>(slse + buf * BN, lse + rows, t0, T);
+        load_row_values<BN>(sdelta + buf * BN, delta + rows, t0, T);
+        cp_async_commit();
+    };
+    load_tile<HS, BM>(sk, q + C, stride, k0, T);
+    load_tile<HS, BM>(sv, q + 2 * C, stride, k0, T);
+    load_q(0);
+    float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
+    for (int i = 0; i < ntiles; i++) {
+        if (i + 1 < ntiles) { load_q(i + 1); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+        __syncthreads();
+        int q0 = (i0 + i) * BN;
+        const floatX* sqi = sq + i % 2 * BN * HS;
+        const floatX* sdoi = sdo + i % 2 * BN * HS;
+        if (q0 + BN - 1 >= wk0) {   // some query of the tile sees a key of this warp
+            float s[1][BN / 8][4] = {}, dp[1][BN / 8][4] = {};
+            mma_abt<HS, 1, BN>(s, sk, warp * 16, sqi);
+            if (q0 < wk0 + 15) { causal_mask<1, BN, true>(s, wk0, q0); }
+            mma_abt<HS, 1, BN>(dp, sv, warp * 16, sdoi);
+            // rows past T have q = dO = lse = delta = 0: P = 1 there but dS = 0 and P dO = 0
+            #pragma unroll
+            for (int n = 0; n < BN / 8; n++) {
+                #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int c = i % 2 * BN + 8 * n + 2 * (lane % 4) + e % 2;
+                    float p = exp2f(fmaf(s[0][n][e], scale_log2, -slse[c] * FLASH_LOG2E));
+                    s[0][n][e] = p;
+                    dp[0][n][e] = p * (dp[0][n][e] - sdelta[c]);
+                }
+            }
+            uint32_t f[1][BN / 16][4];
+            to_a_fragments<1, BN>(f, s);
+            mma_pb<HS, 1, BN>(dv, f, sdoi);
+            to_a_fragments<1, BN>(f, dp);
+            mma_pb<HS, 1, BN>(dk, f, sqi);
+        }
+        __syncthreads();
+    }
+    floatX* dkb = dqkv + (long)b * T * stride + C + h * HS;
+    store_rows<HS, 1>(dkb, stride, dk, scale_log2 / FLASH_LOG2E, wk0, T);
+    store_rows<HS, 1>(dkb + C, stride, dv, 1.0f, wk0, T);
+}
+
+// dq of one 64-query tile of one (b, h): loops over the key tiles up to the diagonal (k, v double-buffered),
+// recomputing P = exp(scale q k^T - lse) and dS = P (dO v^T - delta). Traffic: reads the tile's q, dO, lse, delta
+// once and k, v up to the diagonal (mostly from L2); writes the q slice of dqkv.
+template <int HS, int BN>
+__global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                                                          const float* lse, const float* delta, int T, int NH,
+                                                                          float scale_log2) {
+    constexpr int BM = FLASH_WARPS * 16;
+    floatX* sq = (floatX*)flash_smem;
+    floatX* sdo = sq + BM * HS;
+    floatX* sk = sdo + BM * HS;       // 2 buffers
+    floatX* sv = sk + 2 * BN * HS;    // 2 buffers
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
+    int q0 = (gridDim.x - 1 - blockIdx.x) * BM, wq0 = q0 + warp * 16;   // the longest tiles start first
+    long stride = 3L * C, rows = ((long)b * NH + h) * T;
+    const floatX* q = qkv + (long)b * T * stride + h * HS;
+    int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
+    auto load_kv = [&](int j) {   // key tile j into buffer j % 2
+        load_tile<HS, BN>(sk + j % 2 * BN * HS, q + C, stride, j * BN, T);
+        load_tile<HS, BN>(sv + j % 2 * BN * HS, q + 2 * C, stride, j * BN, T);
+        cp_async_commit();
+    };
+    load_tile<HS, BM>(sq, q, stride, q0, T);
+    load_tile<HS, BM>(sdo, dout + (long)b * T * C + h * HS, C, q0, T);
+    load_kv(0);
+    float nlse[2], dlt[2];   // this thread's two rows: -lse in log2 units, delta (0 past T, where nothing is written)
+    for (int half = 0; half < 2; half++) {
+        int t = wq0 + lane / 4 + 8 * half;
+        nlse[half] = t < T ? -lse[rows + t] * FLASH_LOG2E : 0.0f;
+        dlt[half] = t < T ? delta[rows + t] : 0.0f;
+    }
+    float dq[1][HS / 8][4] = {};
+    for (int j = 0; j < ntiles; j++) {
+        if (j + 1 < ntiles) { load_kv(j + 1); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+        __syncthreads();
+        int k0 = j * BN;
+        const floatX* skj = sk + j % 2 * BN * HS;
+        if (k0 <= wq0 + 15) {   // some key of the tile is visible to this warp
+            float s[1][BN / 8][4] = {}, dp[1][BN / 8][4] = {};
+            mma_abt<HS, 1, BN>(s, sq, warp * 16, skj);
+            if (k0 + BN - 1 > wq0) { causal_mask<1, BN, false>(s, wq0, k0); }
+            mma_abt<HS, 1, BN>(dp, sdo, warp * 16, sv + j % 2 * BN * HS);
+            #pragma unroll
+            for (int n = 0; n < BN / 8; n++) {
+                #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float p = exp2f(fmaf(s[0][n][e], scale_log2, nlse[e / 2]));
+                    dp[0][n][e] = p * (dp[0][n][e] - dlt[e / 2]);
+                }
+            }
+            uint32_t f[1][BN / 16][4];
+            to_a_fragments<1, BN>(f, dp);
+            mma_pb<HS, 1, BN>(dq, f, skj);
+        }
+        __syncthreads();
+    }
+    store_rows<HS, 1>(dqkv + (long)b * T * stride + h * HS, stride, dq, scale_log2 / FLASH_LOG2E, wq0, T);
+}
+
+// ----------------------------------------------------------------------------
+// host side
+
+// why a shape is not supported, or NULL
+static inline const char* flash_attention_unsupported(int T, int C, int NH) {
+    if (NH <= 0 || C <= 0 || C % NH != 0) { return "C must be a positive multiple of NH"; }
+    if (C / NH != 64 && C / NH != 128) { return "head size C/NH must be 64 or 128"; }
+    if (T <= 0 || T % 8 != 0) { return "sequence length T must be a positive multiple of 8"; }
+    return NULL;
+}
+
+static inline void flash_attention_check_shape(int T, int C, int NH) {
+    const char* why = flash_attention_unsupported(T, C, NH);
+    if (why != NULL) { die("flash attention: %s (T=%d, C=%d, NH=%d)", why, T, C, NH); }
+}
+
+// floats of the backward's scratch_delta: one per (b, h, t)
+static inline size_t flash_attention_delta_floats(int B, int T, int NH) { return (size_t)B * NH * T; }
+
+template <class Kernel>
+static inline void flash_set_smem(Kernel kernel, int bytes) {
+    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+template <int HS>
+static inline void flash_attention_forward_hs(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream) {
+    constexpr int MT = FlashConfig<HS>::fwd_mt, BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS>::fwd_bn;
+    int smem = (BM + 4 * BN) * HS * (int)sizeof(floatX);
+    flash_set_smem(flash_forward_kernel<HS, MT>, smem);
+    flash_forward_kernel<HS, MT><<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH,
+                                                                                              FLASH_LOG2E / sqrtf((float)HS));
+    cudaCheckLaunch();
+}
+
+template <int HS>
+static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const floatX* qkv, const floatX* out,
+                                               const float* lse, int B, int T, int NH, cudaStream_t stream) {
+    constexpr int BM = FLASH_WARPS * 16, BN = FlashConfig<HS>::bwd_bn;
+    float scale_log2 = FLASH_LOG2E / sqrtf((float)HS);
+    flash_backward_delta_kernel<HS><<<ceil_div((long)B * T * NH * HS / 8, 256), 256, 0, stream>>>(delta, dout, out, B, T, NH);
+    cudaCheckLaunch();
+    dim3 grid(ceil_div(T, BM), NH, B);
+    int smem_kv = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX) + 4 * BN * (int)sizeof(float);
+    flash_set_smem(flash_backward_dkdv_kernel<HS, BN>, smem_kv);
+    flash_backward_dkdv_kernel<HS, BN><<<grid, FLASH_THREADS, smem_kv, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, scale_log2);
+    cudaCheckLaunch();
+    int smem_q = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX);
+    flash_set_smem(flash_backward_dq_kernel<HS, BN>, smem_q);
+    flash_backward_dq_kernel<HS, BN><<<grid, FLASH_THREADS, smem_q, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, scale_log2);
+    cudaCheckLaunch();
+}
+
+// out [B, T, C] and lse [B, NH, T] (FP32, natural log-sum-exp of the scaled scores of each query row) from
+// qkv [B, T, 3C]. No scratch.
+static inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
+                                           cudaStream_t stream) {
+    flash_attention_check_shape(T, C, NH);
+    if (C / NH == 64) { flash_attention_forward_hs<64>(out, lse, qkv, B, T, NH, stream); }
+    else { flash_attention_forward_hs<128>(out, lse, qkv, B, T, NH, stream); }
+}
+
+// dqkv [B, T, 3C] (overwritten) from dout [B, T, C] and the forward's qkv, out, lse. Scratch: scratch_delta,
+// flash_attention_delta_floats(B, T, NH) FP32 values (rowsum(dout * out) per (b, h, t)).
+static inline void flash_attention_backward(floatX* dqkv, float* scratch_delta, const floatX* dout, const floatX* qkv,
+                                            const floatX* out, const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
+    flash_attention_check_shape(T, C, NH);
+    if (C / NH == 64) { flash_attention_backward_hs<64>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, stream); }
+    else { flash_attention_backward_hs<128>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, stream); }
+}
+
+#endif
