@@ -346,26 +346,49 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
 // ----------------------------------------------------------------------------
 // backward pass: gradients of the loss of the last forward (which ran with dloss != 0), added into grads
 
-// the BF16 input of linear `kind` of layer l, for its backward: NULL when the backward does not read it (the dW
-// operand was saved in MXFP4), the kept tensor, or else recomputed into `into`, the backward's output buffer dX
-// (adahop_linear_backward reads x before it writes dX), from what the forward pass kept: LayerNorm from the
-// residual stream and its saved statistics, GELU from fch. These are the values the forward pass produced.
-static const floatX* linear_backward_input(GPT2* m, const LayerActs* la, int l, int kind, int N, floatX* into) {
+// what the backward of linear `kind` of layer l reads of its BF16 input (adahop_linear_backward_reads): nothing,
+// the kept tensor, or else a recomputation into `into` (the backward's dX buffer, read before it is written) from
+// what the forward pass kept: LayerNorm from the residual stream and its saved statistics, GELU from fch; all of
+// the input, or only its OE channels. Recomputed values equal the forward's bit for bit.
+typedef struct { const floatX *x, *channels; } LinearInput;
+
+static LinearInput linear_backward_input(GPT2* m, const LayerActs* la, int l, int kind, int N, floatX* into) {
     const Activations* a = &m->acts;
-    if (!adahop_linear_backward_reads_input(m->saved + 4 * l + kind)) { return NULL; }
-    if (kind == LIN_ATTPROJ) { return la->atty; }
-    if (a->linear_inputs_kept) { return kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->fch_gelu); }
-    int C = m->config.channels;
-    floatX** w = m->w;
-    if (kind == LIN_FCPROJ) { gelu_forward(into, la->fch, (long)N * 4 * C, m->stream); }
-    else if (kind == LIN_FC) {
-        layernorm_forward(into, a->ln2_mean + l * N, a->ln2_rstd + l * N, NULL, la->res2, NULL, w[P_LN2W] + l * C,
-                          w[P_LN2B] + l * C, N, C, m->stream);
+    const LinearSaved* sv = m->saved + 4 * l + kind;
+    int reads = adahop_linear_backward_reads(sv), C = m->config.channels;
+    LinearInput in = {NULL, NULL};
+    if (reads == LINEAR_READS_NOTHING) { return in; }
+    if (kind == LIN_ATTPROJ) { in.x = la->atty; return in; }
+    if (a->linear_inputs_kept) { in.x = kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->fch_gelu); return in; }
+    int k = min(m->ws.oe_k, kind == LIN_FCPROJ ? 4 * C : C);
+    if (kind == LIN_FCPROJ) {
+        if (reads == LINEAR_READS_CHANNELS) { gelu_forward_channels(into, la->fch, sv->x_channel_idx, k, N, 4 * C, m->stream); }
+        else { gelu_forward(into, la->fch, (long)N * 4 * C, m->stream); }
     } else {
-        layernorm_forward(into, a->ln1_mean + l * N, a->ln1_rstd + l * N, NULL, la->res_in, NULL, w[P_LN1W] + l * C,
-                          w[P_LN1B] + l * C, N, C, m->stream);
+        bool qkv = kind == LIN_QKV;
+        const floatX* src = qkv ? la->res_in : la->res2;
+        float* mean = (qkv ? a->ln1_mean : a->ln2_mean) + l * N;
+        float* rstd = (qkv ? a->ln1_rstd : a->ln2_rstd) + l * N;
+        const floatX* w = m->w[qkv ? P_LN1W : P_LN2W] + l * C;
+        const floatX* b = m->w[qkv ? P_LN1B : P_LN2B] + l * C;
+        if (reads == LINEAR_READS_CHANNELS) { layernorm_forward_channels(into, src, mean, rstd, w, b, sv->x_channel_idx, k, N, C, m->stream); }
+        else { layernorm_forward(into, mean, rstd, NULL, src, NULL, w, b, N, C, m->stream); }
     }
-    return into;
+    if (reads == LINEAR_READS_CHANNELS) { in.channels = into; } else { in.x = into; }
+    return in;
+}
+
+// backward of linear `kind` of layer l (llmc/adahop_linear.cuh): dinp from dout, its weight and bias gradients
+static void block_linear_backward(GPT2* m, const LayerActs* la, int l, int kind, floatX* dinp, const floatX* dout, int N) {
+    static const int weight_tensor[NUM_LINEAR_KINDS] = {P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW};
+    static const int bias_tensor[NUM_LINEAR_KINDS] = {P_QKVB, P_ATTPROJB, P_FCB, P_FCPROJB};
+    int cin, cout;
+    linear_shape(kind, m->config.channels, &cin, &cout);
+    size_t w_off = (size_t)l * cin * cout, b_off = (size_t)l * cout;
+    LinearInput in = linear_backward_input(m, la, l, kind, N, dinp);
+    adahop_linear_backward(&m->ws, &m->adahop, m->saved + 4 * l + kind, 4 * l + kind, m->step, m->stats_now, dinp,
+                           m->g[weight_tensor[kind]] + w_off, m->g[bias_tensor[kind]] + b_off, m->scratch, dout, in.x,
+                           in.channels, m->w[weight_tensor[kind]] + w_off, N, cin, cout, m->stream);
 }
 
 static void gpt2_backward(GPT2* m, int B, int T) {
@@ -386,28 +409,16 @@ static void gpt2_backward(GPT2* m, int B, int T) {
     for (int l = L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
         floatX *qkv = la.qkv, *res_in = la.res_in, *res2 = la.res2, *fch = la.fch;
-        size_t cc = (size_t)C * C;
-        LinearSaved* sv = m->saved + 4 * l;
-        int li = 4 * l;
-        bool st = m->stats_now;
         // MLP
-        adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_FCPROJ, li + LIN_FCPROJ, m->step, st, d4c, g[P_FCPROJW] + l * 4 * cc,
-                               g[P_FCPROJB] + l * C, m->scratch, dres,
-                               linear_backward_input(m, &la, l, LIN_FCPROJ, N, d4c), w[P_FCPROJW] + l * 4 * cc, N, 4 * C, C, s);
+        block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N);
         gelu_backward(d4c, fch, (long)N * 4 * C, s);
-        adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_FC, li + LIN_FC, m->step, st, dc, g[P_FCW] + l * 4 * cc,
-                               g[P_FCB] + l * 4 * C, m->scratch, d4c,
-                               linear_backward_input(m, &la, l, LIN_FC, N, dc), w[P_FCW] + l * 4 * cc, N, C, 4 * C, s);
+        block_linear_backward(m, &la, l, LIN_FC, dc, d4c, N);
         layernorm_backward(dres, g[P_LN2W] + l * C, g[P_LN2B] + l * C, m->scratch, dc, res2, a->ln2_mean + l * N,
                            a->ln2_rstd + l * N, w[P_LN2W] + l * C, N, C, s);
         // attention
-        adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_ATTPROJ, li + LIN_ATTPROJ, m->step, st, dc, g[P_ATTPROJW] + l * cc,
-                               g[P_ATTPROJB] + l * C, m->scratch, dres,
-                               linear_backward_input(m, &la, l, LIN_ATTPROJ, N, dc), w[P_ATTPROJW] + l * cc, N, C, C, s);
+        block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N);
         flash_attention_backward(d4c, a->delta, dc, qkv, la.atty, la.lse, B, T, C, NH, s);
-        adahop_linear_backward(&m->ws, &m->adahop, sv + LIN_QKV, li + LIN_QKV, m->step, st, dc, g[P_QKVW] + l * 3 * cc,
-                               g[P_QKVB] + l * 3 * C, m->scratch, d4c,
-                               linear_backward_input(m, &la, l, LIN_QKV, N, dc), w[P_QKVW] + l * 3 * cc, N, C, 3 * C, s);
+        block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N);
         layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, m->scratch, dc, res_in, a->ln1_mean + l * N,
                            a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
     }
@@ -496,7 +507,7 @@ static void usage(const char* prog) {
            "  -P <path>  MXFP4 GEMM path: fast (E4M3 on FP8 tensor cores) | exact (dequantize + BF16) (default fast)\n"
            "  -S <0|1>   stochastic rounding of the gradient operands (default 0)\n"
            "  -w <int>   AdaHOP calibration steps of plain MXFP4 before the first strategy vote (default 30)\n"
-           "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 500)\n"
+           "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 250)\n"
            "  -W <int>   steps of pattern statistics before each re-classification (default 10)\n"
            "  -K <int>   rows/columns taken out by outlier extraction (default 64)\n"
            "  -h         this help\n", prog);
@@ -505,7 +516,7 @@ static void usage(const char* prog) {
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
                  16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
-                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, 500, 10, 64}};
+                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, 250, 10, 64}};
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];

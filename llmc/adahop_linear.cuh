@@ -150,10 +150,11 @@ static inline void mx_gemm_nt(AdahopWorkspace* ws, void* out, bool out_fp32, flo
 }
 
 // One GEMM out [M x N] = A B^T (+ beta out) (+ bias) under `strategy`. qb_saved, when given, is B already
-// quantized (the dW operand saved at forward time) with its OE rows b_idx zeroed; b itself is then read only
-// for those rows.
+// quantized (the dW operand saved at forward time) with its OE rows b_idx zeroed; those rows in BF16 are then
+// b_rows [k x K] when given, else gathered from b.
 static inline void adahop_gemm(AdahopWorkspace* ws, int strategy, void* out, bool out_fp32, float beta, Operand a,
-                               Operand b, const MXOperand* qb_saved, const int* b_idx, const floatX* bias, int a_is_grad, int b_is_grad, uint64_t seed, cudaStream_t s) {
+                               Operand b, const MXOperand* qb_saved, const int* b_idx, const floatX* b_rows,
+                               const floatX* bias, int a_is_grad, int b_is_grad, uint64_t seed, cudaStream_t s) {
     if (strategy == STRAT_BF16) { gemm_nt_bf16(out, out_fp32, beta, a, b, bias, s); return; }
     MXQuantOptions oa = {strategy != STRAT_PLAIN, MX_SCALE_OCP, a_is_grad && ws->stochastic_grads, seed};
     MXQuantOptions ob = {strategy != STRAT_PLAIN, MX_SCALE_OCP, b_is_grad && ws->stochastic_grads, seed ^ 0xB};
@@ -182,7 +183,8 @@ static inline void adahop_gemm(AdahopWorkspace* ws, int strategy, void* out, boo
             cudaCheckLaunch();
             idx = ws->oe_idx;
         }
-        Operand ext = operand_gather_rows(ws, b, idx, k, s);
+        Operand ext = {b_rows, k, b.K, false};
+        if (!qb_saved || !b_rows) { ext = operand_gather_rows(ws, b, idx, k, s); }
         mx_gemm_nt(ws, out, out_fp32, beta, &qa, &qb, bias, s);
         gemm_nt_bf16(ws->oe_part, true, 0.0f, a, ext, NULL, s);   // [M x k]
         if (out_fp32) { scatter_add_kernel<float><<<ceil_div((long)M * k, 256), 256, 0, s>>>((float*)out, ws->oe_part, idx, k, M, N, false); }
@@ -215,7 +217,7 @@ static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, L
                                          int step, bool need_backward, bool stats, floatX* out, const floatX* x,
                                          const floatX* w, const floatX* bias, int N, int Cin, int Cout, cudaStream_t s) {
     Operand a = {x, N, Cin, false}, b = {w, Cout, Cin, false};
-    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_FWD), out, false, 0.0f, a, b, NULL, NULL, bias, 0, 0,
+    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_FWD), out, false, 0.0f, a, b, NULL, NULL, NULL, bias, 0, 0,
                 adahop_seed(ws, step, linear, GEMM_FWD), s);
     int dw = adahop_strategy_of(st, linear, GEMM_DW);
     saved->dw_strategy_saved = dw;
@@ -237,27 +239,36 @@ static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, L
     }
 }
 
-// whether adahop_linear_backward reads the BF16 input x: for a BF16 dW GEMM, and for OE on x's channels
-static inline bool adahop_linear_backward_reads_input(const LinearSaved* saved) {
-    return saved->input_kept || (saved->dw_strategy_saved != STRAT_IHT && saved->dw_strategy_saved != STRAT_PLAIN);
+// what of the BF16 input x adahop_linear_backward reads: nothing (dW from the saved MXFP4 x^T), only x's OE
+// channels (OE on the columns of B from the saved x^T), or all of x (BF16 dW, OE on rows of A, or x kept anyway)
+enum { LINEAR_READS_NOTHING, LINEAR_READS_CHANNELS, LINEAR_READS_INPUT };
+static inline int adahop_linear_backward_reads(const LinearSaved* saved) {
+    int dw = saved->dw_strategy_saved;
+    if (saved->input_kept || dw == STRAT_BF16 || dw == STRAT_IHT_OE_ROWS_A) { return LINEAR_READS_INPUT; }
+    return dw == STRAT_IHT_OE_COLS_B ? LINEAR_READS_CHANNELS : LINEAR_READS_NOTHING;
 }
 
-// backward: dweight += dout^T x (FP32), then dinp = dout W; dbias += column sums of dout. x (BF16) is read only
-// when adahop_linear_backward_reads_input says so (may be NULL otherwise), and before dinp is written, so x may
-// live in the dinp buffer; the dW GEMM uses saved->x_t from the forward.
+// backward: dweight += dout^T x (FP32), then dinp = dout W; dbias += column sums of dout. What it reads of x is
+// adahop_linear_backward_reads: x [N x Cin] (else may be NULL), or x_channels [k x N], the channels
+// saved->x_channel_idx of x, channel-major (else may be NULL; gathered from x when x is given instead). Both are
+// read before dinp is written, so they may live in the dinp buffer. The dW GEMM uses saved->x_t from the forward.
 static inline void adahop_linear_backward(AdahopWorkspace* ws, AdahopState* st, LinearSaved* saved, int linear,
                                           int step, bool stats, floatX* dinp, float* dweight,
                                           float* dbias, float* scratch, const floatX* dout, const floatX* x,
-                                          const floatX* w, int N, int Cin, int Cout, cudaStream_t s) {
-    if (adahop_linear_backward_reads_input(saved) && !x) { die("AdaHOP linear %d: backward needs its BF16 input", linear); }
+                                          const floatX* x_channels, const floatX* w, int N, int Cin, int Cout,
+                                          cudaStream_t s) {
+    int reads = adahop_linear_backward_reads(saved);
+    if ((reads == LINEAR_READS_INPUT && !x) || (reads == LINEAR_READS_CHANNELS && !x && !x_channels)) {
+        die("AdaHOP linear %d: its backward needs the BF16 input%s", linear, reads == LINEAR_READS_CHANNELS ? " or its OE channels" : "");
+    }
     Operand dyt = {dout, Cout, N, true}, xt = {x, Cin, N, true};
     int dw = saved->dw_strategy_saved;
     MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
     bool from_saved = dw != STRAT_BF16 && !saved->input_kept;
-    adahop_gemm(ws, dw, dweight, true, 1.0f, dyt, xt, from_saved ? &xt_view : NULL, saved->x_channel_idx, NULL, 1, 0,
-                adahop_seed(ws, step, linear, GEMM_DW), s);
+    adahop_gemm(ws, dw, dweight, true, 1.0f, dyt, xt, from_saved ? &xt_view : NULL, saved->x_channel_idx, x_channels, NULL,
+                1, 0, adahop_seed(ws, step, linear, GEMM_DW), s);
     Operand dy = {dout, N, Cout, false}, wt = {w, Cin, Cout, true};
-    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_DX), dinp, false, 0.0f, dy, wt, NULL, NULL, NULL, 1, 0,
+    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_DX), dinp, false, 0.0f, dy, wt, NULL, NULL, NULL, NULL, 1, 0,
                 adahop_seed(ws, step, linear, GEMM_DX), s);
     if (dbias) { bias_backward(dbias, scratch, dout, N, Cout, s); }
     if (stats) { adahop_record(st, linear, TENSOR_DY, classify_tensor(ws, dout, N, Cout, s)); }

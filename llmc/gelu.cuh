@@ -6,16 +6,25 @@
 
 #define GELU_SCALE 0.7978845608028654f   // sqrt(2 / pi)
 
-// out = 0.5 x (1 + tanh(s (x + 0.044715 x^3))); 8 elements per thread. Traffic: one read, one write.
+// 0.5 v (1 + tanh(s (v + 0.044715 v^3))): shared by the kernels below so that recomputed values are bit-identical
+__device__ __forceinline__ float gelu_value(float v) { return 0.5f * v * (1.0f + tanhf(GELU_SCALE * (v + 0.044715f * v * v * v))); }
+
+// out = gelu(inp); 8 elements per thread. Traffic: one read, one write.
 __global__ void gelu_forward_kernel(floatX* out, const floatX* inp, long n) {
     long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (i >= n) { return; }
     x128 x = load128(inp + i), o;
-    for (int k = 0; k < 8; k++) {
-        float v = (float)x[k];
-        o[k] = (floatX)(0.5f * v * (1.0f + tanhf(GELU_SCALE * (v + 0.044715f * v * v * v))));
-    }
+    for (int k = 0; k < 8; k++) { o[k] = (floatX)gelu_value((float)x[k]); }
     store128(out + i, o);
+}
+
+// out[j, r] = gelu(inp[r, idx[j]]): k channels of the GELU output, transposed (channel-major).
+// Traffic: k * N strided reads, k * N writes.
+__global__ void gelu_channels_kernel(floatX* out, const floatX* inp, const int* idx, int k, int N, int C) {
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long)k * N) { return; }
+    int j = (int)(t / N), r = (int)(t % N);
+    out[t] = (floatX)gelu_value((float)inp[(size_t)r * C + idx[j]]);
 }
 
 // d = d * gelu'(inp), in place. Traffic: reads d and inp, writes d.
@@ -37,6 +46,12 @@ __global__ void gelu_backward_kernel(floatX* d, const floatX* inp, long n) {
 static inline void gelu_forward(floatX* out, const floatX* inp, long n, cudaStream_t stream) {
     if (n % 8 != 0) { die("gelu: size %ld must be a multiple of 8", n); }
     gelu_forward_kernel<<<ceil_div(n / 8, 256), 256, 0, stream>>>(out, inp, n);
+    cudaCheckLaunch();
+}
+
+// out [k x N] = channels idx of gelu(inp [N x C]) (see gelu_channels_kernel)
+static inline void gelu_forward_channels(floatX* out, const floatX* inp, const int* idx, int k, int N, int C, cudaStream_t stream) {
+    gelu_channels_kernel<<<ceil_div((long)k * N, 256), 256, 0, stream>>>(out, inp, idx, k, N, C);
     cudaCheckLaunch();
 }
 

@@ -5,6 +5,10 @@
 #include "cuda_common.cuh"
 #include "matmul.cuh"
 
+// the LayerNorm output of one element from its row statistics: shared by the kernels below so that a recomputed
+// value equals the forward's bit for bit
+__device__ __forceinline__ float layernorm_value(float x, float mu, float rs, float w, float b) { return (x - mu) * rs * w + b; }
+
 // One warp per row: res = a + b (or res = a when b is NULL; res_out written only when b is given),
 // out = (res - mean) * rstd * weight + bias, and mean/rstd saved for the backward pass.
 // Traffic: reads a (and b) once from DRAM (re-reads hit L1/L2), writes out (and res_out).
@@ -36,7 +40,7 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
     float rs = rsqrtf(warp_sum(var) / C + 1e-5f);
     for (int c = lane * 8; c < C; c += 32 * 8) {
         x128 xv = load128(xr + c), wv = load128(weight + c), bv = load128(bias + c), ov;
-        for (int i = 0; i < 8; i++) { ov[i] = (floatX)(((float)xv[i] - mu) * rs * (float)wv[i] + (float)bv[i]); }
+        for (int i = 0; i < 8; i++) { ov[i] = (floatX)layernorm_value((float)xv[i], mu, rs, (float)wv[i], (float)bv[i]); }
         store128(out + (size_t)row * C + c, ov);
     }
     if (lane == 0) { mean[row] = mu; rstd[row] = rs; }
@@ -75,6 +79,16 @@ __global__ void layernorm_backward_dinp_kernel(floatX* dinp, const floatX* dout,
     }
 }
 
+// out[j, r] = LayerNorm(inp)[r, idx[j]] from the saved mean/rstd: k channels of a LayerNorm output, transposed
+// (channel-major), as the forward produced them. Traffic: k * N strided reads of inp, k * N writes.
+__global__ void layernorm_channels_kernel(floatX* out, const floatX* inp, const float* mean, const float* rstd,
+                                          const floatX* weight, const floatX* bias, const int* idx, int k, int N, int C) {
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long)k * N) { return; }
+    int j = (int)(t / N), r = (int)(t % N), c = idx[j];
+    out[t] = (floatX)layernorm_value((float)inp[(size_t)r * C + c], mean[r], rstd[r], (float)weight[c], (float)bias[c]);
+}
+
 static inline void layernorm_check_shape(int C) {
     if (C % 8 != 0) { die("layernorm: channels C=%d must be a multiple of 8", C); }
 }
@@ -87,6 +101,14 @@ static inline void layernorm_forward(floatX* out, float* mean, float* rstd, floa
     const int warps_per_block = 8;
     layernorm_forward_kernel<<<ceil_div(N, warps_per_block), warps_per_block * 32, 0, stream>>>(
         out, mean, rstd, res_out, a, b, weight, bias, N, C);
+    cudaCheckLaunch();
+}
+
+// out [k x N] = channels idx of LayerNorm(inp) with the forward's mean and rstd (see layernorm_channels_kernel)
+static inline void layernorm_forward_channels(floatX* out, const floatX* inp, const float* mean, const float* rstd,
+                                              const floatX* weight, const floatX* bias, const int* idx, int k, int N,
+                                              int C, cudaStream_t stream) {
+    layernorm_channels_kernel<<<ceil_div((long)k * N, 256), 256, 0, stream>>>(out, inp, mean, rstd, weight, bias, idx, k, N, C);
     cudaCheckLaunch();
 }
 

@@ -42,12 +42,20 @@ static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const flo
         CHECK(same_bytes(saved.x_t.codes, c->codes[GEMM_DW][1], (size_t)Cin * N / 2) && same_bytes(saved.x_t.scales, c->scales[GEMM_DW][1], (size_t)Cin * N / 32),
               "saved path: x^T saved at forward time differs from the reference's dW operand (strategy %d)", c->strategy[GEMM_DW]);
     }
-    const floatX* x_read = NULL;   // when read, x lives in the dX buffer, as the trainer's recomputed inputs do
-    if (adahop_linear_backward_reads_input(&saved)) {
+    // what the backward reads of x lives in the dX buffer, as the trainer's recomputed inputs do: all of x, or
+    // only its OE channels (channel-major, gathered here with the saved indices)
+    const floatX *x_read = NULL, *channels_read = NULL;
+    int reads = adahop_linear_backward_reads(&saved);
+    if (reads == LINEAR_READS_INPUT) {
         cudaCheck(cudaMemcpy(dx, x, (size_t)N * Cin * sizeof(floatX), cudaMemcpyDeviceToDevice));
         x_read = dx;
+    } else if (reads == LINEAR_READS_CHANNELS) {
+        int k = c->oe_k < Cin ? c->oe_k : Cin;
+        gather_cols_kernel<<<ceil_div((long)k * N, 256), 256>>>(dx, x, saved.x_channel_idx, k, N, Cin);
+        cudaCheckLaunch();
+        channels_read = dx;
     }
-    adahop_linear_backward(ws, &st, &saved, LIN_FC, 0, false, dx, dw, NULL, NULL, dy, x_read, w, N, Cin, Cout, 0);
+    adahop_linear_backward(ws, &st, &saved, LIN_FC, 0, false, dx, dw, NULL, NULL, dy, x_read, channels_read, w, N, Cin, Cout, 0);
     float* got[3] = {from_device_bf16(y, (size_t)N * Cout), from_device_bf16(dx, (size_t)N * Cin), (float*)malloc_check((size_t)Cout * Cin * sizeof(float))};
     cudaCheck(cudaMemcpy(got[2], dw, (size_t)Cout * Cin * sizeof(float), cudaMemcpyDeviceToHost));
     const float* want[3] = {c->y, c->dX, c->dW};
@@ -82,7 +90,7 @@ static void run_case(const char* path, int gemm_path) {
     for (int g = 0; g < 3; g++) {
         int M = a[g].rows, Nn = b[g].rows, st = c.strategy[g];
         uint64_t seed = mx_mix64(c.seed ^ (uint64_t)g);
-        adahop_gemm(&ws, st, out, true, 0.0f, a[g], b[g], NULL, NULL, NULL, g > 0, 0, seed, 0);
+        adahop_gemm(&ws, st, out, true, 0.0f, a[g], b[g], NULL, NULL, NULL, NULL, g > 0, 0, seed, 0);
         float* got = (float*)malloc_check((size_t)M * Nn * sizeof(float));
         cudaCheck(cudaDeviceSynchronize());
         cudaCheck(cudaMemcpy(got, out, (size_t)M * Nn * sizeof(float), cudaMemcpyDeviceToHost));

@@ -9,6 +9,7 @@
 #include "llmc/layernorm.cuh"
 #include "llmc/attention.cuh"
 #include "llmc/gelu.cuh"
+#include "llmc/outliers.cuh"
 #include "llmc/classifier.cuh"
 #include "llmc/adamw.cuh"
 #include "llmc/gpt2_cpu.h"
@@ -244,6 +245,39 @@ static void test_determinism(int N, int C) {
     cudaFree(d_x); cudaFree(d_a); cudaFree(d_b);
 }
 
+// the channel recomputations of the AdaHOP backward (k channels of a LayerNorm / GELU output, channel-major)
+// against the full forward output gathered at the same channels: bit for bit, on random channel indices
+static void test_channel_recompute(int N, int C, int k) {
+    printf("channel recompute N=%d C=%d k=%d\n", N, C, k);
+    size_t n = (size_t)N * C;
+    float *x = host_random(n, 4.0f), *w = host_random(C, 1.0f), *bias = host_random(C, 1.0f);
+    int* idx = (int*)malloc_check(k * sizeof(int));
+    for (int j = 0; j < k; j++) { idx[j] = (int)rng_below(&rng, (uint64_t)C); }
+    floatX *d_x = to_device_bf16(x, n), *d_w = to_device_bf16(w, C), *d_bias = to_device_bf16(bias, C);
+    floatX *d_full = (floatX*)device_malloc(n * sizeof(floatX), "full"), *d_ch = (floatX*)device_malloc((size_t)k * N * sizeof(floatX), "channels");
+    floatX* d_want = (floatX*)device_malloc((size_t)k * N * sizeof(floatX), "gathered");
+    float *d_mean = (float*)device_malloc(N * sizeof(float), "mean"), *d_rstd = (float*)device_malloc(N * sizeof(float), "rstd");
+    int* d_idx = to_device_int(idx, k);
+    const char* names[2] = {"layernorm channels (bit for bit)", "gelu channels (bit for bit)"};
+    for (int op = 0; op < 2; op++) {
+        if (op == 0) {
+            layernorm_forward(d_full, d_mean, d_rstd, NULL, d_x, NULL, d_w, d_bias, N, C, 0);
+            layernorm_forward_channels(d_ch, d_x, d_mean, d_rstd, d_w, d_bias, d_idx, k, N, C, 0);
+        } else {
+            gelu_forward(d_full, d_x, (long)n, 0);
+            gelu_forward_channels(d_ch, d_x, d_idx, k, N, C, 0);
+        }
+        gather_cols_kernel<<<ceil_div((long)k * N, 256), 256>>>(d_want, d_full, d_idx, k, N, C);
+        cudaCheckLaunch();
+        float* want = from_device_bf16(d_want, (size_t)k * N);
+        compare(names[op], from_device_bf16(d_ch, (size_t)k * N), want, (size_t)k * N, 0.0f, 0.0f);
+        free(want);
+    }
+    free(x); free(w); free(bias); free(idx);
+    void* bufs[] = {d_x, d_w, d_bias, d_full, d_ch, d_want, d_mean, d_rstd, d_idx};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
+}
+
 int main(void) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the kernel tests need one"); }
@@ -263,6 +297,8 @@ int main(void) {
     test_attention(1, 24, 64, 2, 6.0f);
     test_attention(2, 256, 768, 12, 2.0f);
     test_gelu(8 * 1000);
+    test_channel_recompute(96, 768, 64);
+    test_channel_recompute(200, 3072, 7);
     test_classifier(64, 1000, 1024, false);
     test_classifier(8, 50257, 50304, false);
     test_classifier(4, 100, 128, true);
