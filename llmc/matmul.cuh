@@ -48,7 +48,8 @@ typedef struct {
     const void* a_scale; const void* b_scale;
 } GemmSpec;
 
-static inline void cublaslt_gemm(const GemmSpec* g, cudaStream_t stream) {
+// runs the GEMM g; returns false, running nothing, when cuBLASLt has no algorithm for it
+static inline bool cublaslt_gemm_try(const GemmSpec* g, cudaStream_t stream) {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasOperation_t op_a = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -88,19 +89,27 @@ static inline void cublaslt_gemm(const GemmSpec* g, cudaStream_t stream) {
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, la, lb, ld, ld, pref, 1, &heur, &found);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-        die("cuBLASLt has no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d batch=%d, operand type %d, scale mode %d "
-            "(low-precision types need a GPU that supports them and sizes that are multiples of 16)",
-            m, n, k, (int)g->trans_a, (int)g->trans_b, g->batch.count, (int)g->ab_type, (int)g->scale_mode);
+    bool ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (ok) {
+        const float alpha = 1.0f;
+        cublasCheck(cublasLtMatmul(cublaslt_handle, desc, &alpha, g->a, la, g->b, lb, &g->beta, g->d, ld, g->d, ld,
+                                   &heur.algo, cublaslt_workspace, cublaslt_workspace_size, stream));
     }
-    const float alpha = 1.0f;
-    cublasCheck(cublasLtMatmul(cublaslt_handle, desc, &alpha, g->a, la, g->b, lb, &g->beta, g->d, ld, g->d, ld, &heur.algo,
-                               cublaslt_workspace, cublaslt_workspace_size, stream));
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     cublasCheck(cublasLtMatmulDescDestroy(desc));
     cublasCheck(cublasLtMatrixLayoutDestroy(la));
     cublasCheck(cublasLtMatrixLayoutDestroy(lb));
     cublasCheck(cublasLtMatrixLayoutDestroy(ld));
+    return ok;
+}
+
+// runs the GEMM g, or stops with a message when cuBLASLt has no algorithm for it
+static inline void cublaslt_gemm(const GemmSpec* g, cudaStream_t stream) {
+    if (!cublaslt_gemm_try(g, stream)) {
+        die("cuBLASLt has no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d batch=%d, operand type %d, scale mode %d "
+            "(low-precision types need a GPU that supports them and sizes that are multiples of 16)",
+            g->m, g->n, g->k, (int)g->trans_a, (int)g->trans_b, g->batch.count, (int)g->ab_type, (int)g->scale_mode);
+    }
 }
 
 // BF16 operands: D (BF16, or FP32 when d_fp32) = op(A) op(B) (+ beta D) (+ bias), see cublaslt_gemm
@@ -118,15 +127,16 @@ static inline void matmul(void* d, bool d_fp32, const floatX* a, const floatX* b
 // Mode PLAIN: out0[c] += sum_r x[r,c] (bias gradient). Mode LAYERNORM: with y = the normalized input
 // (inp - mean[r]) * rstd[r], out0[c] += sum_r x[r,c] y[r,c] (dweight) and out1[c] += sum_r x[r,c] (dbias).
 // Mode SQUARES (outlier statistics): out0[c] += sum_r x[r,c]^2 and out1[c] += sum_r x[r,c].
+// Mode RMSNORM: as LAYERNORM with mean 0 (y = inp[r,c] * rstd[r]) and no bias: out0[c] += sum_r x[r,c] y[r,c].
 
-enum ColumnSumMode { COLSUM_PLAIN = 1, COLSUM_LAYERNORM = 2, COLSUM_SQUARES = 3 };
+enum ColumnSumMode { COLSUM_PLAIN = 1, COLSUM_LAYERNORM = 2, COLSUM_SQUARES = 3, COLSUM_RMSNORM = 4 };
 static const int colsum_rows_per_warp_iter = 8;   // warps of a block take rows in this interleave
 static const int colsum_max_chunks = 256;
 
 // partial[chunk][out][c] = sums over this chunk's rows; each thread owns 8 consecutive columns.
 // Traffic: reads x (and inp) once; writes outputs * C * chunks floats.
 template <int MODE>
-struct ColsumOutputs { static constexpr int n = MODE == COLSUM_PLAIN ? 1 : 2; };
+struct ColsumOutputs { static constexpr int n = MODE == COLSUM_PLAIN || MODE == COLSUM_RMSNORM ? 1 : 2; };
 
 template <int MODE>
 __global__ void column_sums_partial_kernel(float* partial, const floatX* x, const floatX* inp, const float* mean,
@@ -139,13 +149,13 @@ __global__ void column_sums_partial_kernel(float* partial, const floatX* x, cons
     if (col < C) {
         for (int r = r0 + threadIdx.y; r < r1; r += blockDim.y) {
             x128 xv = load128(x + (size_t)r * C + col);
-            if (MODE == COLSUM_LAYERNORM) {
+            if (MODE == COLSUM_LAYERNORM || MODE == COLSUM_RMSNORM) {
                 x128 iv = load128(inp + (size_t)r * C + col);
-                float mu = mean[r], rs = rstd[r];
+                float mu = MODE == COLSUM_LAYERNORM ? mean[r] : 0.0f, rs = rstd[r];
                 for (int i = 0; i < 8; i++) {
                     float g = (float)xv[i];
                     acc[0][i] += g * ((float)iv[i] - mu) * rs;
-                    acc[NOUT - 1][i] += g;
+                    if (MODE == COLSUM_LAYERNORM) { acc[NOUT - 1][i] += g; }
                 }
             } else if (MODE == COLSUM_SQUARES) {
                 for (int i = 0; i < 8; i++) { float g = (float)xv[i]; acc[0][i] += g * g; acc[NOUT - 1][i] += g; }

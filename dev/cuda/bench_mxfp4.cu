@@ -6,31 +6,8 @@
 // Prints a table. Usage: build/bench_mxfp4 [repeats]
 #include "llmc/cuda_common.cuh"
 #include "llmc/matmul.cuh"
+#include "dev/cuda/bench_timing.cuh"
 #include "llmc/mxfp4.cuh"
-
-static cudaEvent_t ev0, ev1;
-
-// median time in ms of `reps` runs of fn (after 3 warm-ups)
-template <class F>
-static float time_ms(F fn, int reps) {
-    for (int i = 0; i < 3; i++) { fn(); }
-    float* t = (float*)malloc_check(reps * sizeof(float));
-    for (int i = 0; i < reps; i++) {
-        cudaCheck(cudaEventRecord(ev0));
-        fn();
-        cudaCheck(cudaEventRecord(ev1));
-        cudaCheck(cudaEventSynchronize(ev1));
-        cudaCheck(cudaEventElapsedTime(&t[i], ev0, ev1));
-    }
-    for (int i = 1; i < reps; i++) {   // insertion sort, reps is small
-        float v = t[i]; int j = i - 1;
-        while (j >= 0 && t[j] > v) { t[j + 1] = t[j]; j--; }
-        t[j + 1] = v;
-    }
-    float med = t[reps / 2];
-    free(t);
-    return med;
-}
 
 // fills a BF16 buffer with N(0,1)-like values (sum of uniforms; the distribution is not what is measured)
 __global__ void fill_random_kernel(floatX* x, long n, uint64_t seed) {
@@ -53,8 +30,6 @@ int main(int argc, char** argv) {
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the benchmark needs one"); }
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
-    cudaCheck(cudaEventCreate(&ev0));
-    cudaCheck(cudaEventCreate(&ev1));
     matmul_init();
     printf("GPU: %s, %d SMs, median of %d runs\n", prop.name, prop.multiProcessorCount, reps);
 
