@@ -26,7 +26,7 @@ CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_toke
 CPU_TESTS += $(BUILD)/test_llama_cpu
 CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/test_mxfp4_gpu $(BUILD)/bench_mxfp4 \
                 $(BUILD)/test_adahop_linear_gpu $(BUILD)/test_flash_attention $(BUILD)/bench_attention $(BUILD)/test_nccl_dp \
-                $(BUILD)/bench_fp8_scaling
+                $(BUILD)/bench_fp8_scaling $(BUILD)/test_llama_kernels
 
 .PHONY: all cpu cuda test test-cpu test-python test-gpu train clean
 all: cpu cuda
@@ -50,12 +50,12 @@ $(BUILD)/bench_quant_error: dev/bench_quant_error.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 
 # ---- CUDA: the trainer, the model test and the kernel tests (compile and link anywhere nvcc exists)
+train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp: NVCCFLAGS += $(DP_NVCCFLAGS)
+train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp: NVLIBS += $(DP_LIBS)
 train_gpt2_adahop: train_gpt2_adahop.cu $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
-$(BUILD)/test_nccl_dp: NVCCFLAGS += $(DP_NVCCFLAGS)
-$(BUILD)/test_nccl_dp: NVLIBS += $(DP_LIBS)
 $(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) $(wildcard dev/test/*.h dev/cuda/*.cuh) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 

@@ -61,9 +61,12 @@ int main(int argc, char** argv) {
            ck.config.num_layers, ck.config.channels, ck.config.num_heads, V, n / 1e6, ref_path, B, T, ref.num_steps);
 
     matmul_init();
+    DataParallel dp;
+    DPOptions one_rank = {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S};
+    dp_init(&dp, &one_rank);   // the trainer's model runs on a communicator; one rank, so every collective is a copy
     GPT2 model;
     LinearOptions bf16 = {PREC_BF16, GEMM_PATH_EXACT, 0, 1, 0, 1, 64};
-    gpt2_build(&model, &ck.config, params, B, T, &bf16, 0);
+    gpt2_build(&model, &dp, &ck.config, params, B, T, &bf16, 0);
     gpt2_sync_params(&model);
 
     // forward only: logits and loss
@@ -118,5 +121,6 @@ int main(int argc, char** argv) {
     reference_file_free(&ref);
     gpt2_free(&model);
     matmul_free();
+    dp_free(&dp);
     return test_summary("test_gpt2cu");
 }

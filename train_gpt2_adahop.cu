@@ -1,4 +1,5 @@
-// GPT-2 training on one GPU with explicit forward and backward passes.
+// GPT-2 training on one GPU, or data-parallel on several (one process per GPU), with explicit forward and
+// backward passes.
 // Read top to bottom: the model's memory (parameters, optimizer state, activations), the forward pass,
 // the backward pass, the optimizer step, then the training loop with data, validation, sampling,
 // logging and checkpoints. Parameters and activations are BF16, gradients and AdamW state FP32,
@@ -7,6 +8,11 @@
 // GEMM and both backward GEMMs through llmc/adahop_linear.cuh, in the precision chosen with -p: BF16,
 // plain MXFP4, MXFP4 with the Hadamard on every GEMM, or AdaHOP (per-GEMM strategies from the outlier
 // patterns, llmc/adahop.h). Everything else stays in BF16/FP32.
+// Data parallel (llmc/nccl_dp.cuh): every rank reads the whole global batch of a step and trains the micro-batches
+// k with k % world == rank, so the batches do not depend on the world size; gradients are all-reduced per layer
+// on a side stream while the backward pass goes on; AdamW m, v and the FP32 master weights are sharded (ZeRO-1)
+// and the BF16 parameters all-gathered after the update. A plain run is world size 1 through the same code: its
+// one-rank communicator makes every collective a copy, so the results are those of the single-GPU trainer.
 #include <time.h>
 #include <sys/stat.h>
 #include "llmc/utils.h"
@@ -28,6 +34,7 @@
 #include "llmc/adamw.cuh"
 #include "llmc/adahop.h"
 #include "llmc/adahop_linear.cuh"
+#include "llmc/nccl_dp.cuh"
 
 // ----------------------------------------------------------------------------
 // activations kept for the backward pass, and scratch buffers
@@ -68,12 +75,14 @@ typedef struct {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];
     size_t num_params;
-    floatX* params;                         // BF16 copy used by forward/backward
+    DataParallel* dp;                       // the ranks of the run (a plain run: one rank)
+    ZeroShard shard;                        // this rank's part of the flat parameter vector (ZeRO-1)
+    floatX* params;                         // BF16 copy used by forward/backward, shard.padded elements
     floatX* w[NUM_PARAMETER_TENSORS];       // views into params
-    float* master;                          // FP32 master weights
-    float* grads;                           // FP32 gradients, accumulated over micro-steps
+    float* master;                          // FP32 master weights, this rank's shard
+    float* grads;                           // FP32 gradients, accumulated over micro-steps, shard.padded elements
     float* g[NUM_PARAMETER_TENSORS];        // views into grads
-    float *adam_m, *adam_v;
+    float *adam_m, *adam_v;                 // this rank's shard
     Activations acts;
     int max_B, max_T;                       // what the activations were sized for
     float* scratch;                         // column-sum partials, then the grad norm
@@ -90,6 +99,9 @@ typedef struct {
     LinearSaved* saved;                     // per linear: x^T in MXFP4 for the dW GEMM
     int step;                               // optimizer step in progress (seeds, statistics)
     bool stats_now;                         // record outlier patterns in this forward/backward
+    bool reduce_now;                        // backward: all-reduce each gradient bucket as soon as it is final
+    int32_t* adahop_words;                  // host and device copies of the serialized AdaHOP state, for
+    int32_t* adahop_words_dev;              // sending rank 0's to every rank
 } GPT2;
 
 // precision options of the linear layers
@@ -101,9 +113,11 @@ static void staging_layout(int BT, size_t offs[6]) {
     offs[5] = 5 * (size_t)BT + 1;
 }
 
-// device bytes the model needs at micro-batch B x T: used to refuse a batch that cannot fit, before allocating
-static size_t gpt2_device_bytes(const GPT2Config* c, int B, int T, const LinearOptions* lo) {
+// device bytes the model needs at micro-batch B x T on one of `world` ranks: used to refuse a batch that cannot fit,
+// before allocating
+static size_t gpt2_device_bytes(const GPT2Config* c, int B, int T, const LinearOptions* lo, int world) {
     size_t n = gpt2_num_params(c), sizes[NUM_ACT_TENSORS], act = 0, offs[6];
+    size_t shard = zero_shard_size(n, world), padded = shard * world;
     activation_sizes(c, B, T, lo->precision == PREC_BF16, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { act += sizes[i]; }
     staging_layout(B * T, offs);
@@ -114,7 +128,7 @@ static size_t gpt2_device_bytes(const GPT2Config* c, int B, int T, const LinearO
         lowp = 2 * max_elems * 17 / 32 + 2 * max_elems * (lo->path == GEMM_PATH_FAST ? 1 : 2)   // workspace operands
              + (size_t)c->num_layers * 6 * C * N * 17 / 32;        // saved x^T of qkv, fc, fcproj (attproj reads atty)
     }
-    return n * (sizeof(floatX) + 4 * sizeof(float)) + act * sizeof(floatX) + stats * sizeof(float) +
+    return padded * (sizeof(floatX) + sizeof(float)) + 3 * shard * sizeof(float) + act * sizeof(floatX) + stats * sizeof(float) +
            column_sums_scratch_bytes(4 * c->channels) + offs[5] * sizeof(int) + cublaslt_workspace_size + lowp;
 }
 
@@ -125,11 +139,15 @@ static void linear_shape(int kind, int C, int* in, int* out) {
     *out = out_mult[kind] * C;
 }
 
-// the low-precision state: strategies, scratch, and the saved dW operand of every linear
+// the low-precision state: strategies (and the buffers that share them across ranks), scratch, and the saved dW
+// operand of every linear
 static void gpt2_build_linears(GPT2* m, const LinearOptions* lo, uint64_t seed) {
     const GPT2Config* c = &m->config;
     int L = c->num_layers, C = c->channels, N = m->max_B * m->max_T;
     adahop_init(&m->adahop, lo->precision, L, lo->calib_steps, lo->reclass_every, lo->reclass_window, lo->oe_k);
+    size_t words = adahop_state_words(&m->adahop);
+    m->adahop_words = (int32_t*)malloc_check(words * sizeof(int32_t));
+    m->adahop_words_dev = (int32_t*)device_malloc(words * sizeof(int32_t), "AdaHOP state");
     m->saved = (LinearSaved*)calloc_check((size_t)4 * L, sizeof(LinearSaved));
     if (lo->precision == PREC_BF16) { return; }
     int max_rows = N > 4 * C ? N : 4 * C;
@@ -145,14 +163,16 @@ static void gpt2_build_linears(GPT2* m, const LinearOptions* lo, uint64_t seed) 
     }
 }
 
-static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, int B, int T, const LinearOptions* lo,
-                       uint64_t seed) {
+// the model on rank dp->rank, from the full FP32 parameters master_init (every rank keeps its shard), AdamW zeroed
+static void gpt2_build(GPT2* m, DataParallel* dp, const GPT2Config* c, const float* master_init, int B, int T,
+                       const LinearOptions* lo, uint64_t seed) {
     memset(m, 0, sizeof(*m));
     m->config = *c;
+    m->dp = dp;
     m->max_B = B; m->max_T = T;
     if (T > c->max_seq_len) { die("sequence length T=%d exceeds the model's max_seq_len %d", T, c->max_seq_len); }
     flash_attention_check_shape(T, c->channels, c->num_heads);
-    size_t free_b, total_b, need = gpt2_device_bytes(c, B, T, lo);
+    size_t free_b, total_b, need = gpt2_device_bytes(c, B, T, lo, dp->world_size);
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b) {
         die("micro-batch B=%d T=%d needs %.1f GiB of GPU memory, only %.1f GiB of %.1f GiB are free: reduce -b or -t "
@@ -160,12 +180,14 @@ static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, i
             total_b / 1073741824.0);
     }
     gpt2_param_sizes(c, m->param_sizes);
-    size_t n = m->num_params = gpt2_num_params(c);
-    m->params = (floatX*)device_malloc(n * sizeof(floatX), "parameters (BF16)");
-    m->master = (float*)device_malloc(n * sizeof(float), "master weights");
-    m->grads = (float*)device_malloc(n * sizeof(float), "gradients");
-    m->adam_m = (float*)device_malloc(n * sizeof(float), "AdamW m");
-    m->adam_v = (float*)device_malloc(n * sizeof(float), "AdamW v");
+    m->num_params = gpt2_num_params(c);
+    m->shard = zero_shard(m->num_params, dp->world_size, dp->rank);
+    size_t padded = m->shard.padded, shard = m->shard.size;
+    m->params = (floatX*)device_malloc(padded * sizeof(floatX), "parameters (BF16)");
+    m->master = (float*)device_malloc(shard * sizeof(float), "master weights");
+    m->grads = (float*)device_malloc(padded * sizeof(float), "gradients");
+    m->adam_m = (float*)device_malloc(shard * sizeof(float), "AdamW m");
+    m->adam_v = (float*)device_malloc(shard * sizeof(float), "AdamW v");
     size_t off = 0;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
         m->w[i] = m->params + off;
@@ -192,10 +214,10 @@ static void gpt2_build(GPT2* m, const GPT2Config* c, const float* master_init, i
     m->token_counts = (int*)malloc_check((size_t)c->padded_vocab_size * sizeof(int));
     cudaCheck(cudaEventCreateWithFlags(&m->staging_done, cudaEventDisableTiming));
     cudaCheck(cudaStreamCreate(&m->stream));
-    cudaCheck(cudaMemcpy(m->master, master_init, n * sizeof(float), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemset(m->adam_m, 0, n * sizeof(float)));
-    cudaCheck(cudaMemset(m->adam_v, 0, n * sizeof(float)));
-    cudaCheck(cudaMemset(m->grads, 0, n * sizeof(float)));
+    zero_upload_shard(m->master, master_init, &m->shard);
+    cudaCheck(cudaMemset(m->adam_m, 0, shard * sizeof(float)));
+    cudaCheck(cudaMemset(m->adam_v, 0, shard * sizeof(float)));
+    cudaCheck(cudaMemset(m->grads, 0, padded * sizeof(float)));
     cudaCheck(cudaMemset(m->acts.losses, 0, BT * sizeof(float)));
     gpt2_build_linears(m, lo, seed);
 }
@@ -222,16 +244,19 @@ __global__ void round_to_bf16_kernel(floatX* out, const float* in, size_t n) {
     if (i < n) { out[i] = (floatX)in[i]; }
 }
 
+// every rank rounds its shard of the master weights, then the BF16 shards are all-gathered
 static void gpt2_sync_params(GPT2* m) {
-    round_to_bf16_kernel<<<ceil_div((long)m->num_params, 512), 512, 0, m->stream>>>(m->params, m->master, m->num_params);
+    const ZeroShard* sh = &m->shard;
+    round_to_bf16_kernel<<<ceil_div((long)sh->size, 512), 512, 0, m->stream>>>(m->params + sh->start, m->master, sh->size);
     cudaCheckLaunch();
+    dp_all_gather(m->dp, m->params, m->params + sh->start, sh, ncclBfloat16, m->stream);
 }
 
 static void gpt2_free(GPT2* m) {
     cudaCheck(cudaStreamSynchronize(m->stream));
     void* bufs[] = {m->params, m->master, m->grads, m->adam_m, m->adam_v, m->acts.ln1_mean, m->acts.ln1_rstd,
                     m->acts.ln2_mean, m->acts.ln2_rstd, m->acts.lnf_mean, m->acts.lnf_rstd, m->acts.losses, m->acts.lse, m->acts.delta,
-                    m->scratch, m->staging_dev};
+                    m->scratch, m->staging_dev, m->adahop_words_dev};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { cudaCheck(cudaFree(m->acts.t[i])); }
     if (m->adahop.precision != PREC_BF16) {
@@ -242,6 +267,7 @@ static void gpt2_free(GPT2* m) {
         adahop_workspace_free(&m->ws);
     }
     free(m->saved);
+    free(m->adahop_words);
     adahop_free(&m->adahop);
     cudaCheck(cudaFreeHost(m->staging_host));
     cudaCheck(cudaFreeHost(m->acts.losses_host));
@@ -391,6 +417,12 @@ static void block_linear_backward(GPT2* m, const LayerActs* la, int l, int kind,
                            in.channels, m->w[weight_tensor[kind]] + w_off, N, cin, cout, m->stream);
 }
 
+// gradient bucket b (llmc/zero.h: block b, or b = L for wte, wpe, lnf) is final: with reduce_now, it is summed over
+// the ranks on the comm stream while the backward pass goes on
+static void gpt2_bucket_done(GPT2* m, int bucket) {
+    if (m->reduce_now) { dp_reduce_bucket_async(m->dp, m->grads, &m->config, bucket, m->stream); }
+}
+
 static void gpt2_backward(GPT2* m, int B, int T) {
     const GPT2Config* c = &m->config;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, N = B * T;
@@ -421,45 +453,58 @@ static void gpt2_backward(GPT2* m, int B, int T) {
         block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N);
         layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, m->scratch, dc, res_in, a->ln1_mean + l * N,
                            a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
+        gpt2_bucket_done(m, l);
     }
     encoder_backward(g[P_WTE], g[P_WPE], dres, m->staging_dev + offs[2], m->staging_dev + offs[3],
                      m->staging_dev + offs[4], m->num_distinct_tokens, B, T, C, s);
+    gpt2_bucket_done(m, L);
 }
 
 // ----------------------------------------------------------------------------
 // optimizer step
 
 static void gpt2_zero_grad(GPT2* m) {
-    cudaCheck(cudaMemsetAsync(m->grads, 0, m->num_params * sizeof(float), m->stream));
+    cudaCheck(cudaMemsetAsync(m->grads, 0, m->shard.padded * sizeof(float), m->stream));
     cudaCheck(cudaMemsetAsync(m->acts.losses, 0, (size_t)m->max_B * m->max_T * sizeof(float), m->stream));
 }
 
-// clips to grad_clip (when > 0) and runs AdamW on every tensor; returns the gradient norm before clipping
-static float gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int step) {
-    global_norm(m->scratch, m->grads, m->num_params, m->stream);
-    float norm;
-    cudaCheck(cudaMemcpyAsync(&norm, m->scratch + norm_blocks, sizeof(float), cudaMemcpyDeviceToHost, m->stream));
-    cudaCheck(cudaStreamSynchronize(m->stream));
-    float scale = (grad_clip > 0.0f && norm > grad_clip) ? grad_clip / norm : 1.0f;
-    size_t off = 0;
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        float wd = gpt2_param_decays(i) ? weight_decay : 0.0f;
-        adamw_update(m->params + off, m->master + off, m->grads + off, m->adam_m + off, m->adam_v + off,
-                     m->param_sizes[i], lr, beta1, beta2, step, eps, wd, scale, m->stream);
-        off += m->param_sizes[i];
-    }
-    return norm;
+// sums the gradients over the ranks: waits for the buckets the backward pass reduced (overlapped), or else
+// reduce-scatters them now (the update reads only this rank's shard)
+static void gpt2_reduce_grads(GPT2* m, bool overlapped) {
+    if (overlapped) { dp_wait_reductions(m->dp, m->stream); }
+    else { dp_reduce_scatter(m->dp, m->grads, &m->shard, m->stream); }
 }
 
-// mean of the per-token losses of the last optimizer step (waits for the GPU)
-static float gpt2_mean_loss(GPT2* m, int B, int T, int micro_steps) {
+// On the summed gradients: clips to grad_clip (when > 0), runs AdamW on this rank's shard of every tensor and
+// all-gathers the BF16 parameters (llmc/nccl_dp.cuh); returns the gradient norm before clipping
+static float gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int step) {
+    AdamWConfig a = {lr, beta1, beta2, eps, weight_decay, grad_clip, step};
+    return dp_zero_step(m->dp, &m->shard, &m->config, m->params, m->master, m->grads, m->adam_m, m->adam_v, m->scratch,
+                        &a, m->stream);
+}
+
+// every rank takes rank 0's AdaHOP state (votes, patterns, strategies), so all run the same strategies
+static void gpt2_share_adahop(GPT2* m) {
+    size_t bytes = adahop_state_words(&m->adahop) * sizeof(int32_t);
+    adahop_save(&m->adahop, m->adahop_words);
+    cudaCheck(cudaMemcpyAsync(m->adahop_words_dev, m->adahop_words, bytes, cudaMemcpyHostToDevice, m->stream));
+    dp_broadcast(m->dp, m->adahop_words_dev, bytes, m->stream);
+    cudaCheck(cudaMemcpyAsync(m->adahop_words, m->adahop_words_dev, bytes, cudaMemcpyDeviceToHost, m->stream));
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    adahop_load(&m->adahop, m->adahop_words, bytes / sizeof(int32_t));
+}
+
+// mean of the per-token losses summed into acts.losses by `batches` micro-batches, over all ranks together
+// (waits for the GPU)
+static float gpt2_mean_loss(GPT2* m, int B, int T, int batches) {
     int N = B * T;
     float* h = m->acts.losses_host;
+    dp_all_reduce(m->dp, m->acts.losses, (size_t)N, m->stream);
     cudaCheck(cudaMemcpyAsync(h, m->acts.losses, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost, m->stream));
     cudaCheck(cudaStreamSynchronize(m->stream));
     double sum = 0.0;
     for (int i = 0; i < N; i++) { sum += h[i]; }
-    return (float)(sum / ((double)N * micro_steps));
+    return (float)(sum / ((double)N * batches));
 }
 
 #ifndef TESTING
@@ -476,18 +521,20 @@ typedef struct {
     float lr, final_lr_frac, weight_decay, grad_clip;
     uint64_t seed;
     LinearOptions lin;
+    DPOptions dp;                // rank, world size, rendezvous file (-I, -G, -F); mpirun sets the first two
+    int overlap;                 // all-reduce gradient buckets during the backward pass (-O)
 } Options;
 
 static void usage(const char* prog) {
     printf("Usage: %s [options]\n"
-           "Trains GPT-2 on one GPU (BF16 compute, FP32 master weights and optimizer state).\n"
+           "Trains GPT-2 on one GPU, or data-parallel on several (BF16 compute, FP32 master weights and optimizer state).\n"
            "  -i <glob>  training token shards             (default data/tinyshakespeare_train.bin)\n"
            "  -j <glob>  validation token shards           (default data/tinyshakespeare_val.bin)\n"
            "  -e <init>  d6|d12|d24|d36|d48 = fresh GPT-2 of that depth, or a model/checkpoint file (default d6)\n"
            "  -o <dir>   output directory for main.log and checkpoints (default: none)\n"
            "  -b <int>   micro-batch size B                (default 16)\n"
            "  -t <int>   sequence length T, a multiple of 8, of 32 with MXFP4 (default 256)\n"
-           "  -d <int>   total batch in tokens; a multiple of B*T, the rest is gradient accumulation (default B*T)\n"
+           "  -d <int>   total batch in tokens; a multiple of B*T*world, the rest is gradient accumulation (default B*T*world)\n"
            "  -x <int>   optimizer steps                   (default 200)\n"
            "  -l <f>     peak learning rate                (default 1e-3)\n"
            "  -u <int>   warmup steps                      (default 20)\n"
@@ -510,13 +557,21 @@ static void usage(const char* prog) {
            "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 250)\n"
            "  -W <int>   steps of pattern statistics before each re-classification (default 10)\n"
            "  -K <int>   rows/columns taken out by outlier extraction (default 64)\n"
-           "  -h         this help\n", prog);
+           "Data parallel, one process per GPU: mpirun -np N <this program> ..., or without MPI N processes on one node\n"
+           "started with -G N -I 0..N-1 -F <file> (the same batches, results and checkpoints as one GPU with N times the\n"
+           "gradient accumulation; only rank 0 prints, samples and writes files):\n"
+           "  -G <int>   world size, the number of processes (default 1, or mpirun's)\n"
+           "  -I <int>   rank of this process, 0..G-1; it runs on GPU I of the node (default 0, or mpirun's)\n"
+           "  -F <path>  rendezvous file, new, that all ranks can see: rank 0 writes it, the others wait for it up to\n"
+           "             %.0f s (needed for G > 1 without mpirun)\n"
+           "  -O <0|1>   all-reduce the gradients layer by layer during the backward pass (default 1)\n"
+           "  -h         this help\n", prog, RENDEZVOUS_TIMEOUT_S);
 }
 
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
                  16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
-                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, 250, 10, 64}};
+                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, 250, 10, 64}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1};
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
@@ -557,12 +612,14 @@ static Options parse_options(int argc, char** argv) {
             case 'R': o.lin.reclass_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'W': o.lin.reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'K': o.lin.oe_k = (int)parse_int(f, v, 1, 4096); break;
+            case 'G': o.dp.world_size = (int)parse_int(f, v, 1, 1 << 16); break;
+            case 'I': o.dp.rank = (int)parse_int(f, v, 0, 1 << 16); break;
+            case 'F': o.dp.rendezvous = v; break;
+            case 'O': o.overlap = (int)parse_int(f, v, 0, 1); break;
             default: usage(argv[0]); die("unknown flag %s", f);
         }
     }
     if (o.T % 8 != 0) { die("flag -t: sequence length %d must be a multiple of 8", o.T); }
-    if (o.total_batch == -1) { o.total_batch = o.B * o.T; }
-    if (o.total_batch % (o.B * o.T) != 0) { die("flag -d: total batch %d tokens is not a multiple of B*T = %d", o.total_batch, o.B * o.T); }
     if ((o.ckpt_every > 0 || o.resume) && o.out_dir == NULL) { die("checkpoints (-n) and resume (-y) need an output directory (-o)"); }
     if (o.lin.reclass_every > 0 && o.lin.reclass_window > o.lin.reclass_every) {
         die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", o.lin.reclass_window, o.lin.reclass_every);
@@ -577,6 +634,7 @@ static double now_seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// mean validation loss over the first `batches` batches (-1 = all): rank r evaluates batches r, r + world, ...
 static float evaluate(GPT2* m, DataLoader* val, int batches, int B, int T) {
     dataloader_reset(val);
     int n = batches < 0 ? (int)dataloader_batches_per_epoch(val) : batches;
@@ -584,6 +642,7 @@ static float evaluate(GPT2* m, DataLoader* val, int batches, int B, int T) {
     cudaCheck(cudaMemsetAsync(m->acts.losses, 0, (size_t)B * T * sizeof(float), m->stream));
     for (int i = 0; i < n; i++) {
         dataloader_next_batch(val);
+        if (dp_micro_owner(i, m->dp->world_size) != m->dp->rank) { continue; }
         gpt2_forward(m, val->inputs, val->targets, B, T, 0.0f);
     }
     return gpt2_mean_loss(m, B, T, n);
@@ -615,7 +674,15 @@ static void print_sample(GPT2* m, const Tokenizer* tok, Rng* rng, int gen_tokens
     free(tokens); free(row); free(logits);
 }
 
+// <out_dir>/state_<step>.bin, the same file at any world size: every rank sends its shards of master, m and v
+// (through the idle gradient buffer), rank 0 writes them
 static void save_state(GPT2* m, const Options* o, int step, const DataLoader* train, const Rng* rng) {
+    size_t n = m->num_params;
+    bool writer = m->dp->rank == 0;
+    float* host = writer ? (float*)malloc_check(3 * n * sizeof(float)) : NULL;
+    const float* shards[3] = {m->master, m->adam_m, m->adam_v};
+    for (int k = 0; k < 3; k++) { dp_download_full(m->dp, writer ? host + k * n : NULL, shards[k], m->grads, &m->shard, m->stream); }
+    if (!writer) { return; }
     CheckpointHeader ck;
     memset(&ck, 0, sizeof(ck));
     ck.config = m->config;
@@ -625,29 +692,46 @@ static void save_state(GPT2* m, const Options* o, int step, const DataLoader* tr
     ck.seed = (int64_t)o->seed;
     dataloader_get_state(train, ck.data_state);
     memcpy(ck.rng_state, rng->s, sizeof(rng->s));
-    size_t n = m->num_params;
-    float* host = (float*)malloc_check(3 * n * sizeof(float));
-    cudaCheck(cudaStreamSynchronize(m->stream));
-    cudaCheck(cudaMemcpy(host, m->master, n * sizeof(float), cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(host + n, m->adam_m, n * sizeof(float), cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(host + 2 * n, m->adam_v, n * sizeof(float), cudaMemcpyDeviceToHost));
     char path[4096];
     snprintf(path, sizeof(path), "%s/state_%08d.bin", o->out_dir, step);
-    int32_t* words = (int32_t*)malloc_check((size_t)ck.adahop_words * sizeof(int32_t));
-    adahop_save(&m->adahop, words);
-    checkpoint_write_with_adahop(path, &ck, host, host + n, host + 2 * n, words);
+    adahop_save(&m->adahop, m->adahop_words);
+    checkpoint_write_with_adahop(path, &ck, host, host + n, host + 2 * n, m->adahop_words);
     free(host);
-    free(words);
     printf("checkpoint: %s\n", path);
+}
+
+// the summed gradients of one optimizer step: every rank reads the step's micro_steps micro-batches in the same
+// order and trains those it owns (llmc/zero.h), so the batches do not depend on the world size
+static void step_gradients(GPT2* m, DataLoader* train, const Options* o, int micro_steps, int step) {
+    int world = m->dp->world_size;
+    gpt2_zero_grad(m);
+    float dloss = 1.0f / ((float)o->B * o->T * micro_steps);
+    m->step = step;
+    for (int k = 0; k < micro_steps; k++) {
+        dataloader_next_batch(train);
+        if (dp_micro_owner(k, world) != m->dp->rank) { continue; }
+        m->stats_now = k == 0 && adahop_wants_stats(&m->adahop, step);   // patterns from one micro-batch, on rank 0
+        m->reduce_now = o->overlap && k >= micro_steps - world;           // this rank's last micro-batch
+        gpt2_forward(m, train->inputs, train->targets, o->B, o->T, dloss);
+        gpt2_backward(m, o->B, o->T);
+    }
+    m->stats_now = false;
+    gpt2_reduce_grads(m, o->overlap);
 }
 
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv);
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) { die("no CUDA GPU found: this trainer needs one"); }
-    cudaCheck(cudaSetDevice(0));
+    DataParallel dp;
+    dp_init(&dp, &o.dp);   // this process's rank, its GPU, the communicator (one rank without -G / mpirun)
+    if (dp.rank > 0 && freopen("/dev/null", "w", stdout) == NULL) {   // only rank 0 prints; errors still reach stderr
+        die("rank %d: cannot redirect stdout to /dev/null", dp.rank);
+    }
+    if (o.total_batch == -1) { o.total_batch = o.B * o.T * dp.world_size; }
+    int micro_steps = dp_accum_steps(o.total_batch, o.B, o.T, dp.world_size) * dp.world_size;   // all ranks together
     cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    cudaCheck(cudaGetDeviceProperties(&prop, dp.local_rank));
     if (prop.major < 8) { die("GPU '%s' (sm_%d%d) has no BF16 tensor cores; sm_80 or newer is needed", prop.name, prop.major, prop.minor); }
 
     // model: fresh, from a file, or the newest checkpoint of the output directory
@@ -694,14 +778,14 @@ int main(int argc, char** argv) {
 
     matmul_init();
     GPT2 model;
-    gpt2_build(&model, &config, init, o.B, o.T, &o.lin, o.seed);
+    gpt2_build(&model, &dp, &config, init, o.B, o.T, &o.lin, o.seed);
     gpt2_sync_params(&model);
     Rng rng;
     rng_seed(&rng, o.seed ^ 0x5eed5eedULL);
     if (resume_path[0]) {
         size_t n = model.num_params;
-        cudaCheck(cudaMemcpy(model.adam_m, init + n, n * sizeof(float), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(model.adam_v, init + 2 * n, n * sizeof(float), cudaMemcpyHostToDevice));
+        zero_upload_shard(model.adam_m, init + n, &model.shard);
+        zero_upload_shard(model.adam_v, init + 2 * n, &model.shard);
         start_step = (int)ck.step;
         memcpy(rng.s, ck.rng_state, sizeof(rng.s));
         if (!adahop_words) { die("'%s' holds no AdaHOP state (written by an older version?)", resume_path); }
@@ -719,9 +803,8 @@ int main(int argc, char** argv) {
     Tokenizer tokenizer;
     tokenizer_init(&tokenizer, o.tokenizer_path);
 
-    int micro_steps = o.total_batch / (o.B * o.T);
     FILE* logf = NULL;
-    if (o.out_dir) {
+    if (o.out_dir && dp.rank == 0) {
         mkdir(o.out_dir, 0755);
         char path[4096];
         snprintf(path, sizeof(path), "%s/main.log", o.out_dir);
@@ -732,6 +815,9 @@ int main(int argc, char** argv) {
     printf("GPU: %s | B=%d T=%d, %d micro-steps, %d tokens per step | steps %d..%d | lr %.2e warmup %d | %.2f GiB allocated\n",
            prop.name, o.B, o.T, micro_steps, o.total_batch, start_step, o.max_steps, o.lr, o.warmup,
            device_bytes_allocated / 1073741824.0);
+    printf("data parallel: %d rank%s%s, %d micro-steps each, gradient all-reduce %s the backward pass, ZeRO-1 shards of "
+           "%zu parameters\n", dp.world_size, dp.world_size > 1 ? "s" : "", dp.use_mpi ? " (MPI)" : "",
+           micro_steps / dp.world_size, o.overlap ? "during" : "after", model.shard.size);
     if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
     printf("saved inputs of the block linears: %.2f GiB\n", gpt2_saved_input_bytes(&model) / 1073741824.0);
     static const char* path_names[2] = {"exact", "fast"};
@@ -754,35 +840,32 @@ int main(int argc, char** argv) {
             printf("step %5d | val loss %.6f\n", step, vl);
             if (logf) { fprintf(logf, "s:%d vl:%.6f\n", step, vl); fflush(logf); }
         }
-        if (o.sample_every > 0 && step > 0 && (step % o.sample_every == 0 || last)) { print_sample(&model, &tokenizer, &rng, o.gen_tokens, o.T); }
+        if (dp.rank == 0 && o.sample_every > 0 && step > 0 && (step % o.sample_every == 0 || last)) { print_sample(&model, &tokenizer, &rng, o.gen_tokens, o.T); }
         if (last) { break; }
 
         double t0 = now_seconds();
-        gpt2_zero_grad(&model);
-        float dloss = 1.0f / ((float)o.B * o.T * micro_steps);
-        model.step = step;
-        for (int micro = 0; micro < micro_steps; micro++) {
-            model.stats_now = micro == 0 && adahop_wants_stats(&model.adahop, step);   // patterns from one micro-batch
-            dataloader_next_batch(&train);
-            gpt2_forward(&model, train.inputs, train.targets, o.B, o.T, dloss);
-            gpt2_backward(&model, o.B, o.T);
-        }
-        model.stats_now = false;
+        step_gradients(&model, &train, &o, micro_steps, step);
         float lr = lr_schedule(step, o.max_steps, o.warmup, o.lr, o.final_lr_frac);
         float norm = gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.grad_clip, step + 1);
         float loss = gpt2_mean_loss(&model, o.B, o.T, micro_steps);
         double dt = now_seconds() - t0;
-        if (adahop_end_step(&model.adahop, step, logf ? logf : stdout) > 0) { adahop_print_table(&model.adahop, stdout); }
+        bool changed = adahop_end_step(&model.adahop, step, logf ? logf : stdout) > 0;
+        gpt2_share_adahop(&model);
+        char strat[32] = "";   // when the strategies changed: their table, and their checksum on the step's lines
+        if (changed) {
+            adahop_print_table(&model.adahop, stdout);
+            snprintf(strat, sizeof(strat), " strategies:%08x", adahop_strategy_checksum(&model.adahop));
+        }
         if (!isfinite(loss) || !isfinite(norm)) {
             die("step %d: loss %f, grad norm %f: training diverged (lower the learning rate -l, or check the data)", step + 1, loss, norm);
         }
         if (step > start_step) { total_time += dt; timed_steps++; }   // the first step includes warm-up
         double tok_s = o.total_batch / dt;
-        printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s\n", step + 1, o.max_steps, loss, lr,
-               norm, dt * 1e3, tok_s);
+        printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s%s\n", step + 1, o.max_steps, loss, lr,
+               norm, dt * 1e3, tok_s, strat);
         if (logf) {
-            fprintf(logf, "s:%d tl:%.6f lr:%.6e norm:%.4f tok/s:%.0f mem_gib:%.3f\n", step + 1, loss, lr, norm, tok_s,
-                    device_bytes_allocated / 1073741824.0);
+            fprintf(logf, "s:%d tl:%.6f lr:%.6e norm:%.4f tok/s:%.0f mem_gib:%.3f%s\n", step + 1, loss, lr, norm, tok_s,
+                    device_bytes_allocated / 1073741824.0, strat);
             fflush(logf);
         }
     }
@@ -799,6 +882,7 @@ int main(int argc, char** argv) {
     tokenizer_free(&tokenizer);
     gpt2_free(&model);
     matmul_free();
+    dp_free(&dp);
     return 0;
 }
 #endif

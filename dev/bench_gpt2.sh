@@ -5,6 +5,7 @@
 # PREC, the precision of our block linears, defaults to bf16). Needs a GPU and PyTorch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source dev/test/nccl_path.sh ./train_gpt2_adahop   # NCCL may live only in PyTorch's wheels
 PYTHON=${PYTHON:-python3}
 configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=(12:64 24:32 48:16)

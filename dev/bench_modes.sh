@@ -6,6 +6,7 @@
 # Usage: dev/bench_modes.sh [depth:batch ...]   (default 12:64 24:32 48:16; STEPS=15, MODES="bf16 mxfp4 hadamard adahop")
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source dev/test/nccl_path.sh ./train_gpt2_adahop   # NCCL may live only in PyTorch's wheels
 configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=(12:64 24:32 48:16)
 steps=${STEPS:-15}

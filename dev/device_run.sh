@@ -11,6 +11,7 @@ mkdir -p "$OUT" build
 parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(tests train bench kbench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+source dev/test/nccl_path.sh ./train_gpt2_adahop   # the trainer links NCCL, which may live only in PyTorch's wheels
 for bin in train_gpt2_adahop test_gpt2cu build/test_kernels build/test_mxfp4_gpu build/bench_mxfp4; do
     if [ ! -x "$bin" ] || ldd "$bin" | grep -q "not found"; then
         echo "building CUDA programs here"; make -j16 cuda > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }

@@ -6,6 +6,7 @@
 # Usage: dev/reclass_study.sh TRAIN_PATTERN VAL_PATTERN [STEPS=1000] [R=100] [W=10]   (needs a GPU)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source dev/test/nccl_path.sh ./train_gpt2_adahop   # NCCL may live only in PyTorch's wheels
 [ $# -ge 2 ] || { echo "usage: $0 TRAIN_PATTERN VAL_PATTERN [STEPS] [R] [W]" >&2; exit 1; }
 train=$1; val=$2; steps=${3:-1000}; R=${4:-100}; W=${5:-10}
 calib=30

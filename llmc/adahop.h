@@ -217,6 +217,13 @@ static inline void adahop_print_table(const AdahopState* st, FILE* fp) {
     for (int s = 0; s < NUM_STRATEGIES; s++) { fprintf(fp, " %s %d%s", adahop_strategy_names[s], counts[s], s + 1 < NUM_STRATEGIES ? "," : "\n"); }
 }
 
+// FNV-1a hash of the strategy array: the same on every rank of a data-parallel run, logged when strategies change
+static inline uint32_t adahop_strategy_checksum(const AdahopState* st) {
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < st->num_linears * NUM_GEMMS; i++) { h = (h ^ (uint32_t)st->strategy[i]) * 16777619u; }
+    return h;
+}
+
 // number of int32 words adahop_save writes
 static inline size_t adahop_state_words(const AdahopState* st) {
     return ADAHOP_HEADER_WORDS + (size_t)st->num_linears * (NUM_TENSORS * NUM_PATTERNS + NUM_TENSORS + NUM_GEMMS);

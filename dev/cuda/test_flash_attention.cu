@@ -10,35 +10,7 @@
 #include "llmc/attention.cuh"
 #include "llmc/flash_attention.cuh"
 #include "llmc/gpt2_cpu.h"
-#include "dev/test/test_common.h"
-#include "dev/cuda/test_transfer.cuh"
-
-static Rng rng;
-
-static float* host_random(size_t n, float scale) {
-    float* h = (float*)malloc_check(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) { h[i] = __bfloat162float(__float2bfloat16(scale * rng_normal(&rng))); }
-    return h;
-}
-static float* host_zeros(size_t n) { return (float*)calloc_check(n, sizeof(float)); }
-
-// elementwise |got - want| <= atol_rel max|want| + rtol |want|; NaN never passes. Prints the worst element. Frees got.
-static void compare(const char* what, float* got, const float* want, size_t n, float atol_rel, float rtol) {
-    double max_want = 0.0;
-    for (size_t i = 0; i < n; i++) { max_want = fmax(max_want, fabs(want[i])); }
-    double atol = atol_rel * max_want, worst_excess = -INFINITY, max_err = 0.0;
-    size_t bad = 0, worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double err = fabs((double)got[i] - want[i]), lim = atol + rtol * fabs(want[i]);
-        if (!(err <= lim)) { bad++; }
-        if (err > max_err || isnan(err)) { max_err = isnan(err) ? INFINITY : err; }
-        if (err - lim > worst_excess || isnan(err)) { worst_excess = isnan(err) ? INFINITY : err - lim; worst = i; }
-    }
-    printf("  %-38s n=%-9zu max|want| %.3e max|err| %.3e  worst [%zu] got %.6g want %.6g\n", what, n, max_want, max_err, worst,
-           got[worst], want[worst]);
-    CHECK(bad == 0, "%s: %zu of %zu elements outside atol %.1e (x max|want|) rtol %.1e", what, bad, n, atol_rel, rtol);
-    free(got);
-}
+#include "dev/cuda/test_compare.cuh"
 
 // lse[b, h, t] = log sum_{t2 <= t} exp(scale q_t . k_t2), the dot products as in attention_forward_cpu
 static void lse_cpu(float* lse, const float* qkv, int B, int T, int C, int NH) {
@@ -146,8 +118,7 @@ int main(void) {
     test_unsupported_shapes();
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the flash attention tests need one"); }
-    rng_seed(&rng, (uint64_t)time(NULL));   // fresh inputs every run
-    printf("seed of this run: printed as the first rng word %llu\n", (unsigned long long)rng.s[0]);
+    seed_fresh_rng();
     matmul_init();
     test_flash(2, 64, 128, 2, 1.0f);
     test_flash(1, 200, 256, 4, 1.0f);      // T not a multiple of the tiles

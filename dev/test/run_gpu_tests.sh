@@ -1,20 +1,17 @@
 #!/usr/bin/env bash
 # GPU tests (needs an NVIDIA GPU, PyTorch for the reference): kernels vs the CPU reference, the whole model
-# vs the independent PyTorch GPT-2 at the 124M shape, and bit-exact resume from a checkpoint.
+# vs the independent PyTorch GPT-2 at the 124M shape, bit-exact resume from a checkpoint, and data-parallel training.
 # Every part runs; the exit status is non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 mkdir -p build/ref
 failed=()
-# NCCL may be installed only inside PyTorch's wheels (nvidia-nccl): let the loader find it there
-if ldd build/test_nccl_dp 2>/dev/null | grep -q "libnccl.*not found"; then
-    nccl_lib=$($PYTHON -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
-    export LD_LIBRARY_PATH="${nccl_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+source dev/test/nccl_path.sh ./train_gpt2_adahop   # NCCL may live only in PyTorch's wheels
 
 echo "== kernels vs CPU reference"
 ./build/test_kernels || failed+=(test_kernels)
+./build/test_llama_kernels || failed+=(test_llama_kernels)
 
 echo "== flash attention vs CPU reference and the cuBLASLt attention"
 ./build/test_flash_attention || failed+=(test_flash_attention)
@@ -52,6 +49,9 @@ bash dev/test/modes_test.sh || failed+=(modes_test)
 
 echo "== resume from a checkpoint gives the same losses bit for bit"
 bash dev/test/resume_test.sh || failed+=(resume_test)
+
+echo "== data parallel: world size 1 through the DP flags equals a plain run; 2 ranks equal 1 rank with twice the accumulation"
+bash dev/test/dp_test.sh || failed+=(dp_test)
 
 if [ ${#failed[@]} -gt 0 ]; then echo "GPU tests failed: ${failed[*]}"; exit 1; fi
 echo "GPU tests: all parts passed"

@@ -1,7 +1,8 @@
 // Tests of the AdaHOP controller (llmc/adahop.h): precision names, the fixed strategies of bf16 / mxfp4 /
 // hadamard, majority votes with ties, the calibration boundary, the re-classification windows for several
 // intervals and windows, the change log, the dW OE-rows rule, the strategy table, save/load round trips that
-// continue with identical decisions, and the clear errors of bad settings and mismatched saved states.
+// continue with identical decisions, the strategy checksum, and the clear errors of bad settings and mismatched
+// saved states.
 //
 // build: gcc -O2 -std=gnu11 -Wall -Wextra -fopenmp -I. dev/test/test_adahop_state.c -o build/test_adahop_state -lm
 #include "llmc/utils.h"
@@ -251,9 +252,26 @@ static void test_round_trip(void) {
         adahop_save(&a, wa);
         adahop_save(&b, wb);
         CHECK(ra == rb && memcmp(wa, wb, n * sizeof(int32_t)) == 0, "resume at step %d: identical decisions and state", splits[i]);
+        CHECK(adahop_strategy_checksum(&a) == adahop_strategy_checksum(&b), "resume at step %d: same strategy checksum", splits[i]);
         free(words); free(wa); free(wb);
         adahop_free(&a); adahop_free(&b);
     }
+}
+
+// the strategy checksum: a fixed value for a fresh state, changed by any single strategy, and by its position
+static void test_checksum(void) {
+    AdahopState st;
+    adahop_init(&st, PREC_ADAHOP, 2, 10, 0, 1, 16);
+    uint32_t fresh = adahop_strategy_checksum(&st), want = 2166136261u;
+    for (int i = 0; i < st.num_linears * NUM_GEMMS; i++) { want = (want ^ STRAT_PLAIN) * 16777619u; }
+    CHECK(fresh == want, "fresh state: checksum %08x, FNV-1a of %d plain strategies %08x", fresh, st.num_linears * NUM_GEMMS, want);
+    st.strategy[5] = STRAT_IHT;
+    uint32_t at5 = adahop_strategy_checksum(&st);
+    st.strategy[5] = STRAT_PLAIN;
+    st.strategy[6] = STRAT_IHT;
+    uint32_t at6 = adahop_strategy_checksum(&st);
+    CHECK(at5 != fresh && at6 != fresh && at5 != at6, "one changed strategy changes the checksum (%08x %08x %08x)", fresh, at5, at6);
+    adahop_free(&st);
 }
 
 // ---- errors (each runs in a forked child)
@@ -330,6 +348,7 @@ int main(void) {
     test_dw_rule();
     test_table();
     test_round_trip();
+    test_checksum();
     test_errors();
     return test_summary("test_adahop_state");
 }

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Data-parallel training (needs a GPU), 10 steps of d6 on the embedded data with AdaHOP's calibration vote at step 3
+# and re-classifications at steps 4 and 8, total batch 2 x B x T:
+#   world size 1 through the DP flags (-G 1 -I 0 -F), with the per-layer all-reduce (-O 1) and without (-O 0),
+#   logs exactly what a plain run logs (losses, norms, val losses, strategy checksums: identical text), and
+#   resuming from its step-5 checkpoint continues bit for bit (same log lines, same final checkpoint);
+#   with 2+ GPUs: 2 ranks (rendezvous file) against 1 rank with twice the accumulation, and resuming across world
+#   sizes (1 -> 2, 2 -> 1): numbers within 1e-4 relative (only the summation order of the all-reduce differs),
+#   everything else (strategy checksums, AdaHOP change lines) identical.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source dev/test/nccl_path.sh ./train_gpt2_adahop
+out=build/dp_test
+rm -rf "$out"
+mkdir -p "$out"
+args=(-e d6 -b 8 -t 256 -d 4096 -x 10 -u 2 -v 5 -m 4 -s 0 -w 3 -R 4 -W 2)
+tol=1e-4
+pass=0; fail=0
+
+# result NAME STATUS: counts and prints one check
+result() {
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi
+}
+
+# train DIR FLAGS...: one process into DIR (a fresh rendezvous file per run), its stdout in DIR.txt
+train() {
+    local dir=$1; shift
+    timeout 200 ./train_gpt2_adahop "${args[@]}" -o "$dir" "$@" > "$dir.txt" 2>&1 || { tail -5 "$dir.txt"; return 1; }
+}
+
+# train2 DIR FLAGS...: 2 ranks on GPUs 0 and 1, rank 1 in the background; rank 0 writes DIR
+train2() {
+    local dir=$1; shift
+    timeout 200 ./train_gpt2_adahop "${args[@]}" -o "$dir" "$@" -G 2 -I 1 -F "$dir.rdz" > "$dir.rank1.txt" 2>&1 &
+    local pid=$!
+    train "$dir" "$@" -G 2 -I 0 -F "$dir.rdz"
+    local rc=$?
+    wait $pid || { tail -5 "$dir.rank1.txt"; return 1; }
+    return $rc
+}
+
+# log_lines DIR [FROM]: main.log without throughput and memory, only the step lines after step FROM when given
+log_lines() {
+    sed 's/ tok\/s:[0-9]*//; s/ mem_gib:[0-9.]*//' "$1/main.log" | awk -v from="${2:--1}" 'from < 0 || ($0 ~ /^s:/ && substr($1, 3) + 0 > from)'
+}
+
+# same_logs A B TOL [FROM]: the same lines; with TOL 0 identical, else numbers (key:value) within relative TOL plus
+# one unit in their last printed digit, all other text identical
+same_logs() {
+    paste -d '\t' <(log_lines "$1" "${4:-}") <(log_lines "$2" "${4:-}") | awk -F'\t' -v tol="$3" '
+        function numeric(s) { return s ~ /^-?[0-9.]+(e[-+]?[0-9]+)?$/ }
+        function last_digit(s) { return index(s, ".") && !index(s, "e") ? 10 ^ -(length(s) - index(s, ".")) : 0 }
+        {
+            lines++
+            if (tol == 0) { bad += $1 != $2; next }
+            na = split($1, a, " "); nb = split($2, b, " ")
+            if (na != nb || na == 0) { bad++; next }
+            for (i = 1; i <= na; i++) {
+                ka = a[i]; va = ""; kb = b[i]; vb = ""
+                if (index(a[i], ":")) { ka = substr(a[i], 1, index(a[i], ":") - 1); va = substr(a[i], index(a[i], ":") + 1) }
+                if (index(b[i], ":")) { kb = substr(b[i], 1, index(b[i], ":") - 1); vb = substr(b[i], index(b[i], ":") + 1) }
+                if (ka != kb) { bad++; continue }
+                if (ka != "strategies" && numeric(va) && numeric(vb)) {
+                    d = va - vb; d = d < 0 ? -d : d; m = va < 0 ? -va : va
+                    rel = m > 0 ? d / m : d
+                    if (rel > worst) { worst = rel }
+                    if (d > tol * m + last_digit(va)) { bad++ }
+                } else if (va != vb) { bad++ }
+            }
+        }
+        END { printf "  %d lines, largest relative difference %.3g (tolerance %g), %d mismatches\n", lines, worst, tol, bad
+              exit !(lines > 0 && bad == 0) }'
+}
+
+train "$out/plain"
+result "plain run (W=1, 2 micro-steps)" $?
+train "$out/dp1" -G 1 -I 0 -F "$out/dp1.rdz" -n 5
+result "DP flags at world size 1, overlapped all-reduce, checkpoints at 5 and 10" $?
+train "$out/dp1_o0" -G 1 -I 0 -F "$out/dp1_o0.rdz" -O 0
+result "DP flags at world size 1, reduce-scatter after the backward pass (-O 0)" $?
+same_logs "$out/plain" "$out/dp1" 0
+result "-G 1 -I 0 -F (-O 1) logs exactly what the plain run logs" $?
+same_logs "$out/plain" "$out/dp1_o0" 0
+result "-G 1 -I 0 -F -O 0 logs exactly what the plain run logs" $?
+grep -q " strategies:" "$out/plain/main.log"
+result "the strategy checksum is logged when the strategies change" $?
+
+mkdir -p "$out/resume1"
+cp "$out/dp1/state_00000005.bin" "$out/resume1/"
+train "$out/resume1" -G 1 -I 0 -F "$out/resume1.rdz" -y 1 -n 5 &&
+    grep -q "resumed from $out/resume1/state_00000005.bin at step 5" "$out/resume1.txt"
+result "resume through the DP path from the step-5 checkpoint" $?
+same_logs "$out/dp1" "$out/resume1" 0 5
+result "resumed steps 6..10 identical" $?
+cmp -s "$out/dp1/state_00000010.bin" "$out/resume1/state_00000010.bin"
+result "resumed final checkpoint identical" $?
+
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$gpus" -ge 2 ]; then
+    train2 "$out/dp2" -n 5
+    result "2 ranks through a rendezvous file" $?
+    same_logs "$out/plain" "$out/dp2" $tol
+    result "2 ranks vs 1 rank with twice the accumulation, within $tol relative" $?
+    mkdir -p "$out/resume_1to2" "$out/resume_2to1"
+    cp "$out/dp1/state_00000005.bin" "$out/resume_1to2/"
+    cp "$out/dp2/state_00000005.bin" "$out/resume_2to1/"
+    train2 "$out/resume_1to2" -y 1 -O 0 && same_logs "$out/dp1" "$out/resume_1to2" $tol 5
+    result "a 1-rank checkpoint resumed by 2 ranks (-O 0) continues within $tol" $?
+    train "$out/resume_2to1" -y 1 && same_logs "$out/dp2" "$out/resume_2to1" $tol 5
+    result "a 2-rank checkpoint resumed by 1 rank continues within $tol" $?
+else
+    echo "skipped: the 2-rank part needs 2 GPUs, this machine has $gpus"
+fi
+echo "dp_test: $pass passed, $fail failed"
+[ $fail -eq 0 ]
