@@ -5,25 +5,9 @@
 // Usage: build/bench_attention [repeats]
 #include "llmc/cuda_common.cuh"
 #include "llmc/matmul.cuh"
-#include "dev/cuda/bench_timing.cuh"
+#include "dev/cuda/bench_common.cuh"
 #include "llmc/attention.cuh"
 #include "llmc/flash_attention.cuh"
-
-// x[i] uniform in [-2, 2) from a hash of (seed, i)
-__global__ void fill_random_kernel(floatX* x, long n, uint32_t seed) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) { return; }
-    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-    h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; h ^= h >> 16;
-    x[i] = (floatX)((h >> 8) * (4.0f / 16777216.0f) - 2.0f);
-}
-
-static floatX* random_bf16(long n, uint32_t seed) {
-    floatX* x = (floatX*)device_malloc(n * sizeof(floatX), "bench input");
-    fill_random_kernel<<<ceil_div(n, 256), 256>>>(x, n, seed);
-    cudaCheckLaunch();
-    return x;
-}
 
 int main(int argc, char** argv) {
     int reps = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 20;
@@ -38,7 +22,7 @@ int main(int argc, char** argv) {
     for (int s = 0; s < 3; s++) {
         int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3];
         size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
-        floatX *qkv = random_bf16(nqkv, 1), *dout = random_bf16(nout, 2);
+        floatX *qkv = random_bf16(nqkv, 1, 2.0f), *dout = random_bf16(nout, 2, 2.0f);
         floatX *out = (floatX*)device_malloc(nout * 2, "out"), *dqkv = (floatX*)device_malloc(nqkv * 2, "dqkv");
         floatX *att = (floatX*)device_malloc(natt * 2, "att"), *qkvr = (floatX*)device_malloc(nqkv * 2, "qkvr");
         floatX *dqkvr = (floatX*)device_malloc(nqkv * 2, "dqkvr"), *yr = (floatX*)device_malloc(nout * 2, "yr");

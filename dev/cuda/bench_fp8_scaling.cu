@@ -8,7 +8,7 @@
 #include <cuda_fp8.h>
 #include "llmc/cuda_common.cuh"
 #include "llmc/matmul.cuh"
-#include "dev/cuda/bench_timing.cuh"
+#include "dev/cuda/bench_common.cuh"
 
 // x[i] = a hashed value in [-4, 4) as E4M3 (exact: a multiple of 1/8)
 __global__ void fill_e4m3_kernel(__nv_fp8_e4m3* x, long n, uint32_t seed) {

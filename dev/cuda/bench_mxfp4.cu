@@ -6,23 +6,8 @@
 // Prints a table. Usage: build/bench_mxfp4 [repeats]
 #include "llmc/cuda_common.cuh"
 #include "llmc/matmul.cuh"
-#include "dev/cuda/bench_timing.cuh"
+#include "dev/cuda/bench_common.cuh"
 #include "llmc/mxfp4.cuh"
-
-// fills a BF16 buffer with N(0,1)-like values (sum of uniforms; the distribution is not what is measured)
-__global__ void fill_random_kernel(floatX* x, long n, uint64_t seed) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) { return; }
-    float a = mx_uniform(seed, 2 * i), b = mx_uniform(seed, 2 * i + 1);
-    x[i] = (floatX)(a + b - 1.0f);
-}
-
-static floatX* random_bf16(long n, uint64_t seed) {
-    floatX* x = (floatX*)device_malloc(n * sizeof(floatX), "bench input");
-    fill_random_kernel<<<ceil_div(n, 256), 256>>>(x, n, seed);
-    cudaCheckLaunch();
-    return x;
-}
 
 int main(int argc, char** argv) {
     int reps = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 20;
@@ -36,7 +21,7 @@ int main(int argc, char** argv) {
     // 1. bandwidth
     const int R = 65536, K = 3072;
     long n = (long)R * K;
-    floatX* x = random_bf16(n, 1);
+    floatX* x = random_bf16(n, 1, 1.0f);
     floatX* y = (floatX*)device_malloc(n * sizeof(floatX), "copy target");
     float copy_ms = time_ms([&] { cudaCheck(cudaMemcpyAsync(y, x, n * sizeof(floatX), cudaMemcpyDeviceToDevice)); }, reps);
     double copy_gbs = 2.0 * n * sizeof(floatX) / copy_ms / 1e6;
@@ -75,7 +60,7 @@ int main(int argc, char** argv) {
     printf("\n| GEMM M x N x K | BF16 ms | BF16 TFLOP/s | exact path ms | exact / BF16 | fast path ms | BF16 / fast (speed-up) | FP8 GEMM alone ms | BF16 / FP8 GEMM alone |\n|---|---|---|---|---|---|---|---|---|\n");
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         int M = shapes[s].M, N = shapes[s].N, Kd = shapes[s].K;
-        floatX *a = random_bf16((long)M * Kd, 2), *b = random_bf16((long)N * Kd, 3);
+        floatX *a = random_bf16((long)M * Kd, 2, 1.0f), *b = random_bf16((long)N * Kd, 3, 1.0f);
         floatX* out = (floatX*)device_malloc((size_t)M * N * sizeof(floatX), "out");
         floatX *abf = (floatX*)device_malloc((size_t)M * Kd * 2, "a bf16"), *bbf = (floatX*)device_malloc((size_t)N * Kd * 2, "b bf16");
         MXOperand qa = mx_operand_alloc(M, Kd), qb = mx_operand_alloc(N, Kd);
