@@ -86,8 +86,13 @@ static inline ncclUniqueId dp_share_id(const DataParallel* dp, const DPOptions* 
     }
 #endif
     if (o->rendezvous == NULL) { return id; }   // world size 1 without a file
-    if (dp->rank == 0) { rendezvous_publish(o->rendezvous, dp->world_size, &id, (int)sizeof(id)); }
-    else { rendezvous_wait(o->rendezvous, dp->world_size, &id, (int)sizeof(id), o->timeout_s); }
+    if (dp->rank == 0) {
+        rendezvous_publish(o->rendezvous, dp->world_size, &id, (int)sizeof(id));
+        rendezvous_wait_joined(o->rendezvous, dp->world_size, o->timeout_s);
+    } else {
+        rendezvous_wait(o->rendezvous, dp->world_size, &id, (int)sizeof(id), o->timeout_s);
+        rendezvous_join(o->rendezvous, dp->rank);
+    }
     return id;
 }
 
@@ -119,7 +124,7 @@ static inline void dp_init(DataParallel* dp, const DPOptions* o) {
     cudaCheck(cudaSetDevice(dp->local_rank));
     ncclUniqueId id = dp_share_id(dp, o);
     ncclCheck(ncclCommInitRank(&dp->comm, dp->world_size, id, dp->rank));
-    if (dp->rank == 0 && o->rendezvous != NULL) { rendezvous_remove(o->rendezvous); }   // every rank has joined
+    if (dp->rank == 0 && o->rendezvous != NULL) { rendezvous_remove(o->rendezvous, dp->world_size); }   // every rank has joined
     cudaCheck(cudaStreamCreateWithFlags(&dp->comm_stream, cudaStreamNonBlocking));
     cudaCheck(cudaEventCreateWithFlags(&dp->grads_ready, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&dp->comm_done, cudaEventDisableTiming));

@@ -2,8 +2,10 @@
 // size from the flags (checked against mpirun's view when started by it), a GPU for every process of the node,
 // and, without MPI, the exchange of the communicator id through a file all processes of the node can see.
 // Rank 0 writes the file atomically (PATH.tmp, fsync, rename) and refuses to overwrite one left by an earlier
-// run; the other ranks poll for it and stop with a clear error after a timeout instead of hanging. Rank 0
-// removes the file once every rank has joined the communicator.
+// run; the other ranks poll for it and stop with a clear error after a timeout instead of hanging. Every other
+// rank then writes PATH.joined.<rank>, and rank 0 waits for all of them (with the same timeout) before the
+// communicator is set up, so that a rank that never started is an error on rank 0 too, not a hang inside NCCL.
+// Rank 0 removes the files once every rank has joined the communicator.
 // File: int32 {RENDEZVOUS_MAGIC, world size, payload bytes}, then the payload.
 #ifndef LLMC_RENDEZVOUS_H
 #define LLMC_RENDEZVOUS_H
@@ -107,9 +109,45 @@ static inline void rendezvous_wait(const char* path, int world, void* data, int 
     }
 }
 
-// deletes the file once every rank has read it; a missing file is fine
-static inline void rendezvous_remove(const char* path) {
+// the name of rank r's join file: path.joined.r (the caller frees it)
+static inline char* rendezvous_join_path(const char* path, int rank) {
+    size_t n = strlen(path) + 32;
+    char* p = (char*)malloc_check(n);
+    snprintf(p, n, "%s.joined.%d", path, rank);
+    return p;
+}
+
+// rank > 0, after reading the id: tells rank 0 that this rank is there (an empty file path.joined.rank)
+static inline void rendezvous_join(const char* path, int rank) {
+    char* p = rendezvous_join_path(path, rank);
+    fclose_check(fopen_check(p, "wb"));
+    free(p);
+}
+
+// rank 0: waits until ranks 1 .. world-1 have joined; dies after timeout_s seconds naming the first missing rank
+static inline void rendezvous_wait_joined(const char* path, int world, double timeout_s) {
+    double t0 = rendezvous_now();
+    for (int r = 1; r < world; r++) {
+        char* p = rendezvous_join_path(path, r);
+        while (access(p, F_OK) != 0) {
+            if (rendezvous_now() - t0 > timeout_s) {
+                die("rendezvous timed out: rank %d of %d did not join through '%s' within %.1f s (was it started, with "
+                    "the same -F path and -G %d?)", r, world, path, timeout_s, world);
+            }
+            usleep(RENDEZVOUS_POLL_US);
+        }
+        free(p);
+    }
+}
+
+// deletes the id file and the join files of a world of `world` ranks; missing files are fine
+static inline void rendezvous_remove(const char* path, int world) {
     if (unlink(path) != 0 && errno != ENOENT) { die("cannot remove rendezvous file '%s': %s", path, strerror(errno)); }
+    for (int r = 1; r < world; r++) {
+        char* p = rendezvous_join_path(path, r);
+        if (unlink(p) != 0 && errno != ENOENT) { die("cannot remove rendezvous file '%s': %s", p, strerror(errno)); }
+        free(p);
+    }
 }
 
 #endif

@@ -8,6 +8,7 @@
 static char tmpdir[] = "/tmp/test_rendezvous_XXXXXX";
 static char path[4096];
 static const unsigned char payload[16] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3};
+static double wait_timeout;   // of the waits run in child processes
 
 // reads the id from path (world size 2) with a 10 s timeout; exit code 0 when it is the payload
 static int read_matches(void) {
@@ -28,6 +29,41 @@ static int exchange(useconds_t delay_us) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// a child that reads the id and joins (rank 1 of 2) after delay_us while this process waits for it as rank 0;
+// returns 1 when both sides succeed
+static int join_exchange(useconds_t delay_us) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        usleep(delay_us);
+        int ok = read_matches() == 0;
+        rendezvous_join(path, 1);
+        _exit(ok ? 0 : 1);
+    }
+    rendezvous_publish(path, 2, payload, (int)sizeof(payload));
+    rendezvous_wait_joined(path, 2, 10.0);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void wait_for_joins(void) { rendezvous_wait_joined(path, 3, wait_timeout); }
+
+// rank 0 waits for every other rank to join, and stops with a clear error naming a rank that never comes
+static void test_join(void) {
+    snprintf(path, sizeof(path), "%s/join", tmpdir);
+    CHECK(join_exchange(200000), "rank 0 waits until rank 1 has read the id and joined");
+    char joined[4200];
+    snprintf(joined, sizeof(joined), "%s.joined.1", path);
+    CHECK(access(joined, F_OK) == 0, "rank 1's join file exists until rank 0 removes it");
+    rendezvous_remove(path, 2);
+    CHECK(access(joined, F_OK) != 0 && access(path, F_OK) != 0, "removing the rendezvous removes the join files");
+    wait_timeout = 0.3;
+    rendezvous_join(path, 1);   // rank 1 of 3 joined, rank 2 never starts
+    CHECK(child_fails_with(wait_for_joins, "rank 2 of 3 did not join"), "a rank that never starts: a clear timeout on rank 0");
+    rendezvous_remove(path, 3);
+}
+
 static void test_exchange(void) {
     snprintf(path, sizeof(path), "%s/id", tmpdir);
     CHECK(exchange(200000) == 0, "a reader that polls before the writer gets the id");
@@ -35,12 +71,11 @@ static void test_exchange(void) {
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     CHECK(access(tmp, F_OK) != 0, "no temporary file left behind");
     CHECK(read_matches() == 0, "a reader that comes after the writer gets the id at once");
-    rendezvous_remove(path);
-    rendezvous_remove(path);   // a missing file is fine
+    rendezvous_remove(path, 2);
+    rendezvous_remove(path, 2);   // a missing file is fine
     CHECK(access(path, F_OK) != 0, "the file is removed, and removing it again is fine");
 }
 
-static double wait_timeout;
 static void wait_for_id(void) {
     unsigned char got[sizeof(payload)];
     rendezvous_wait(path, 2, got, (int)sizeof(got), wait_timeout);
@@ -66,15 +101,15 @@ static void test_failures(void) {
     rendezvous_publish(path, 4, payload, (int)sizeof(payload));
     CHECK(child_fails_with(wait_for_id, "is for world size 4"), "a file for another world size is refused");
     CHECK(child_fails_with(publish_id, "already exists"), "rank 0 does not overwrite a file left by an earlier run");
-    rendezvous_remove(path);
+    rendezvous_remove(path, 2);
     rendezvous_publish(path, 2, payload, 8);
     CHECK(child_fails_with(wait_for_id, "an id of 8 bytes"), "an id of another size is refused");
-    rendezvous_remove(path);
+    rendezvous_remove(path, 2);
     write_raw("garbage!garbage!", 16);
     CHECK(child_fails_with(wait_for_id, "not a rendezvous file"), "a foreign file is refused");
     write_raw("ab", 2);
     CHECK(child_fails_with(wait_for_id, "not a rendezvous file"), "a truncated file is refused");
-    rendezvous_remove(path);
+    rendezvous_remove(path, 2);
 }
 
 static int flag_rank, flag_world, mpi_rank, mpi_world;
@@ -141,6 +176,7 @@ int main(void) {
     if (mkdtemp(tmpdir) == NULL) { die("cannot create a temporary directory"); }
     test_exchange();
     test_failures();
+    test_join();
     test_resolve();
     test_devices_and_mpirun();
     if (rmdir(tmpdir) != 0) { printf("warning: could not remove %s\n", tmpdir); }
