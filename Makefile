@@ -18,7 +18,7 @@ DP_LIBS += $(filter -L% -l%,$(shell mpicc --showme:link 2>/dev/null))
 endif
 BUILD = build
 
-HOST_HEADERS = $(wildcard llmc/*.h) dev/test/test_common.h
+HOST_HEADERS = $(wildcard llmc/*.h) dev/test/test_common.h dev/test/test_rand.h dev/test/test_file.h dev/test/test_shard.h
 CUDA_HEADERS = $(wildcard llmc/*.cuh)
 CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_tokenizer $(BUILD)/test_gpt2_layers \
             $(BUILD)/test_mxfp4 $(BUILD)/test_adahop_cpu $(BUILD)/test_adahop_state $(BUILD)/test_cpu_modes \
@@ -39,11 +39,11 @@ $(BUILD):
 # ---- CPU: reference model, its trainer and tests
 train_gpt2: train_gpt2.c $(HOST_HEADERS)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
-test_gpt2: test_gpt2.c dev/test/reference_file.h $(HOST_HEADERS)
+test_gpt2: test_gpt2.c dev/test/reference_file.h dev/test/reference_checks.h $(HOST_HEADERS)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 $(BUILD)/test_%: dev/test/test_%.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
-$(BUILD)/test_llama_cpu: dev/test/reference_file.h
+$(BUILD)/test_llama_cpu: dev/test/reference_file.h dev/test/reference_checks.h
 $(BUILD)/test_adahop_case: dev/test/test_adahop_case.c dev/test/adahop_case_file.h $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 $(BUILD)/bench_quant_error: dev/bench_quant_error.c $(HOST_HEADERS) | $(BUILD)

@@ -4,54 +4,20 @@
 //
 // usage: ./build/test_gpt2 [model.bin [ref.bin]]   (defaults: the tiny fixture in dev/test/fixtures)
 //
-// Tolerances (FP32 model vs a float64 oracle; element passes when |got - ref| <= atol + rtol * |ref|):
-//   logits      atol 1e-5                     rtol 1e-4
-//   gradients   atol 1e-4 * max|ref tensor|   rtol 1e-3   (the atol scale keeps near-zero entries fair)
-//   loss, grad norm: relative 1e-5;  AdamW step losses: atol 1e-4, rtol 1e-4
+// Tolerances: dev/test/reference_checks.h.
 #include "llmc/utils.h"
 #include "llmc/checkpoint.h"
 #include "llmc/gpt2_cpu.h"
-#include "dev/test/reference_file.h"
-#include "dev/test/test_common.h"
+#include "dev/test/reference_checks.h"
 
-#define LOGITS_ATOL 1e-5f
-#define LOGITS_RTOL 1e-4f
-#define GRAD_ATOL_SCALE 1e-4f
-#define GRAD_RTOL 1e-3f
-#define SCALAR_RTOL 1e-5f
-#define STEP_ATOL 1e-4f
-#define STEP_RTOL 1e-4f
-
-// logits of the real vocab columns vs the reference
-static void check_logits(const GPT2CPU* m, const ReferenceFile* r) {
-    int V = r->config.vocab_size, Vp = r->config.padded_vocab_size;
-    size_t BT = (size_t)r->B * r->T;
-    float* got = (float*)malloc_check(BT * V * sizeof(float));
-    for (size_t bt = 0; bt < BT; bt++) { memcpy(got + bt * V, m->acts.logits + bt * Vp, V * sizeof(float)); }
-    CHECK(close_enough("logits", got, r->logits, BT * V, LOGITS_ATOL, LOGITS_RTOL, 1), "logits differ from the reference");
-    free(got);
-}
-
-// every parameter tensor's gradient vs the reference; then a perturbed gradient must be rejected
-static void check_grads(const GPT2CPU* m, const ReferenceFile* r) {
-    size_t off = 0, qkvw_off = 0;
-    for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) {
-        size_t n = m->param_sizes[t];
-        float atol = GRAD_ATOL_SCALE * max_abs_f32(r->grads + off, n) + 1e-12f;
-        CHECK(close_enough(gpt2_param_names[t], m->grads_memory + off, r->grads + off, n, atol, GRAD_RTOL, 1),
-              "gradient of %s differs from the reference", gpt2_param_names[t]);
-        if (t == P_QKVW) { qkvw_off = off; }
-        off += n;
-    }
-    // the check must be able to fail: one qkvw entry off by 1% of the tensor's largest gradient
-    size_t n = m->param_sizes[P_QKVW];
-    float* bad = (float*)malloc_check(n * sizeof(float));
-    memcpy(bad, m->grads_memory + qkvw_off, n * sizeof(float));
-    float scale = max_abs_f32(r->grads + qkvw_off, n);
-    bad[n / 3] += 1e-2f * scale;
-    CHECK(!close_enough("qkvw*", bad, r->grads + qkvw_off, n, GRAD_ATOL_SCALE * scale, GRAD_RTOL, 0),
-          "a perturbed qkvw gradient was not detected");
-    free(bad);
+// one forward/backward of the model on r's batch, then when step > 0 an AdamW update (a ref_step_fn)
+static float gpt2_ref_step(void* model, const ReferenceFile* r, int step) {
+    GPT2CPU* m = (GPT2CPU*)model;
+    gpt2cpu_forward(m, r->inputs, r->targets, r->B, r->T);
+    gpt2cpu_zero_grad(m);
+    gpt2cpu_backward(m);
+    if (step > 0) { gpt2cpu_update(m, r->lr, r->beta1, r->beta2, r->eps, r->weight_decay, r->grad_clip, step); }
+    return m->mean_loss;
 }
 
 // GPT-2 init statistics of params: unit norm weights, zero biases, N(0, 0.02) matrices with the residual
@@ -80,19 +46,6 @@ static void check_init(const char* who, const GPT2Config* c, const float* params
     CHECK(ok, "%s init does not have the GPT-2 statistics", who);
 }
 
-// runs the reference's AdamW steps on its batch, comparing the loss before each update
-static void check_steps(GPT2CPU* m, const ReferenceFile* r) {
-    for (int step = 1; step <= r->num_steps; step++) {
-        gpt2cpu_forward(m, r->inputs, r->targets, r->B, r->T);
-        float ref = r->losses[step - 1], err = fabsf(m->mean_loss - ref);
-        printf("step %2d  loss %.6f  ref %.6f  abs err %.3e\n", step, m->mean_loss, ref, err);
-        CHECK(err <= STEP_ATOL + STEP_RTOL * fabsf(ref), "step %d loss %f vs reference %f", step, m->mean_loss, ref);
-        gpt2cpu_zero_grad(m);
-        gpt2cpu_backward(m);
-        gpt2cpu_update(m, r->lr, r->beta1, r->beta2, r->eps, r->weight_decay, r->grad_clip, step);
-    }
-}
-
 int main(int argc, char** argv) {
     const char* model_path = argc > 1 ? argv[1] : "dev/test/fixtures/tiny_model.bin";
     const char* ref_path = argc > 2 ? argv[2] : "dev/test/fixtures/tiny_ref.bin";
@@ -117,15 +70,11 @@ int main(int argc, char** argv) {
 
     GPT2CPU m;
     gpt2cpu_build(&m, &ck.config, params);
-    gpt2cpu_forward(&m, ref.inputs, ref.targets, ref.B, ref.T);
-    gpt2cpu_zero_grad(&m);
-    gpt2cpu_backward(&m);
-    check_logits(&m, &ref);
-    check_scalar_rel("loss", m.mean_loss, ref.loss, SCALAR_RTOL);
-    check_scalar_rel("grad norm", gpt2cpu_grad_norm(&m), ref.grad_norm, SCALAR_RTOL);
-    check_grads(&m, &ref);
-
-    check_steps(&m, &ref);   // no update has happened yet: the steps start from the file's weights
+    gpt2_ref_step(&m, &ref, 0);
+    RefModelOutputs out = {m.acts.logits, ck.config.vocab_size, ck.config.padded_vocab_size, m.mean_loss,
+                           m.grads_memory, m.param_sizes, gpt2_param_names, NUM_PARAMETER_TENSORS};
+    check_ref_outputs(&out, &ref, P_QKVW, m.param_sizes[P_QKVW] / 3);
+    check_ref_steps(&m, gpt2_ref_step, &ref);   // no update has happened yet: the steps start from the file's weights
 
     gpt2cpu_free(&m);
     reference_file_free(&ref);

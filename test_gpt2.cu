@@ -1,5 +1,6 @@
 // GPU model test: the trainer's forward, backward and AdamW steps against a reference file written by the
-// independent PyTorch model dev/reference_gpt2.py (logits, loss, every parameter gradient, 10 step losses).
+// independent PyTorch models dev/reference_gpt2.py (GPT-2; its weights in a model file, -e) or
+// dev/reference_llama.py (LLaMA; the file carries its weights): logits, loss, every parameter gradient, 10 step losses.
 // BF16 compute is compared with BF16 tolerances: relative Frobenius error per tensor (stated below), and
 // the max abs/rel errors are printed. Also checks that two identical backward passes give identical bits.
 #define TESTING
@@ -30,6 +31,24 @@ static void compare_tensor(const char* name, const float* got, const float* want
     CHECK(finite && rel <= tol, "%s: relative error %.3e above %.1e (or non-finite values)", name, rel, tol);
 }
 
+// the model a reference file was made for, and its starting weights (malloc'ed): a GPT-2 reference keeps them in
+// the model file model_path, a LLaMA reference carries them itself
+static float* reference_model(const ReferenceFile* ref, const char* model_path, ModelConfig* config) {
+    float* params = (float*)malloc_check(ref->num_params * sizeof(float));
+    if (ref->family == REF_FAMILY_LLAMA) {
+        *config = model_from_llama(&ref->llama);
+        memcpy(params, ref->params, ref->num_params * sizeof(float));
+        return params;
+    }
+    CheckpointHeader ck;
+    FILE* fp = checkpoint_open(model_path, &ck);
+    checkpoint_require_config(model_path, &ck.config, &ref->config);
+    checkpoint_read_payload(fp, &ck, params, NULL, NULL);
+    fclose_check(fp);
+    *config = model_from_gpt2(&ck.config);
+    return params;
+}
+
 static float* grads_to_host(GPT2* m) {
     float* h = (float*)malloc_check(m->num_params * sizeof(float));
     cudaCheck(cudaStreamSynchronize(m->stream));
@@ -43,22 +62,20 @@ int main(int argc, char** argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "-e") == 0) { model_path = argv[i + 1]; }
         else if (strcmp(argv[i], "-r") == 0) { ref_path = argv[i + 1]; }
-        else { die("usage: %s [-e model.bin] [-r reference.bin]", argv[0]); }
+        else { die("usage: %s [-e model.bin (GPT-2 only)] [-r reference.bin]", argv[0]); }
     }
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: this test needs one"); }
-    CheckpointHeader ck;
-    FILE* fp = checkpoint_open(model_path, &ck);
-    size_t n = gpt2_num_params(&ck.config);
-    float* params = (float*)malloc_check(n * sizeof(float));
-    checkpoint_read_payload(fp, &ck, params, NULL, NULL);
-    fclose_check(fp);
     ReferenceFile ref;
-    reference_file_read(ref_path, &ref);
-    checkpoint_require_config(model_path, &ck.config, &ref.config);
-    int B = ref.B, T = ref.T, V = ck.config.vocab_size, Vp = ck.config.padded_vocab_size;
-    printf("model %s: L=%d C=%d NH=%d V=%d, %.1fM params | reference %s: B=%d T=%d, %d steps\n", model_path,
-           ck.config.num_layers, ck.config.channels, ck.config.num_heads, V, n / 1e6, ref_path, B, T, ref.num_steps);
+    reference_file_read_family(ref_path, REF_FAMILY_ANY, &ref);
+    ModelConfig config;
+    float* params = reference_model(&ref, model_path, &config);
+    size_t n = ref.num_params;
+    int B = ref.B, T = ref.T, V = config.vocab_size, Vp = config.padded_vocab_size;
+    printf("%s model (%s): L=%d C=%d NH=%d NKV=%d H=%d V=%d, %.1fM params | reference %s: B=%d T=%d, %d steps\n",
+           family_names[config.family], ref.family == REF_FAMILY_LLAMA ? "weights from the reference" : model_path,
+           config.num_layers, config.channels, config.num_heads, config.num_kv_heads, config.hidden, V, n / 1e6, ref_path,
+           B, T, ref.num_steps);
 
     matmul_init();
     DataParallel dp;
@@ -66,7 +83,7 @@ int main(int argc, char** argv) {
     dp_init(&dp, &one_rank);   // the trainer's model runs on a communicator; one rank, so every collective is a copy
     GPT2 model;
     LinearOptions bf16 = {PREC_BF16, GEMM_PATH_EXACT, 0, 1, 0, 1, 64};
-    gpt2_build(&model, &dp, &ck.config, params, B, T, &bf16, 0);
+    gpt2_build(&model, &dp, &config, params, B, T, &bf16, 0);
     gpt2_sync_params(&model);
 
     // forward only: logits and loss
@@ -96,9 +113,9 @@ int main(int argc, char** argv) {
     CHECK(memcmp(runs[0], runs[1], n * sizeof(float)) == 0, "two identical backward passes gave different gradients");
     printf("backward (two runs bit-identical: %s):\n", memcmp(runs[0], runs[1], n * sizeof(float)) == 0 ? "yes" : "NO");
     size_t off = 0;
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        compare_tensor(gpt2_param_names[i], runs[0] + off, ref.grads + off, model.param_sizes[i], tol_grads);
-        off += model.param_sizes[i];
+    for (int i = 0; i < model.tensors.num_tensors; i++) {
+        compare_tensor(model.tensors.names[i], runs[0] + off, ref.grads + off, model.tensors.sizes[i], tol_grads);
+        off += model.tensors.sizes[i];
     }
 
     // optimizer steps on the same batch

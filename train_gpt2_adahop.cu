@@ -1,5 +1,5 @@
-// GPT-2 training on one GPU, or data-parallel on several (one process per GPU), with explicit forward and
-// backward passes.
+// GPT-2 or LLaMA-small training on one GPU, or data-parallel on several (one process per GPU), with explicit
+// forward and backward passes.
 // Read top to bottom: the model's memory (parameters, optimizer state, activations), the forward pass,
 // the backward pass, the optimizer step, then the training loop with data, validation, sampling,
 // logging and checkpoints. Parameters and activations are BF16, gradients and AdamW state FP32,
@@ -8,6 +8,11 @@
 // GEMM and both backward GEMMs through llmc/adahop_linear.cuh, in the precision chosen with -p: BF16,
 // plain MXFP4, MXFP4 with the Hadamard on every GEMM, or AdaHOP (per-GEMM strategies from the outlier
 // patterns, llmc/adahop.h). Everything else stays in BF16/FP32.
+// Two model families share everything but their blocks (llmc/model_config.h; -e d12 or -e llama:d12, and the
+// checkpoint records which): GPT-2 (LayerNorm, learned positions, GELU MLP, tied head) and LLaMA-small (RMSNorm,
+// RoPE, grouped-query attention, SwiGLU MLP, untied head, no biases), whose fused qkv, o, gate/up and down
+// matrices take the four linear slots. Parameter tables, memory, the AdaHOP linears, the optimizer, data
+// parallelism and the training loop are one code path; only the forward and backward of the blocks differ.
 // Data parallel (llmc/nccl_dp.cuh): every rank reads the whole global batch of a step and trains the micro-batches
 // k with k % world == rank, so the batches do not depend on the world size; gradients are all-reduced per layer
 // on a side stream while the backward pass goes on; AdamW m, v and the FP32 master weights are sharded (ZeRO-1)
@@ -18,7 +23,7 @@
 #include "llmc/utils.h"
 #include "llmc/cli.h"
 #include "llmc/rand.h"
-#include "llmc/gpt2_config.h"
+#include "llmc/model_config.h"
 #include "llmc/checkpoint.h"
 #include "llmc/schedule.h"
 #include "llmc/sampler.h"
@@ -30,6 +35,9 @@
 #include "llmc/layernorm.cuh"
 #include "llmc/flash_attention.cuh"
 #include "llmc/gelu.cuh"
+#include "llmc/rmsnorm.cuh"
+#include "llmc/rope.cuh"
+#include "llmc/swiglu.cuh"
 #include "llmc/classifier.cuh"
 #include "llmc/adamw.cuh"
 #include "llmc/adahop.h"
@@ -37,7 +45,8 @@
 #include "llmc/nccl_dp.cuh"
 
 // ----------------------------------------------------------------------------
-// activations kept for the backward pass, and scratch buffers
+// activations kept for the backward pass, and scratch buffers. The names are GPT-2's; in LLaMA ln1/ln2/lnf are
+// the RMSNorm outputs, fch the gate/up activation [2H] and fch_gelu its SwiGLU [H].
 
 enum { A_ENCODED, A_LN1, A_QKV, A_ATTY, A_RES2, A_LN2, A_FCH, A_FCH_GELU, A_RES3, A_LNF, A_LOGITS,
        A_DRES, A_D4C, A_DC, NUM_ACT_TENSORS };
@@ -45,7 +54,8 @@ enum { A_ENCODED, A_LN1, A_QKV, A_ATTY, A_RES2, A_LN2, A_FCH, A_FCH_GELU, A_RES3
 typedef struct {
     floatX* t[NUM_ACT_TENSORS];
     bool linear_inputs_kept;   // ln1, ln2, fch_gelu of every layer (bf16); else one layer's worth, recomputed
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd;
+    int qkv_ch, fc_ch, hidden; // widths of the rows of qkv, fch and fch_gelu (GPT-2: 3C, 4C, 4C)
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd;   // the means: LayerNorm only
     float* losses;     // [B*T], summed over the micro-steps of one optimizer step
     float* losses_host;   // pinned copy for the mean
     float* lse;        // [L, B, NH, T] log-sum-exp of every attention row (flash attention keeps no T x T)
@@ -58,13 +68,14 @@ typedef struct {
 // layer's buffer and fch_gelu goes to the backward scratch A_D4C; a backward that reads the BF16 input
 // recomputes it into its own output buffer (see linear_backward_input). The attention projection's input
 // atty stays, as attention's own output.
-static void activation_sizes(const GPT2Config* c, int B, int T, bool linear_inputs_kept, size_t sizes[NUM_ACT_TENSORS]) {
+static void activation_sizes(const ModelConfig* c, int B, int T, bool linear_inputs_kept, size_t sizes[NUM_ACT_TENSORS]) {
     size_t L = c->num_layers, C = c->channels, BT = (size_t)B * T, LK = linear_inputs_kept ? L : 0;
-    sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = (LK ? LK : 1) * BT * C; sizes[A_QKV] = L * BT * 3 * C;
+    size_t QKV = model_qkv_channels(c), FC = model_fc_channels(c), H = c->hidden;
+    sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = (LK ? LK : 1) * BT * C; sizes[A_QKV] = L * BT * QKV;
     sizes[A_ATTY] = L * BT * C;     sizes[A_RES2] = L * BT * C;
-    sizes[A_LN2] = LK * BT * C;     sizes[A_FCH] = L * BT * 4 * C;   sizes[A_FCH_GELU] = LK * BT * 4 * C;
+    sizes[A_LN2] = LK * BT * C;     sizes[A_FCH] = L * BT * FC;      sizes[A_FCH_GELU] = LK * BT * H;
     sizes[A_RES3] = L * BT * C;     sizes[A_LNF] = BT * C;           sizes[A_LOGITS] = BT * c->padded_vocab_size;
-    sizes[A_DRES] = BT * C;         sizes[A_D4C] = BT * 4 * C;
+    sizes[A_DRES] = BT * C;         sizes[A_D4C] = BT * model_widest_linear(c);
     sizes[A_DC] = BT * C;
 }
 
@@ -72,16 +83,16 @@ static void activation_sizes(const GPT2Config* c, int B, int T, bool linear_inpu
 // the model
 
 typedef struct {
-    GPT2Config config;
-    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    ModelConfig config;                     // family and shape
+    ParamTable tensors;                     // the family's parameter tensors (llmc/param_table.h)
     size_t num_params;
     DataParallel* dp;                       // the ranks of the run (a plain run: one rank)
     ZeroShard shard;                        // this rank's part of the flat parameter vector (ZeRO-1)
     floatX* params;                         // BF16 copy used by forward/backward, shard.padded elements
-    floatX* w[NUM_PARAMETER_TENSORS];       // views into params
+    floatX* w[MAX_PARAM_TENSORS];           // views into params
     float* master;                          // FP32 master weights, this rank's shard
     float* grads;                           // FP32 gradients, accumulated over micro-steps, shard.padded elements
-    float* g[NUM_PARAMETER_TENSORS];        // views into grads
+    float* g[MAX_PARAM_TENSORS];            // views into grads
     float *adam_m, *adam_v;                 // this rank's shard
     Activations acts;
     int max_B, max_T;                       // what the activations were sized for
@@ -93,6 +104,7 @@ typedef struct {
     int num_distinct_tokens;
     cudaEvent_t staging_done;
     cudaStream_t stream;
+    RopeTable rope;                         // LLaMA: cos/sin of the rotary embeddings
     // low-precision linears
     AdahopState adahop;                     // precision, strategies, calibration and re-classification
     AdahopWorkspace ws;                     // quantization scratch (unused in bf16)
@@ -115,8 +127,8 @@ static void staging_layout(int BT, size_t offs[6]) {
 
 // device bytes the model needs at micro-batch B x T on one of `world` ranks: used to refuse a batch that cannot fit,
 // before allocating
-static size_t gpt2_device_bytes(const GPT2Config* c, int B, int T, const LinearOptions* lo, int world) {
-    size_t n = gpt2_num_params(c), sizes[NUM_ACT_TENSORS], act = 0, offs[6];
+static size_t gpt2_device_bytes(const ModelConfig* c, int B, int T, const LinearOptions* lo, int world) {
+    size_t n = model_num_params(c), sizes[NUM_ACT_TENSORS], act = 0, offs[6];
     size_t shard = zero_shard_size(n, world), padded = shard * world;
     activation_sizes(c, B, T, lo->precision == PREC_BF16, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { act += sizes[i]; }
@@ -124,37 +136,49 @@ static size_t gpt2_device_bytes(const GPT2Config* c, int B, int T, const LinearO
     size_t stats = (size_t)c->num_layers * (4 + c->num_heads) * B * T + (3 + (size_t)c->num_heads) * B * T;   // norms, losses, lse, delta
     size_t lowp = 0;
     if (lo->precision != PREC_BF16) {
-        size_t N = (size_t)B * T, C = c->channels, max_elems = N * 4 * C;
+        size_t N = (size_t)B * T, C = c->channels, max_elems = N * model_widest_linear(c);
         lowp = 2 * max_elems * 17 / 32 + 2 * max_elems * (lo->path == GEMM_PATH_FAST ? 1 : 2)   // workspace operands
-             + (size_t)c->num_layers * 6 * C * N * 17 / 32;        // saved x^T of qkv, fc, fcproj (attproj reads atty)
+             + (size_t)c->num_layers * (2 * C + c->hidden) * N * 17 / 32;   // saved x^T of qkv, fc, fcproj (attproj reads atty)
     }
-    return padded * (sizeof(floatX) + sizeof(float)) + 3 * shard * sizeof(float) + act * sizeof(floatX) + stats * sizeof(float) +
-           column_sums_scratch_bytes(4 * c->channels) + offs[5] * sizeof(int) + cublaslt_workspace_size + lowp;
+    size_t rope = c->family == FAMILY_LLAMA ? (size_t)c->max_seq_len * (c->channels / c->num_heads) : 0;   // cos, sin
+    return padded * (sizeof(floatX) + sizeof(float)) + 3 * shard * sizeof(float) + act * sizeof(floatX) +
+           (stats + rope) * sizeof(float) + column_sums_scratch_bytes(model_fc_channels(c)) + offs[5] * sizeof(int) +
+           cublaslt_workspace_size + lowp;
 }
 
-// input and output widths of linear kind k (LIN_QKV, LIN_ATTPROJ, LIN_FC, LIN_FCPROJ) for C channels
-static void linear_shape(int kind, int C, int* in, int* out) {
-    static const int in_mult[NUM_LINEAR_KINDS] = {1, 1, 1, 4}, out_mult[NUM_LINEAR_KINDS] = {3, 1, 4, 1};
-    *in = in_mult[kind] * C;
-    *out = out_mult[kind] * C;
+// input and output widths of linear kind k (LIN_QKV, LIN_ATTPROJ, LIN_FC, LIN_FCPROJ) of the model
+static void linear_shape(const ModelConfig* c, int kind, int* in, int* out) {
+    int C = c->channels;
+    int ins[NUM_LINEAR_KINDS] = {C, C, C, c->hidden}, outs[NUM_LINEAR_KINDS] = {model_qkv_channels(c), C, model_fc_channels(c), C};
+    *in = ins[kind];
+    *out = outs[kind];
 }
+
+// the tensors that the shared code addresses, per family (llmc/gpt2_config.h, llmc/llama_config.h): weights and
+// biases (-1: none) of the 4 block linears, and the LM head (GPT-2's is the token embedding, tied)
+typedef struct { int linear_w[NUM_LINEAR_KINDS], linear_b[NUM_LINEAR_KINDS], head; } FamilyTensors;
+static const FamilyTensors family_tensors[NUM_FAMILIES] = {
+    {{P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW}, {P_QKVB, P_ATTPROJB, P_FCB, P_FCPROJB}, P_WTE},
+    {{LL_QKVW, LL_ATTPROJW, LL_GATEUPW, LL_DOWNW}, {-1, -1, -1, -1}, LL_LMHEADW},
+};
 
 // the low-precision state: strategies (and the buffers that share them across ranks), scratch, and the saved dW
 // operand of every linear
 static void gpt2_build_linears(GPT2* m, const LinearOptions* lo, uint64_t seed) {
-    const GPT2Config* c = &m->config;
-    int L = c->num_layers, C = c->channels, N = m->max_B * m->max_T;
+    const ModelConfig* c = &m->config;
+    int L = c->num_layers, N = m->max_B * m->max_T, widest = model_widest_linear(c);
     adahop_init(&m->adahop, lo->precision, L, lo->calib_steps, lo->reclass_every, lo->reclass_window, lo->oe_k);
+    if (c->family == FAMILY_LLAMA) { m->adahop.linear_names = llama_linear_names; }
     size_t words = adahop_state_words(&m->adahop);
     m->adahop_words = (int32_t*)malloc_check(words * sizeof(int32_t));
     m->adahop_words_dev = (int32_t*)device_malloc(words * sizeof(int32_t), "AdaHOP state");
     m->saved = (LinearSaved*)calloc_check((size_t)4 * L, sizeof(LinearSaved));
     if (lo->precision == PREC_BF16) { return; }
-    int max_rows = N > 4 * C ? N : 4 * C;
-    adahop_workspace_init(&m->ws, (size_t)N * 4 * C, max_rows, max_rows, lo->path, lo->stochastic_grads, lo->oe_k, seed);
+    int max_rows = N > widest ? N : widest;
+    adahop_workspace_init(&m->ws, (size_t)N * widest, max_rows, max_rows, lo->path, lo->stochastic_grads, lo->oe_k, seed);
     for (int i = 0; i < 4 * L; i++) {
         int cin, cout;
-        linear_shape(i % 4, C, &cin, &cout);
+        linear_shape(c, i % 4, &cin, &cout);
         m->saved[i].input_kept = i % 4 == LIN_ATTPROJ;   // atty: attention's output, kept in BF16 for every layer
         if (!m->saved[i].input_kept) { m->saved[i].x_t = mx_operand_alloc(cin, N); }
         if (lo->precision == PREC_ADAHOP) {
@@ -164,14 +188,16 @@ static void gpt2_build_linears(GPT2* m, const LinearOptions* lo, uint64_t seed) 
 }
 
 // the model on rank dp->rank, from the full FP32 parameters master_init (every rank keeps its shard), AdamW zeroed
-static void gpt2_build(GPT2* m, DataParallel* dp, const GPT2Config* c, const float* master_init, int B, int T,
+static void gpt2_build(GPT2* m, DataParallel* dp, const ModelConfig* c, const float* master_init, int B, int T,
                        const LinearOptions* lo, uint64_t seed) {
+    const char* problem = model_config_problem(c);
+    if (problem) { die("invalid model shape: %s", problem); }
     memset(m, 0, sizeof(*m));
     m->config = *c;
     m->dp = dp;
     m->max_B = B; m->max_T = T;
     if (T > c->max_seq_len) { die("sequence length T=%d exceeds the model's max_seq_len %d", T, c->max_seq_len); }
-    flash_attention_check_shape(T, c->channels, c->num_heads);
+    flash_attention_check_shape(T, c->num_heads, c->num_kv_heads, c->channels / c->num_heads);
     size_t free_b, total_b, need = gpt2_device_bytes(c, B, T, lo, dp->world_size);
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b) {
@@ -179,8 +205,8 @@ static void gpt2_build(GPT2* m, DataParallel* dp, const GPT2Config* c, const flo
             "(gradient accumulation through -d keeps the total batch)", B, T, need / 1073741824.0, free_b / 1073741824.0,
             total_b / 1073741824.0);
     }
-    gpt2_param_sizes(c, m->param_sizes);
-    m->num_params = gpt2_num_params(c);
+    model_param_table(c, &m->tensors);
+    m->num_params = param_table_total(&m->tensors);
     m->shard = zero_shard(m->num_params, dp->world_size, dp->rank);
     size_t padded = m->shard.padded, shard = m->shard.size;
     m->params = (floatX*)device_malloc(padded * sizeof(floatX), "parameters (BF16)");
@@ -189,13 +215,16 @@ static void gpt2_build(GPT2* m, DataParallel* dp, const GPT2Config* c, const flo
     m->adam_m = (float*)device_malloc(shard * sizeof(float), "AdamW m");
     m->adam_v = (float*)device_malloc(shard * sizeof(float), "AdamW v");
     size_t off = 0;
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+    for (int i = 0; i < m->tensors.num_tensors; i++) {
         m->w[i] = m->params + off;
         m->g[i] = m->grads + off;
-        off += m->param_sizes[i];
+        off += m->tensors.sizes[i];
     }
     size_t sizes[NUM_ACT_TENSORS];
     m->acts.linear_inputs_kept = lo->precision == PREC_BF16;
+    m->acts.qkv_ch = model_qkv_channels(c);
+    m->acts.fc_ch = model_fc_channels(c);
+    m->acts.hidden = c->hidden;
     activation_sizes(c, B, T, m->acts.linear_inputs_kept, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { m->acts.t[i] = (floatX*)device_malloc(sizes[i] * sizeof(floatX), "activations"); }
     size_t LBT = (size_t)c->num_layers * B * T, BT = (size_t)B * T;
@@ -206,7 +235,7 @@ static void gpt2_build(GPT2* m, DataParallel* dp, const GPT2Config* c, const flo
     cudaCheck(cudaMallocHost((void**)&m->acts.losses_host, BT * sizeof(float)));
     m->acts.lse = (float*)device_malloc(LBT * c->num_heads * sizeof(float), "attention log-sum-exp");
     m->acts.delta = (float*)device_malloc(flash_attention_delta_floats(B, T, c->num_heads) * sizeof(float), "attention scratch");
-    m->scratch = (float*)device_malloc(column_sums_scratch_bytes(4 * c->channels), "reduction scratch");
+    m->scratch = (float*)device_malloc(column_sums_scratch_bytes(model_fc_channels(c)), "reduction scratch");
     size_t offs[6];
     staging_layout((int)BT, offs);
     cudaCheck(cudaMallocHost((void**)&m->staging_host, offs[5] * sizeof(int)));
@@ -214,6 +243,7 @@ static void gpt2_build(GPT2* m, DataParallel* dp, const GPT2Config* c, const flo
     m->token_counts = (int*)malloc_check((size_t)c->padded_vocab_size * sizeof(int));
     cudaCheck(cudaEventCreateWithFlags(&m->staging_done, cudaEventDisableTiming));
     cudaCheck(cudaStreamCreate(&m->stream));
+    if (c->family == FAMILY_LLAMA) { m->rope = rope_table_create(c->max_seq_len, c->channels / c->num_heads, LLAMA_ROPE_THETA, m->stream); }
     zero_upload_shard(m->master, master_init, &m->shard);
     cudaCheck(cudaMemset(m->adam_m, 0, shard * sizeof(float)));
     cudaCheck(cudaMemset(m->adam_v, 0, shard * sizeof(float)));
@@ -259,6 +289,7 @@ static void gpt2_free(GPT2* m) {
                     m->scratch, m->staging_dev, m->adahop_words_dev};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { cudaCheck(cudaFree(m->acts.t[i])); }
+    if (m->config.family == FAMILY_LLAMA) { rope_table_free(&m->rope); }
     if (m->adahop.precision != PREC_BF16) {
         for (int i = 0; i < 4 * m->config.num_layers; i++) {
             mx_operand_free(&m->saved[i].x_t);
@@ -300,30 +331,41 @@ static void gpt2_stage_batch(GPT2* m, const int* inputs, const int* targets, int
 typedef struct { floatX *ln1, *qkv, *atty, *res_in, *res2, *ln2, *fch, *fch_gelu, *res3; float* lse; } LayerActs;
 
 static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, int NH) {
-    size_t nc = (size_t)B * T * C;
+    size_t nc = (size_t)B * T * C, BT = (size_t)B * T;
     bool kept = a->linear_inputs_kept;
     LayerActs la;
     la.ln1 = a->t[A_LN1] + (kept ? l * nc : 0);
-    la.qkv = a->t[A_QKV] + l * 3 * nc;
+    la.qkv = a->t[A_QKV] + l * BT * a->qkv_ch;
     la.atty = a->t[A_ATTY] + l * nc;
     la.lse = a->lse + (size_t)l * B * NH * T;
     la.res_in = l == 0 ? a->t[A_ENCODED] : a->t[A_RES3] + (l - 1) * nc;
     la.res2 = a->t[A_RES2] + l * nc;
     la.ln2 = kept ? a->t[A_LN2] + l * nc : la.ln1;
-    la.fch = a->t[A_FCH] + l * 4 * nc;
-    la.fch_gelu = kept ? a->t[A_FCH_GELU] + l * 4 * nc : a->t[A_D4C];
+    la.fch = a->t[A_FCH] + l * BT * a->fc_ch;
+    la.fch_gelu = kept ? a->t[A_FCH_GELU] + l * BT * a->hidden : a->t[A_D4C];
     la.res3 = a->t[A_RES3] + l * nc;
     return la;
 }
 
 // ----------------------------------------------------------------------------
-// forward pass: logits for a staged micro-batch; with targets, per-token losses are added into acts.losses,
-// and when dloss != 0 the logits are replaced by d(loss)/d(logits) * dloss for the backward pass.
+// forward pass: the blocks of the model's family, then the classifier
 
-static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T, float dloss) {
-    const GPT2Config* c = &m->config;
-    if (B > m->max_B || T > m->max_T) { die("forward with B=%d T=%d, but the model was sized for B=%d T=%d", B, T, m->max_B, m->max_T); }
-    gpt2_stage_batch(m, inputs, targets, B, T);
+// forward of linear `kind` of layer l, y = x W^T (+ b), in the run's precision (llmc/adahop_linear.cuh); with bw
+// (a backward pass follows) it keeps its dW operand
+static void block_linear_forward(GPT2* m, int l, int kind, floatX* out, const floatX* x, int N, bool bw) {
+    const FamilyTensors* ft = &family_tensors[m->config.family];
+    int cin, cout, b = ft->linear_b[kind];
+    linear_shape(&m->config, kind, &cin, &cout);
+    const floatX* bias = b < 0 ? NULL : m->w[b] + (size_t)l * cout;
+    adahop_linear_forward(&m->ws, &m->adahop, m->saved + 4 * l + kind, 4 * l + kind, m->step, bw, m->stats_now, out, x,
+                          m->w[ft->linear_w[kind]] + (size_t)l * cin * cout, bias, N, cin, cout, m->stream);
+}
+
+// GPT-2's blocks on the staged micro-batch: token + position embedding, then per layer LayerNorm -> qkv ->
+// attention -> projection -> residual + LayerNorm -> fc -> GELU -> fc projection; the last residual add and the
+// final LayerNorm leave their output in A_LNF
+static void gpt2_blocks_forward(GPT2* m, int B, int T, bool bw) {
+    const ModelConfig* c = &m->config;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, N = B * T;
     size_t offs[6];
     staging_layout(N, offs);
@@ -337,22 +379,14 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         LayerActs la = layer_acts(a, l, B, T, C, NH);
         floatX *ln1 = la.ln1, *qkv = la.qkv, *atty = la.atty, *res_in = la.res_in, *res2 = la.res2;
         floatX *ln2 = la.ln2, *fch = la.fch, *fch_gelu = la.fch_gelu, *res3 = la.res3;
-        // the block's linear layers y = x W^T + b, each in the run's precision (llmc/adahop_linear.cuh)
-        LinearSaved* sv = m->saved + 4 * l;
-        int li = 4 * l;
-        bool bw = dloss != 0.0f;   // a backward pass follows: keep the dW operands
-        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_QKV, li + LIN_QKV, m->step, bw, m->stats_now, qkv, ln1,
-                              w[P_QKVW] + (size_t)l * 3 * C * C, w[P_QKVB] + l * 3 * C, N, C, 3 * C, s);
-        flash_attention_forward(atty, la.lse, qkv, B, T, C, NH, s);
+        block_linear_forward(m, l, LIN_QKV, qkv, ln1, N, bw);
+        flash_attention_forward(atty, la.lse, qkv, B, T, NH, NH, C / NH, s);
         // attention projection output goes to the scratch A_DC, then residual add + LayerNorm in one kernel
-        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_ATTPROJ, li + LIN_ATTPROJ, m->step, bw, m->stats_now, a->t[A_DC],
-                              atty, w[P_ATTPROJW] + (size_t)l * C * C, w[P_ATTPROJB] + l * C, N, C, C, s);
+        block_linear_forward(m, l, LIN_ATTPROJ, a->t[A_DC], atty, N, bw);
         layernorm_forward(ln2, a->ln2_mean + l * N, a->ln2_rstd + l * N, res2, res_in, a->t[A_DC], w[P_LN2W] + l * C, w[P_LN2B] + l * C, N, C, s);
-        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_FC, li + LIN_FC, m->step, bw, m->stats_now, fch, ln2,
-                              w[P_FCW] + (size_t)l * 4 * C * C, w[P_FCB] + l * 4 * C, N, C, 4 * C, s);
+        block_linear_forward(m, l, LIN_FC, fch, ln2, N, bw);
         gelu_forward(fch_gelu, fch, (long)N * 4 * C, s);
-        adahop_linear_forward(&m->ws, &m->adahop, sv + LIN_FCPROJ, li + LIN_FCPROJ, m->step, bw, m->stats_now, a->t[A_DC],
-                              fch_gelu, w[P_FCPROJW] + (size_t)l * 4 * C * C, w[P_FCPROJB] + l * C, N, 4 * C, C, s);
+        block_linear_forward(m, l, LIN_FCPROJ, a->t[A_DC], fch_gelu, N, bw);
         // residual add, then the next layer's first LayerNorm (or the final one)
         bool last = l == L - 1;
         floatX* next_ln = last ? a->t[A_LNF] : layer_acts(a, l + 1, B, T, C, NH).ln1;
@@ -362,10 +396,59 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         const floatX* nb = last ? w[P_LNFB] : w[P_LN1B] + (l + 1) * C;
         layernorm_forward(next_ln, next_mean, next_rstd, res3, res2, a->t[A_DC], nw, nb, N, C, s);
     }
-    // classifier: logits over the padded vocabulary with the tied embedding
-    linear_forward(a->t[A_LOGITS], a->t[A_LNF], w[P_WTE], NULL, N, C, c->padded_vocab_size, s);
+}
+
+// LLaMA's blocks on the staged micro-batch: token embedding, then per layer RMSNorm -> qkv -> RoPE on q and k ->
+// causal grouped-query attention -> o -> residual + RMSNorm -> gate/up -> SwiGLU -> down; the last residual add
+// and the final RMSNorm leave their output in A_LNF. qkv keeps q and k rotated, as attention saw them.
+static void llama_blocks_forward(GPT2* m, int B, int T, bool bw) {
+    const ModelConfig* c = &m->config;
+    int L = c->num_layers, C = c->channels, NH = c->num_heads, NKV = c->num_kv_heads, N = B * T;
+    size_t offs[6];
+    staging_layout(N, offs);
+    Activations* a = &m->acts;
+    floatX** w = m->w;
+    cudaStream_t s = m->stream;
+    encoder_forward(a->t[A_ENCODED], m->staging_dev + offs[0], w[LL_WTE], NULL, B, T, C, s);
+    rmsnorm_forward(a->t[A_LN1], a->ln1_rstd, NULL, a->t[A_ENCODED], NULL, w[LL_RMS1W], N, C, s);
+    for (int l = 0; l < L; l++) {
+        LayerActs la = layer_acts(a, l, B, T, C, NH);
+        block_linear_forward(m, l, LIN_QKV, la.qkv, la.ln1, N, bw);
+        rope_forward(la.qkv, &m->rope, B, T, NH, NKV, s);
+        flash_attention_forward(la.atty, la.lse, la.qkv, B, T, NH, NKV, C / NH, s);
+        block_linear_forward(m, l, LIN_ATTPROJ, a->t[A_DC], la.atty, N, bw);
+        rmsnorm_forward(la.ln2, a->ln2_rstd + l * N, la.res2, la.res_in, a->t[A_DC], w[LL_RMS2W] + l * C, N, C, s);
+        block_linear_forward(m, l, LIN_FC, la.fch, la.ln2, N, bw);
+        swiglu_forward(la.fch_gelu, la.fch, N, c->hidden, s);
+        block_linear_forward(m, l, LIN_FCPROJ, a->t[A_DC], la.fch_gelu, N, bw);
+        // residual add, then the next layer's first RMSNorm (or the final one)
+        bool last = l == L - 1;
+        floatX* next_norm = last ? a->t[A_LNF] : layer_acts(a, l + 1, B, T, C, NH).ln1;
+        float* next_rstd = last ? a->lnf_rstd : a->ln1_rstd + (l + 1) * N;
+        const floatX* nw = last ? w[LL_RMSFW] : w[LL_RMS1W] + (l + 1) * C;
+        rmsnorm_forward(next_norm, next_rstd, la.res3, la.res2, a->t[A_DC], nw, N, C, s);
+    }
+}
+
+// logits for a micro-batch; with targets, per-token losses are added into acts.losses, and when dloss != 0 the
+// logits are replaced by d(loss)/d(logits) * dloss for the backward pass
+static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T, float dloss) {
+    const ModelConfig* c = &m->config;
+    if (B > m->max_B || T > m->max_T) { die("forward with B=%d T=%d, but the model was sized for B=%d T=%d", B, T, m->max_B, m->max_T); }
+    gpt2_stage_batch(m, inputs, targets, B, T);
+    bool bw = dloss != 0.0f;   // a backward pass follows: keep the dW operands
+    if (c->family == FAMILY_LLAMA) { llama_blocks_forward(m, B, T, bw); }
+    else { gpt2_blocks_forward(m, B, T, bw); }
+    // classifier: logits over the padded vocabulary with the LM head (GPT-2: the tied embedding)
+    int N = B * T;
+    size_t offs[6];
+    staging_layout(N, offs);
+    Activations* a = &m->acts;
+    linear_forward(a->t[A_LOGITS], a->t[A_LNF], m->w[family_tensors[c->family].head], NULL, N, c->channels,
+                   c->padded_vocab_size, m->stream);
     if (targets) {
-        softmax_crossentropy(a->t[A_LOGITS], a->losses, m->staging_dev + offs[1], N, c->vocab_size, c->padded_vocab_size, dloss, s);
+        softmax_crossentropy(a->t[A_LOGITS], a->losses, m->staging_dev + offs[1], N, c->vocab_size, c->padded_vocab_size,
+                             dloss, m->stream);
     }
 }
 
@@ -374,57 +457,82 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
 
 // what the backward of linear `kind` of layer l reads of its BF16 input (adahop_linear_backward_reads): nothing,
 // the kept tensor, or else a recomputation into `into` (the backward's dX buffer, read before it is written) from
-// what the forward pass kept: LayerNorm from the residual stream and its saved statistics, GELU from fch; all of
-// the input, or only its OE channels. Recomputed values equal the forward's bit for bit.
+// what the forward pass kept: the norm from the residual stream and its saved statistics, the MLP activation from
+// fch; all of the input, or only its OE channels. Recomputed values equal the forward's bit for bit.
 typedef struct { const floatX *x, *channels; } LinearInput;
+
+// into = the input of the MLP's last linear from fch: GELU (GPT-2) or SwiGLU of the gate/up activation (LLaMA);
+// all of it [N x H], or the k channels sv->x_channel_idx [k x N]
+static void recompute_mlp_activation(GPT2* m, const LayerActs* la, const LinearSaved* sv, bool channels, int k, int N,
+                                     floatX* into) {
+    int H = m->config.hidden;
+    cudaStream_t s = m->stream;
+    if (m->config.family == FAMILY_LLAMA) {
+        if (channels) { swiglu_forward_channels(into, la->fch, sv->x_channel_idx, k, N, H, s); }
+        else { swiglu_forward(into, la->fch, N, H, s); }
+    } else if (channels) { gelu_forward_channels(into, la->fch, sv->x_channel_idx, k, N, H, s); }
+    else { gelu_forward(into, la->fch, (long)N * H, s); }
+}
+
+// into = the norm in front of the qkv (first) or the fc linear of layer l, from the residual stream and the saved
+// statistics: LayerNorm (GPT-2) or RMSNorm (LLaMA); all of it [N x C], or the k channels sv->x_channel_idx [k x N]
+static void recompute_norm(GPT2* m, const LayerActs* la, int l, bool first, const LinearSaved* sv, bool channels, int k,
+                           int N, floatX* into) {
+    const Activations* a = &m->acts;
+    int C = m->config.channels;
+    cudaStream_t s = m->stream;
+    const floatX* src = first ? la->res_in : la->res2;
+    float* rstd = (first ? a->ln1_rstd : a->ln2_rstd) + l * N;
+    if (m->config.family == FAMILY_LLAMA) {
+        const floatX* w = m->w[first ? LL_RMS1W : LL_RMS2W] + l * C;
+        if (channels) { rmsnorm_forward_channels(into, src, rstd, w, sv->x_channel_idx, k, N, C, s); }
+        else { rmsnorm_forward(into, rstd, NULL, src, NULL, w, N, C, s); }
+        return;
+    }
+    float* mean = (first ? a->ln1_mean : a->ln2_mean) + l * N;
+    const floatX* w = m->w[first ? P_LN1W : P_LN2W] + l * C;
+    const floatX* b = m->w[first ? P_LN1B : P_LN2B] + l * C;
+    if (channels) { layernorm_forward_channels(into, src, mean, rstd, w, b, sv->x_channel_idx, k, N, C, s); }
+    else { layernorm_forward(into, mean, rstd, NULL, src, NULL, w, b, N, C, s); }
+}
 
 static LinearInput linear_backward_input(GPT2* m, const LayerActs* la, int l, int kind, int N, floatX* into) {
     const Activations* a = &m->acts;
     const LinearSaved* sv = m->saved + 4 * l + kind;
-    int reads = adahop_linear_backward_reads(sv), C = m->config.channels;
+    int reads = adahop_linear_backward_reads(sv);
     LinearInput in = {NULL, NULL};
     if (reads == LINEAR_READS_NOTHING) { return in; }
     if (kind == LIN_ATTPROJ) { in.x = la->atty; return in; }
     if (a->linear_inputs_kept) { in.x = kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->fch_gelu); return in; }
-    int k = min(m->ws.oe_k, kind == LIN_FCPROJ ? 4 * C : C);
-    if (kind == LIN_FCPROJ) {
-        if (reads == LINEAR_READS_CHANNELS) { gelu_forward_channels(into, la->fch, sv->x_channel_idx, k, N, 4 * C, m->stream); }
-        else { gelu_forward(into, la->fch, (long)N * 4 * C, m->stream); }
-    } else {
-        bool qkv = kind == LIN_QKV;
-        const floatX* src = qkv ? la->res_in : la->res2;
-        float* mean = (qkv ? a->ln1_mean : a->ln2_mean) + l * N;
-        float* rstd = (qkv ? a->ln1_rstd : a->ln2_rstd) + l * N;
-        const floatX* w = m->w[qkv ? P_LN1W : P_LN2W] + l * C;
-        const floatX* b = m->w[qkv ? P_LN1B : P_LN2B] + l * C;
-        if (reads == LINEAR_READS_CHANNELS) { layernorm_forward_channels(into, src, mean, rstd, w, b, sv->x_channel_idx, k, N, C, m->stream); }
-        else { layernorm_forward(into, mean, rstd, NULL, src, NULL, w, b, N, C, m->stream); }
-    }
-    if (reads == LINEAR_READS_CHANNELS) { in.channels = into; } else { in.x = into; }
+    bool channels = reads == LINEAR_READS_CHANNELS;
+    int k = min(m->ws.oe_k, kind == LIN_FCPROJ ? m->config.hidden : m->config.channels);
+    if (kind == LIN_FCPROJ) { recompute_mlp_activation(m, la, sv, channels, k, N, into); }
+    else { recompute_norm(m, la, l, kind == LIN_QKV, sv, channels, k, N, into); }
+    if (channels) { in.channels = into; } else { in.x = into; }
     return in;
 }
 
 // backward of linear `kind` of layer l (llmc/adahop_linear.cuh): dinp from dout, its weight and bias gradients
 static void block_linear_backward(GPT2* m, const LayerActs* la, int l, int kind, floatX* dinp, const floatX* dout, int N) {
-    static const int weight_tensor[NUM_LINEAR_KINDS] = {P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW};
-    static const int bias_tensor[NUM_LINEAR_KINDS] = {P_QKVB, P_ATTPROJB, P_FCB, P_FCPROJB};
-    int cin, cout;
-    linear_shape(kind, m->config.channels, &cin, &cout);
+    const FamilyTensors* ft = &family_tensors[m->config.family];
+    int cin, cout, wt = ft->linear_w[kind], bt = ft->linear_b[kind];
+    linear_shape(&m->config, kind, &cin, &cout);
     size_t w_off = (size_t)l * cin * cout, b_off = (size_t)l * cout;
     LinearInput in = linear_backward_input(m, la, l, kind, N, dinp);
     adahop_linear_backward(&m->ws, &m->adahop, m->saved + 4 * l + kind, 4 * l + kind, m->step, m->stats_now, dinp,
-                           m->g[weight_tensor[kind]] + w_off, m->g[bias_tensor[kind]] + b_off, m->scratch, dout, in.x,
-                           in.channels, m->w[weight_tensor[kind]] + w_off, N, cin, cout, m->stream);
+                           m->g[wt] + w_off, bt < 0 ? NULL : m->g[bt] + b_off, m->scratch, dout, in.x, in.channels,
+                           m->w[wt] + w_off, N, cin, cout, m->stream);
 }
 
-// gradient bucket b (llmc/zero.h: block b, or b = L for wte, wpe, lnf) is final: with reduce_now, it is summed over
-// the ranks on the comm stream while the backward pass goes on
+// gradient bucket b (llmc/zero.h: block b, or b = L for the tensors outside the blocks) is final: with reduce_now,
+// it is summed over the ranks on the comm stream while the backward pass goes on
 static void gpt2_bucket_done(GPT2* m, int bucket) {
-    if (m->reduce_now) { dp_reduce_bucket_async(m->dp, m->grads, &m->config, bucket, m->stream); }
+    if (m->reduce_now) { dp_reduce_bucket_async(m->dp, m->grads, &m->tensors, bucket, m->stream); }
 }
 
-static void gpt2_backward(GPT2* m, int B, int T) {
-    const GPT2Config* c = &m->config;
+// GPT-2's blocks backward, from d(A_LNF) in A_DC and a zeroed A_DRES down to the embedding
+static void gpt2_blocks_backward(GPT2* m, int B, int T) {
+    const ModelConfig* c = &m->config;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, N = B * T;
     size_t nc = (size_t)N * C, offs[6];
     staging_layout(N, offs);
@@ -433,9 +541,6 @@ static void gpt2_backward(GPT2* m, int B, int T) {
     float** g = m->g;
     cudaStream_t s = m->stream;
     floatX *dres = a->t[A_DRES], *d4c = a->t[A_D4C], *dc = a->t[A_DC];
-    // classifier: the logits buffer holds dlogits now
-    linear_backward(dc, g[P_WTE], NULL, m->scratch, a->t[A_LOGITS], a->t[A_LNF], w[P_WTE], N, C, c->padded_vocab_size, s);
-    cudaCheck(cudaMemsetAsync(dres, 0, nc * sizeof(floatX), s));
     layernorm_backward(dres, g[P_LNFW], g[P_LNFB], m->scratch, dc, a->t[A_RES3] + (L - 1) * nc, a->lnf_mean, a->lnf_rstd,
                        w[P_LNFW], N, C, s);
     for (int l = L - 1; l >= 0; l--) {
@@ -449,7 +554,7 @@ static void gpt2_backward(GPT2* m, int B, int T) {
                            a->ln2_rstd + l * N, w[P_LN2W] + l * C, N, C, s);
         // attention
         block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N);
-        flash_attention_backward(d4c, a->delta, dc, qkv, la.atty, la.lse, B, T, C, NH, s);
+        flash_attention_backward(d4c, a->delta, dc, qkv, la.atty, la.lse, B, T, NH, NH, C / NH, s);
         block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N);
         layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, m->scratch, dc, res_in, a->ln1_mean + l * N,
                            a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
@@ -458,6 +563,51 @@ static void gpt2_backward(GPT2* m, int B, int T) {
     encoder_backward(g[P_WTE], g[P_WPE], dres, m->staging_dev + offs[2], m->staging_dev + offs[3],
                      m->staging_dev + offs[4], m->num_distinct_tokens, B, T, C, s);
     gpt2_bucket_done(m, L);
+}
+
+// LLaMA's blocks backward, from d(A_LNF) in A_DC and a zeroed A_DRES down to the token embedding
+static void llama_blocks_backward(GPT2* m, int B, int T) {
+    const ModelConfig* c = &m->config;
+    int L = c->num_layers, C = c->channels, NH = c->num_heads, NKV = c->num_kv_heads, N = B * T;
+    size_t nc = (size_t)N * C, offs[6];
+    staging_layout(N, offs);
+    Activations* a = &m->acts;
+    floatX** w = m->w;
+    float** g = m->g;
+    cudaStream_t s = m->stream;
+    floatX *dres = a->t[A_DRES], *d4c = a->t[A_D4C], *dc = a->t[A_DC];
+    rmsnorm_backward(dres, g[LL_RMSFW], m->scratch, dc, a->t[A_RES3] + (L - 1) * nc, a->lnf_rstd, w[LL_RMSFW], N, C, s);
+    for (int l = L - 1; l >= 0; l--) {
+        LayerActs la = layer_acts(a, l, B, T, C, NH);
+        // MLP: d(gate, up) overwrites the gate/up activation, which nothing reads afterwards
+        block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N);
+        swiglu_backward(la.fch, d4c, la.fch, N, c->hidden, s);
+        block_linear_backward(m, &la, l, LIN_FC, dc, la.fch, N);
+        rmsnorm_backward(dres, g[LL_RMS2W] + l * C, m->scratch, dc, la.res2, a->ln2_rstd + l * N, w[LL_RMS2W] + l * C, N, C, s);
+        // attention: d(q, k) back through RoPE (in place), then the qkv linear
+        block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N);
+        flash_attention_backward(d4c, a->delta, dc, la.qkv, la.atty, la.lse, B, T, NH, NKV, C / NH, s);
+        rope_backward(d4c, &m->rope, B, T, NH, NKV, s);
+        block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N);
+        rmsnorm_backward(dres, g[LL_RMS1W] + l * C, m->scratch, dc, la.res_in, a->ln1_rstd + l * N, w[LL_RMS1W] + l * C, N, C, s);
+        gpt2_bucket_done(m, l);
+    }
+    encoder_backward(g[LL_WTE], NULL, dres, m->staging_dev + offs[2], m->staging_dev + offs[3], m->staging_dev + offs[4],
+                     m->num_distinct_tokens, B, T, C, s);
+    gpt2_bucket_done(m, L);
+}
+
+// the classifier (the logits buffer holds dlogits now), then the family's blocks down to the embedding; each
+// gradient bucket goes to the all-reduce as soon as it is final (gpt2_bucket_done)
+static void gpt2_backward(GPT2* m, int B, int T) {
+    const ModelConfig* c = &m->config;
+    int head = family_tensors[c->family].head, N = B * T;
+    Activations* a = &m->acts;
+    linear_backward(a->t[A_DC], m->g[head], NULL, m->scratch, a->t[A_LOGITS], a->t[A_LNF], m->w[head], N, c->channels,
+                    c->padded_vocab_size, m->stream);
+    cudaCheck(cudaMemsetAsync(a->t[A_DRES], 0, (size_t)N * c->channels * sizeof(floatX), m->stream));
+    if (c->family == FAMILY_LLAMA) { llama_blocks_backward(m, B, T); }
+    else { gpt2_blocks_backward(m, B, T); }
 }
 
 // ----------------------------------------------------------------------------
@@ -479,7 +629,7 @@ static void gpt2_reduce_grads(GPT2* m, bool overlapped) {
 // all-gathers the BF16 parameters (llmc/nccl_dp.cuh); returns the gradient norm before clipping
 static float gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int step) {
     AdamWConfig a = {lr, beta1, beta2, eps, weight_decay, grad_clip, step};
-    return dp_zero_step(m->dp, &m->shard, &m->config, m->params, m->master, m->grads, m->adam_m, m->adam_v, m->scratch,
+    return dp_zero_step(m->dp, &m->shard, &m->tensors, m->params, m->master, m->grads, m->adam_m, m->adam_v, m->scratch,
                         &a, m->stream);
 }
 
@@ -514,7 +664,7 @@ static float gpt2_mean_loss(GPT2* m, int B, int T, int batches) {
 typedef struct {
     const char* train_pattern;
     const char* val_pattern;
-    const char* init;            // "dN" for a fresh GPT-2 of depth N, else a checkpoint/model file
+    const char* init;            // "dN" / "llama:dN" for a fresh GPT-2 / LLaMA of depth N, else a checkpoint/model file
     const char* out_dir;         // log and checkpoints; NULL = neither
     const char* tokenizer_path;
     int B, T, total_batch, max_steps, warmup, val_every, val_batches, sample_every, gen_tokens, ckpt_every, resume;
@@ -527,10 +677,12 @@ typedef struct {
 
 static void usage(const char* prog) {
     printf("Usage: %s [options]\n"
-           "Trains GPT-2 on one GPU, or data-parallel on several (BF16 compute, FP32 master weights and optimizer state).\n"
+           "Trains GPT-2 or LLaMA-small on one GPU, or data-parallel on several (BF16 compute, FP32 master weights and\n"
+           "optimizer state).\n"
            "  -i <glob>  training token shards             (default data/tinyshakespeare_train.bin)\n"
            "  -j <glob>  validation token shards           (default data/tinyshakespeare_val.bin)\n"
-           "  -e <init>  d6|d12|d24|d36|d48 = fresh GPT-2 of that depth, or a model/checkpoint file (default d6)\n"
+           "  -e <init>  d6|d12|d24|d36|d48 = fresh GPT-2 of that depth, llama:d8|llama:d12|llama:d24 = fresh LLaMA-small,\n"
+           "             or a model/checkpoint file of either family (default d6)\n"
            "  -o <dir>   output directory for main.log and checkpoints (default: none)\n"
            "  -b <int>   micro-batch size B                (default 16)\n"
            "  -t <int>   sequence length T, a multiple of 8, of 32 with MXFP4 (default 256)\n"
@@ -650,7 +802,7 @@ static float evaluate(GPT2* m, DataLoader* val, int batches, int B, int T) {
 
 // prints gen_tokens sampled tokens after <|endoftext|>, one forward over a B=1 window per token
 static void print_sample(GPT2* m, const Tokenizer* tok, Rng* rng, int gen_tokens, int T) {
-    const GPT2Config* c = &m->config;
+    const ModelConfig* c = &m->config;
     int* tokens = (int*)calloc_check((size_t)T, sizeof(int));
     floatX* row = (floatX*)malloc_check((size_t)c->vocab_size * sizeof(floatX));
     float* logits = (float*)malloc_check((size_t)c->vocab_size * sizeof(float));
@@ -685,7 +837,7 @@ static void save_state(GPT2* m, const Options* o, int step, const DataLoader* tr
     if (!writer) { return; }
     CheckpointHeader ck;
     memset(&ck, 0, sizeof(ck));
-    ck.config = m->config;
+    checkpoint_set_model(&ck, &m->config);
     ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP;
     ck.adahop_words = (int64_t)adahop_state_words(&m->adahop);
     ck.step = step;
@@ -735,7 +887,7 @@ int main(int argc, char** argv) {
     if (prop.major < 8) { die("GPU '%s' (sm_%d%d) has no BF16 tensor cores; sm_80 or newer is needed", prop.name, prop.major, prop.minor); }
 
     // model: fresh, from a file, or the newest checkpoint of the output directory
-    GPT2Config config;
+    ModelConfig config;
     CheckpointHeader ck;
     memset(&ck, 0, sizeof(ck));
     float* init = NULL;
@@ -746,12 +898,12 @@ int main(int argc, char** argv) {
         printf("resume: no checkpoint in %s, starting fresh\n", o.out_dir);
         resume_path[0] = '\0';
     }
-    const char* load_path = resume_path[0] ? resume_path : (o.init[0] == 'd' && strchr(o.init, '/') == NULL ? NULL : o.init);
+    const char* load_path = resume_path[0] ? resume_path : (model_is_preset_name(o.init) ? NULL : o.init);
     if (load_path) {
-        FILE* fp = checkpoint_open(load_path, &ck);
-        config = ck.config;
-        init = (float*)malloc_check(3 * gpt2_num_params(&config) * sizeof(float));
-        size_t n = gpt2_num_params(&config);
+        FILE* fp = checkpoint_open_model(load_path, &ck);
+        config = checkpoint_model(&ck);
+        size_t n = model_num_params(&config);
+        init = (float*)malloc_check(3 * n * sizeof(float));
         checkpoint_read_payload(fp, &ck, init, resume_path[0] ? init + n : NULL, resume_path[0] ? init + 2 * n : NULL);
         if (resume_path[0] && (ck.contents & CKPT_ADAHOP)) {
             adahop_words = (int32_t*)malloc_check((size_t)ck.adahop_words * sizeof(int32_t));
@@ -759,20 +911,18 @@ int main(int argc, char** argv) {
         }
         fclose_check(fp);
         if (resume_path[0] && !(ck.contents & CKPT_OPTIMIZER)) { die("'%s' holds no optimizer state: cannot resume from it", load_path); }
-        if (resume_path[0] && o.init[0] == 'd' && strchr(o.init, '/') == NULL) {
-            GPT2Config want;
-            if (gpt2_config_from_depth(atoi(o.init + 1), config.max_seq_len, config.vocab_size, &want) == 0) {
-                checkpoint_require_config(load_path, &config, &want);
+        if (resume_path[0] && model_is_preset_name(o.init)) {   // the checkpoint's model (and family) must be -e's
+            ModelConfig want;
+            if (model_config_from_preset(o.init, config.max_seq_len, config.vocab_size, &want) == 0) {
+                model_require_config(load_path, &config, &want);
             }
         }
     } else {
-        char* end;
-        long depth = strtol(o.init + 1, &end, 10);
-        if (*end != '\0' || gpt2_config_from_depth((int)depth, 1024, 50257, &config) != 0) {
-            die("flag -e: '%s' is neither d6/d12/d24/d36/d48 nor a readable file", o.init);
+        if (model_config_from_preset(o.init, 1024, 50257, &config) != 0) {
+            die("flag -e: '%s' is neither a preset (d6/d12/d24/d36/d48, llama:d8/llama:d12/llama:d24) nor a readable file", o.init);
         }
-        init = (float*)malloc_check(gpt2_num_params(&config) * sizeof(float));
-        gpt2_init_params(&config, init, o.seed);
+        init = (float*)malloc_check(model_num_params(&config) * sizeof(float));
+        model_init_params(&config, init, o.seed);
     }
     if (o.T > config.max_seq_len) { die("flag -t: T=%d exceeds the model's max_seq_len %d", o.T, config.max_seq_len); }
 
@@ -810,8 +960,10 @@ int main(int argc, char** argv) {
         snprintf(path, sizeof(path), "%s/main.log", o.out_dir);
         logf = fopen_check(path, start_step > 0 ? "a" : "w");
     }
-    printf("GPT-2: L=%d C=%d NH=%d V=%d (padded %d) maxT=%d, %.1fM parameters\n", config.num_layers, config.channels,
-           config.num_heads, config.vocab_size, config.padded_vocab_size, config.max_seq_len, model.num_params / 1e6);
+    printf("%s: L=%d C=%d NH=%d", family_names[config.family], config.num_layers, config.channels, config.num_heads);
+    if (config.family == FAMILY_LLAMA) { printf(" NKV=%d H=%d", config.num_kv_heads, config.hidden); }
+    printf(" V=%d (padded %d) maxT=%d, %.1fM parameters\n", config.vocab_size, config.padded_vocab_size,
+           config.max_seq_len, model.num_params / 1e6);
     printf("GPU: %s | B=%d T=%d, %d micro-steps, %d tokens per step | steps %d..%d | lr %.2e warmup %d | %.2f GiB allocated\n",
            prop.name, o.B, o.T, micro_steps, o.total_batch, start_step, o.max_steps, o.lr, o.warmup,
            device_bytes_allocated / 1073741824.0);

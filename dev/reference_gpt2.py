@@ -198,6 +198,32 @@ def write_reference(path, cfg, args, inputs, targets, logits, loss, norm, grads,
             f.write(flatten(params, names).astype("<f4").tobytes())
 
 
+def run_reference(args, cfg, weights, desc, forward_fn=forward, decayed=DECAYED, **write_kw):
+    """runs the model forward_fn with `weights` (float32, left unchanged) in args.dtype on a batch drawn from
+    args.seed + 1: forward + backward, then args.steps AdamW steps (weight decay on `decayed`); writes the reference
+    file args.write_ref (write_kw: write_reference's names, family, params) and prints desc (the model), the run and
+    the losses"""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dtype = getattr(torch, args.dtype)
+    p = {n: t.to(args.device, dtype, copy=True).requires_grad_(True) for n, t in weights.items()}
+    gen = torch.Generator().manual_seed(args.seed + 1)
+    tokens = torch.randint(0, cfg["V"], (args.B, args.T + 1), generator=gen)
+    inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    x, y = inputs.to(args.device), targets.to(args.device)
+
+    logits, loss = forward_fn(p, cfg, x, y)
+    loss.backward()
+    norm = grad_norm(p)
+    logits_cpu = logits.detach().cpu()
+    grads_cpu = {n: t.grad.detach().cpu().clone() for n, t in p.items()}
+    losses = train_losses(p, cfg, x, y, args, forward_fn=forward_fn, decayed=decayed)
+    write_reference(args.write_ref, cfg, args, inputs, targets, logits_cpu, loss.item(), norm, grads_cpu, losses, **write_kw)
+    print(f"{desc} B={args.B} T={args.T} dtype={args.dtype} device={args.device}")
+    print(f"loss {loss.item():.6f} grad_norm {norm:.6f}")
+    print("losses " + " ".join(f"{v:.6f}" for v in losses))
+
+
 def make_config(args):
     """model shape from --preset / --depth, overridden by the explicit size flags"""
     cfg = dict(PRESETS[args.preset]) if args.preset else dict(PRESETS["d12"])
@@ -214,6 +240,22 @@ def make_config(args):
     return cfg
 
 
+def add_run_args(ap):
+    """the command-line flags of a reference run shared by both model families: seed, batch, device, dtype, AdamW"""
+    ap.add_argument("--seed", type=int, default=1337, help="init and batch seed")
+    ap.add_argument("-B", type=int, default=2)
+    ap.add_argument("-T", type=int, default=16)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="compute dtype of the oracle")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.95)
+    ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--wd", type=float, default=0.1)
+    ap.add_argument("--grad-clip", type=float, default=1.0, help="global norm clip, 0 = none")
+    ap.add_argument("--steps", type=int, default=10)
+
+
 def parse_args():
     """command line"""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -227,18 +269,7 @@ def parse_args():
     ap.add_argument("--load", help="build the model from this model file instead of --seed init")
     ap.add_argument("--write-model", help="write the (initial) model here in our format")
     ap.add_argument("--write-ref", help="write the reference file here")
-    ap.add_argument("--seed", type=int, default=1337, help="init and batch seed")
-    ap.add_argument("-B", type=int, default=2)
-    ap.add_argument("-T", type=int, default=16)
-    ap.add_argument("--device", default="cpu", help="cpu or cuda")
-    ap.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="compute dtype of the oracle")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--beta1", type=float, default=0.9)
-    ap.add_argument("--beta2", type=float, default=0.95)
-    ap.add_argument("--eps", type=float, default=1e-8)
-    ap.add_argument("--wd", type=float, default=0.1)
-    ap.add_argument("--grad-clip", type=float, default=1.0, help="global norm clip, 0 = none")
-    ap.add_argument("--steps", type=int, default=10)
+    add_run_args(ap)
     return ap.parse_args()
 
 
@@ -256,27 +287,9 @@ def main():
         write_model(args.write_model, cfg, params, args.seed)
     if not args.write_ref:
         return
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    dtype = getattr(torch, args.dtype)
-    p = {n: t.to(args.device, dtype).requires_grad_(True) for n, t in params.items()}
-    gen = torch.Generator().manual_seed(args.seed + 1)
-    tokens = torch.randint(0, cfg["V"], (args.B, args.T + 1), generator=gen)
-    inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    x, y = inputs.to(args.device), targets.to(args.device)
-
-    logits, loss = forward(p, cfg, x, y)
-    loss.backward()
-    norm = grad_norm(p)
-    grads = {n: t.grad for n, t in p.items()}
-    logits_cpu = logits.detach().cpu()
-    grads_cpu = {n: g.detach().cpu().clone() for n, g in grads.items()}
-    losses = train_losses(p, cfg, x, y, args)
-    write_reference(args.write_ref, cfg, args, inputs, targets, logits_cpu, loss.item(), norm, grads_cpu, losses)
-    print(f"L={cfg['L']} C={cfg['C']} NH={cfg['NH']} V={cfg['V']} Vp={cfg['Vp']} maxT={cfg['maxT']} "
-          f"params={num_params(cfg)} B={args.B} T={args.T} dtype={args.dtype} device={args.device}")
-    print(f"loss {loss.item():.6f} grad_norm {norm:.6f}")
-    print("losses " + " ".join(f"{v:.6f}" for v in losses))
+    desc = (f"L={cfg['L']} C={cfg['C']} NH={cfg['NH']} V={cfg['V']} Vp={cfg['Vp']} maxT={cfg['maxT']} "
+            f"params={num_params(cfg)}")
+    run_reference(args, cfg, params, desc)
 
 
 if __name__ == "__main__":

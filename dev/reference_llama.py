@@ -23,7 +23,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from reference_gpt2 import flatten, grad_norm, round_up, train_losses, write_reference
+from reference_gpt2 import add_run_args, round_up, run_reference
 
 FAMILY_LLAMA = 1
 NAMES = ["wte", "rms1w", "qkvw", "attprojw", "rms2w", "gateupw", "downw", "rmsfw", "lmheadw"]
@@ -142,18 +142,7 @@ def parse_args():
     ap.add_argument("--vocab", type=int, help="real vocab V; Vp = V rounded up to 128")
     ap.add_argument("--max-seq-len", type=int)
     ap.add_argument("--write-ref", required=True, help="write the reference file here")
-    ap.add_argument("--seed", type=int, default=1337, help="init and batch seed")
-    ap.add_argument("-B", type=int, default=2)
-    ap.add_argument("-T", type=int, default=16)
-    ap.add_argument("--device", default="cpu", help="cpu or cuda")
-    ap.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="compute dtype of the oracle")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--beta1", type=float, default=0.9)
-    ap.add_argument("--beta2", type=float, default=0.95)
-    ap.add_argument("--eps", type=float, default=1e-8)
-    ap.add_argument("--wd", type=float, default=0.1)
-    ap.add_argument("--grad-clip", type=float, default=1.0, help="global norm clip, 0 = none")
-    ap.add_argument("--steps", type=int, default=10)
+    add_run_args(ap)
     return ap.parse_args()
 
 
@@ -164,27 +153,10 @@ def main():
     if args.T > cfg["maxT"]:
         raise SystemExit(f"error: T={args.T} exceeds max_seq_len {cfg['maxT']}")
     params = init_params(cfg, args.seed)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    dtype = getattr(torch, args.dtype)
-    p = {n: t.to(args.device, dtype, copy=True).requires_grad_(True) for n, t in params.items()}
-    gen = torch.Generator().manual_seed(args.seed + 1)
-    tokens = torch.randint(0, cfg["V"], (args.B, args.T + 1), generator=gen)
-    inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    x, y = inputs.to(args.device), targets.to(args.device)
-
-    logits, loss = forward(p, cfg, x, y)
-    loss.backward()
-    norm = grad_norm(p)
-    logits_cpu = logits.detach().cpu()
-    grads_cpu = {n: t.grad.detach().cpu().clone() for n, t in p.items()}
-    losses = train_losses(p, cfg, x, y, args, forward_fn=forward, decayed=DECAYED)
-    write_reference(args.write_ref, cfg, args, inputs, targets, logits_cpu, loss.item(), norm, grads_cpu, losses,
-                    names=NAMES, family=[FAMILY_LLAMA, cfg["NKV"], cfg["H"]], params=params)
-    print(f"L={cfg['L']} C={cfg['C']} NH={cfg['NH']} NKV={cfg['NKV']} H={cfg['H']} V={cfg['V']} Vp={cfg['Vp']} "
-          f"maxT={cfg['maxT']} params={num_params(cfg)} B={args.B} T={args.T} dtype={args.dtype} device={args.device}")
-    print(f"loss {loss.item():.6f} grad_norm {norm:.6f}")
-    print("losses " + " ".join(f"{v:.6f}" for v in losses))
+    desc = (f"L={cfg['L']} C={cfg['C']} NH={cfg['NH']} NKV={cfg['NKV']} H={cfg['H']} V={cfg['V']} Vp={cfg['Vp']} "
+            f"maxT={cfg['maxT']} params={num_params(cfg)}")
+    run_reference(args, cfg, params, desc, forward_fn=forward, decayed=DECAYED, names=NAMES,
+                  family=[FAMILY_LLAMA, cfg["NKV"], cfg["H"]], params=params)
 
 
 if __name__ == "__main__":

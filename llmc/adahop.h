@@ -36,6 +36,7 @@ typedef struct {
     int* votes;       // [num_linears][NUM_TENSORS][NUM_PATTERNS] patterns recorded since the last vote
     int* pattern;     // [num_linears][NUM_TENSORS] pattern of the last vote (PATTERN_NONE before the first)
     int* strategy;    // [num_linears][NUM_GEMMS] voted strategy, dW rule applied (STRAT_PLAIN before the first)
+    const char* const* linear_names;   // [NUM_LINEAR_KINDS] for the logs and the table (adahop_linear_names by default)
 } AdahopState;
 
 #define ADAHOP_MAGIC 0x41484F50   // "AHOP": first word of the serialized state
@@ -94,6 +95,7 @@ static inline void adahop_init(AdahopState* st, int precision, int num_layers, i
     st->reclass_every = reclass_every;
     st->reclass_window = reclass_window;
     st->oe_k = oe_k;
+    st->linear_names = adahop_linear_names;
     st->votes = (int*)calloc_check((size_t)st->num_linears * NUM_TENSORS * NUM_PATTERNS, sizeof(int));
     st->pattern = (int*)calloc_check((size_t)st->num_linears * NUM_TENSORS, sizeof(int));   // PATTERN_NONE
     st->strategy = (int*)malloc_check((size_t)st->num_linears * NUM_GEMMS * sizeof(int));
@@ -168,7 +170,7 @@ static inline int adahop_vote(AdahopState* st, int step, FILE* log) {
             changes++;
             if (log) {
                 fprintf(log, "adahop step %d layer %d %s %s: %s -> %s\n", step + 1, lin / NUM_LINEAR_KINDS,
-                        adahop_linear_names[lin % NUM_LINEAR_KINDS], adahop_gemm_names[g], adahop_strategy_names[before],
+                        st->linear_names[lin % NUM_LINEAR_KINDS], adahop_gemm_names[g], adahop_strategy_names[before],
                         adahop_strategy_names[after]);
             }
         }
@@ -193,7 +195,7 @@ static inline void adahop_print_table(const AdahopState* st, FILE* fp) {
     int counts[NUM_STRATEGIES] = {0};
     fprintf(fp, "adahop strategies (%s%s):\nlayer", precision_names[st->precision],
             st->precision == PREC_ADAHOP && !st->calibrated ? ", calibrating" : "");
-    for (int k = 0; k < NUM_LINEAR_KINDS; k++) { fprintf(fp, " | %-*s", k + 1 < NUM_LINEAR_KINDS ? 7 : 0, adahop_linear_names[k]); }
+    for (int k = 0; k < NUM_LINEAR_KINDS; k++) { fprintf(fp, " | %-*s", k + 1 < NUM_LINEAR_KINDS ? 7 : 0, st->linear_names[k]); }
     fprintf(fp, "\n");
     for (int l = 0; l < st->num_layers; l++) {
         fprintf(fp, "%5d", l);

@@ -63,33 +63,32 @@ static inline void quantize_block_cpu(MXTensor* out, long b, float v[32], int ha
     out->scales[b] = mx_quantize_block(v, rule, stochastic, seed, (uint64_t)b * 32, out->codes + b * 16);
 }
 
+// out [rows x K] = MXFP4 of the rows x K view of x whose element (r, k) is x[r * rs + k * ks], in blocks of 32 along K
+// (`who` names the caller in errors)
+static inline void quantize_view_cpu(const char* who, MXTensor* out, const float* x, int rows, int K, long rs, long ks,
+                                     int hadamard, int rule, int stochastic, uint64_t seed) {
+    mx_check_shape_cpu(who, rows, K);
+    mx_check_out_cpu(who, out, rows, K);
+    long nblocks = (long)rows * K / 32;
+    #pragma omp parallel for
+    for (long b = 0; b < nblocks; b++) {
+        long r = b / (K / 32), k0 = (b % (K / 32)) * 32;
+        float v[32];
+        for (int i = 0; i < 32; i++) { v[i] = x[r * rs + (k0 + i) * ks]; }
+        quantize_block_cpu(out, b, v, hadamard, rule, stochastic, seed);
+    }
+}
+
 // out [R x K] = MXFP4 of x [R x K] (row-major) in blocks of 32 along its rows
 static inline void quantize_rows_cpu(MXTensor* out, const float* x, int R, int K, int hadamard, int rule, int stochastic,
                                      uint64_t seed) {
-    mx_check_shape_cpu("quantize_rows_cpu", R, K);
-    mx_check_out_cpu("quantize_rows_cpu", out, R, K);
-    long nblocks = (long)R * K / 32;
-    #pragma omp parallel for
-    for (long b = 0; b < nblocks; b++) {
-        float v[32];
-        memcpy(v, x + b * 32, sizeof(v));
-        quantize_block_cpu(out, b, v, hadamard, rule, stochastic, seed);
-    }
+    quantize_view_cpu("quantize_rows_cpu", out, x, R, K, K, 1, hadamard, rule, stochastic, seed);
 }
 
 // out [C x R] = MXFP4 of transpose(x) for x [R x C] row-major: blocks of 32 consecutive rows of one column
 static inline void quantize_cols_cpu(MXTensor* out, const float* x, int R, int C, int hadamard, int rule, int stochastic,
                                      uint64_t seed) {
-    mx_check_shape_cpu("quantize_cols_cpu", C, R);
-    mx_check_out_cpu("quantize_cols_cpu", out, C, R);
-    long nblocks = (long)R * C / 32;
-    #pragma omp parallel for
-    for (long b = 0; b < nblocks; b++) {
-        long c = b / (R / 32), r0 = (b % (R / 32)) * 32;
-        float v[32];
-        for (int i = 0; i < 32; i++) { v[i] = x[(r0 + i) * C + c]; }
-        quantize_block_cpu(out, b, v, hadamard, rule, stochastic, seed);
-    }
+    quantize_view_cpu("quantize_cols_cpu", out, x, C, R, 1, C, hadamard, rule, stochastic, seed);
 }
 
 // out [rows x K] = the values of q (exact; NaN blocks give NaNs)

@@ -1,14 +1,15 @@
 // Model and training-state files. One format for both: a 1 KiB header of int32 slots, then FP32
-// parameters (GPT-2 tensor order, llmc/gpt2_config.h), then, for a training state, AdamW m and v.
+// parameters (the tensor order of the model's family: llmc/gpt2_config.h, llmc/llama_config.h), then, for a training state, AdamW m and v.
 // Files are written to PATH.tmp, flushed, fsync'ed and renamed, so a crash never leaves half a file.
 //
 // Header slots (int32, little endian; int64 values take two slots, low word first):
 //   0 magic 20261202      1 version 1           2 contents: 1 = params, 3 = params + optimizer state,
 //                                               7 = params + optimizer state + AdaHOP state
-//   3 model family (0 = GPT-2)                  4 max_seq_len  5 vocab_size  6 padded_vocab_size
+//   3 model family (0 = GPT-2, 1 = LLaMA)       4 max_seq_len  5 vocab_size  6 padded_vocab_size
 //   7 num_layers  8 num_heads  9 channels      10-11 step (optimizer steps done)
 //  12-13 number of parameters (checked against the shape)   14-15 seed the run was started with
 //  16-17 number of int32 words of AdaHOP state (llmc/adahop.h), stored after m and v
+//  18 num_kv_heads  19 hidden (LLaMA only; zero for GPT-2, so GPT-2 files are those of earlier builds)
 //  32-63  data loader state, 16 int64 (llmc/dataloader.h)    64-71 host RNG state, 4 uint64
 //  72-255 reserved, zero
 #ifndef LLMC_CHECKPOINT_H
@@ -19,6 +20,8 @@
 #include <dirent.h>
 #include "utils.h"
 #include "gpt2_config.h"
+#include "llama_config.h"
+#include "model_config.h"
 
 #define CKPT_MAGIC 20261202
 #define CKPT_VERSION 1
@@ -29,8 +32,9 @@
 #define CKPT_DATA_STATE_LEN 16
 
 typedef struct {
+    int family;                   // FAMILY_GPT2 or FAMILY_LLAMA (llmc/model_config.h): which shape below is set
     GPT2Config config;
-    int family;
+    LlamaConfig llama;
     int contents;                 // CKPT_PARAMS, or CKPT_PARAMS | CKPT_OPTIMIZER
     int64_t step;
     int64_t seed;
@@ -48,9 +52,27 @@ static inline int64_t ckpt_get64(const int32_t* h, int slot) {
     return (int64_t)(((uint64_t)(uint32_t)h[slot + 1] << 32) | (uint64_t)(uint32_t)h[slot]);
 }
 
+// the model of a header, as the trainer's flat shape
+static inline ModelConfig checkpoint_model(const CheckpointHeader* ck) {
+    return ck->family == FAMILY_LLAMA ? model_from_llama(&ck->llama) : model_from_gpt2(&ck->config);
+}
+
+// sets the family and shape of a header from the trainer's flat shape
+static inline void checkpoint_set_model(CheckpointHeader* ck, const ModelConfig* c) {
+    ck->family = c->family;
+    ck->config = model_gpt2(c);
+    ck->llama = model_llama(c);
+}
+
+// parameters of the header's model
+static inline size_t ckpt_num_params(const CheckpointHeader* ck) {
+    ModelConfig c = checkpoint_model(ck);
+    return model_num_params(&c);
+}
+
 // payload bytes after the header
 static inline size_t ckpt_payload_bytes(const CheckpointHeader* ck) {
-    size_t n = gpt2_num_params(&ck->config);
+    size_t n = ckpt_num_params(ck);
     size_t floats = (ck->contents & CKPT_OPTIMIZER) ? 3 * n : n;
     return floats * sizeof(float) + ((ck->contents & CKPT_ADAHOP) ? (size_t)ck->adahop_words * sizeof(int32_t) : 0);
 }
@@ -61,9 +83,11 @@ static inline void checkpoint_write_with_adahop(const char* path, const Checkpoi
     int32_t h[CKPT_HEADER_INTS];
     memset(h, 0, sizeof(h));
     h[0] = CKPT_MAGIC; h[1] = CKPT_VERSION; h[2] = ck->contents; h[3] = ck->family;
-    h[4] = ck->config.max_seq_len; h[5] = ck->config.vocab_size; h[6] = ck->config.padded_vocab_size;
-    h[7] = ck->config.num_layers; h[8] = ck->config.num_heads; h[9] = ck->config.channels;
-    size_t n = gpt2_num_params(&ck->config);
+    ModelConfig c = checkpoint_model(ck);
+    h[4] = c.max_seq_len; h[5] = c.vocab_size; h[6] = c.padded_vocab_size;
+    h[7] = c.num_layers; h[8] = c.num_heads; h[9] = c.channels;
+    if (c.family == FAMILY_LLAMA) { h[18] = c.num_kv_heads; h[19] = c.hidden; }
+    size_t n = ckpt_num_params(ck);
     ckpt_put64(h, 10, ck->step);
     ckpt_put64(h, 12, (int64_t)n);
     ckpt_put64(h, 14, ck->seed);
@@ -98,9 +122,29 @@ static inline void checkpoint_write(const char* path, const CheckpointHeader* ck
     checkpoint_write_with_adahop(path, ck, params, m, v, NULL);
 }
 
-// opens a checkpoint, validates its header and size, fills *ck; returns the file positioned at the params.
-// Any inconsistency is a clear error and exit(1).
-static inline FILE* checkpoint_open(const char* path, CheckpointHeader* ck) {
+// the model shape of header h into ck (family, and config or llama); dies on an unknown family, a family other
+// than want (unless want is -1) or an invalid shape
+static inline void ckpt_read_shape(const char* path, const int32_t* h, int want, CheckpointHeader* ck) {
+    ModelConfig c = {h[3], h[4], h[5], h[6], h[7], h[8], h[18], h[9], h[19]};
+    if (c.family != FAMILY_LLAMA && c.family != FAMILY_GPT2) {
+        die("checkpoint '%s': model family %d is not supported by this build (0 = GPT-2, 1 = LLaMA)", path, c.family);
+    }
+    if (want >= 0 && c.family != want) {
+        die("checkpoint '%s' is of model family %d (%s); this program reads family %d (%s) only", path, c.family,
+            family_names[c.family], want, family_names[want]);
+    }
+    if (c.family == FAMILY_GPT2 && (h[18] != 0 || h[19] != 0)) {
+        die("checkpoint '%s': a GPT-2 header with LLaMA fields (slots 18, 19: %d, %d): corrupt", path, h[18], h[19]);
+    }
+    if (c.family == FAMILY_GPT2) { c.num_kv_heads = c.num_heads; c.hidden = 4 * c.channels; }
+    const char* problem = model_config_problem(&c);
+    if (problem) { die("checkpoint '%s' has an invalid model shape: %s", path, problem); }
+    checkpoint_set_model(ck, &c);
+}
+
+// opens a checkpoint of model family `want` (-1: either), validates its header and size, fills *ck; returns the
+// file positioned at the params. Any inconsistency is a clear error and exit(1).
+static inline FILE* ckpt_open_family(const char* path, int want, CheckpointHeader* ck) {
     FILE* fp = fopen_check(path, "rb");
     int32_t h[CKPT_HEADER_INTS];
     long size = file_size(fp);
@@ -111,20 +155,16 @@ static inline FILE* checkpoint_open(const char* path, CheckpointHeader* ck) {
     if (h[2] != CKPT_PARAMS && h[2] != (CKPT_PARAMS | CKPT_OPTIMIZER) && h[2] != (CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP)) {
         die("checkpoint '%s': unknown contents flags %d", path, h[2]);
     }
-    if (h[3] != 0) { die("checkpoint '%s': model family %d is not supported by this build (0 = GPT-2)", path, h[3]); }
     memset(ck, 0, sizeof(*ck));
-    ck->contents = h[2]; ck->family = h[3];
-    ck->config.max_seq_len = h[4]; ck->config.vocab_size = h[5]; ck->config.padded_vocab_size = h[6];
-    ck->config.num_layers = h[7]; ck->config.num_heads = h[8]; ck->config.channels = h[9];
-    const char* problem = gpt2_config_problem(&ck->config);
-    if (problem) { die("checkpoint '%s' has an invalid model shape: %s", path, problem); }
+    ck->contents = h[2];
+    ckpt_read_shape(path, h, want, ck);
     ck->step = ckpt_get64(h, 10);
     ck->seed = ckpt_get64(h, 14);
     ck->adahop_words = ckpt_get64(h, 16);
     if (ck->adahop_words < 0 || ck->adahop_words > (1 << 28)) { die("checkpoint '%s': invalid AdaHOP state size %lld", path, (long long)ck->adahop_words); }
     int64_t nparams = ckpt_get64(h, 12);
-    if (nparams != (int64_t)gpt2_num_params(&ck->config)) {
-        die("checkpoint '%s' says %lld parameters, its shape implies %zu", path, (long long)nparams, gpt2_num_params(&ck->config));
+    if (nparams != (int64_t)ckpt_num_params(ck)) {
+        die("checkpoint '%s' says %lld parameters, its shape implies %zu", path, (long long)nparams, ckpt_num_params(ck));
     }
     for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ck->data_state[i] = ckpt_get64(h, 32 + 2 * i); }
     for (int i = 0; i < 4; i++) { ck->rng_state[i] = (uint64_t)ckpt_get64(h, 64 + 2 * i); }
@@ -133,9 +173,15 @@ static inline FILE* checkpoint_open(const char* path, CheckpointHeader* ck) {
     return fp;
 }
 
+// opens a checkpoint of either family (the GPU trainer)
+static inline FILE* checkpoint_open_model(const char* path, CheckpointHeader* ck) { return ckpt_open_family(path, -1, ck); }
+
+// opens a GPT-2 checkpoint (the CPU programs); a file of another family is a clear error
+static inline FILE* checkpoint_open(const char* path, CheckpointHeader* ck) { return ckpt_open_family(path, FAMILY_GPT2, ck); }
+
 // reads the payload after checkpoint_open; m and v may be NULL when not wanted
 static inline void checkpoint_read_payload(FILE* fp, const CheckpointHeader* ck, float* params, float* m, float* v) {
-    size_t n = gpt2_num_params(&ck->config);
+    size_t n = ckpt_num_params(ck);
     fread_check(params, sizeof(float), n, fp, "checkpoint parameters");
     if ((ck->contents & CKPT_OPTIMIZER) && (m || v)) {
         if (!m || !v) { die("checkpoint_read_payload: need both m and v"); }

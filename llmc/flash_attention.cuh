@@ -1,8 +1,10 @@
-// Causal multi-head attention, FlashAttention-2 style, for BF16 on tensor cores (mma.sync m16n8k16 with FP32
+// Causal grouped-query attention, FlashAttention-2 style, for BF16 on tensor cores (mma.sync m16n8k16 with FP32
 // accumulation, ldmatrix, cp.async): the T x T scores never reach global memory. The forward keeps the
-// log-sum-exp of every query row; the backward recomputes the probabilities tile by tile. q, k, v are read
-// in place from the token-major qkv [B, T, 3C]. Head size 64 or 128, T a multiple of 8 (the last tile is
-// masked). Deterministic: no atomics, each output element has one writer and a fixed summation order.
+// log-sum-exp of every query row; the backward recomputes the probabilities tile by tile. q, k, v are read in
+// place from the token-major qkv [B, T, (NH + 2 NKV) HS]: NH query heads, then NKV key heads, then NKV value
+// heads; query head h uses key/value head h / (NH / NKV) (GPT-2: NKV = NH). Head size 64 or 128, T a multiple
+// of 8 (the last tile is masked). Deterministic: no atomics, each output element has one writer and a fixed
+// summation order.
 //
 // Tiles live in shared memory as [rows][HS] BF16 with the 16-byte chunks of row r XOR-swizzled by r % 8, so
 // that ldmatrix reads of 8 rows at one column hit 8 different bank groups. A warp owns 16-row MMA tiles; an
@@ -191,13 +193,15 @@ __device__ __forceinline__ void store_rows(floatX* dst, long stride, const float
 }
 
 // ----------------------------------------------------------------------------
-// kernels; grid (tiles, NH, B)
+// kernels; grid (tiles, NH, B), (tiles, NKV, B) for dk, dv. GQA: NKV < NH. The NKV = NH instances (GPT-2) find their
+// heads without the integer divisions by NH / NKV, whose registers the HS 64 forward lacks (with GQA it spills 12 bytes)
 
-// out and lse of one query tile of one (b, h): online softmax over the key tiles up to the diagonal, K/V double-
-// buffered. Traffic: reads the tile's q rows once and k, v up to the diagonal (mostly from L2), writes out, lse.
-template <int HS, int MT>
+// out and lse of one query tile of one (b, h): online softmax over the key tiles of kv head h / (NH / NKV) up to
+// the diagonal, K/V double-buffered. Traffic: reads the tile's q rows once and k, v up to the diagonal (mostly
+// from L2), writes out, lse.
+template <int HS, int MT, bool GQA>
 __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH,
-                                                                      float scale_log2) {
+                                                                      int NKV, float scale_log2) {
     constexpr int BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS>::fwd_bn;
     floatX* sq = (floatX*)flash_smem;
     floatX* sk = sq + BM * HS;            // 2 buffers
@@ -205,12 +209,14 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
     int q0 = (gridDim.x - 1 - blockIdx.x) * BM;   // the longest tiles start first
     int wq0 = q0 + warp * 16 * MT;                // this warp's first query row
-    const floatX* q = qkv + (long)b * T * 3 * C + h * HS;
-    long stride = 3L * C;
+    int nkv = GQA ? NKV : NH, kvh = GQA ? h / (NH / NKV) : h;
+    long stride = (long)(NH + 2 * nkv) * HS;
+    const floatX* q = qkv + (long)b * T * stride + h * HS;
+    int koff = (NH + kvh - h) * HS, voff = koff + nkv * HS;   // k, v of kv head kvh at q + koff, q + voff
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
     auto load_kv = [&](int j) {   // key tile j into buffer j % 2
-        load_tile<HS, BN>(sk + j % 2 * BN * HS, q + C, stride, j * BN, T);
-        load_tile<HS, BN>(sv + j % 2 * BN * HS, q + 2 * C, stride, j * BN, T);
+        load_tile<HS, BN>(sk + j % 2 * BN * HS, q + koff, stride, j * BN, T);
+        load_tile<HS, BN>(sv + j % 2 * BN * HS, q + voff, stride, j * BN, T);
         cp_async_commit();
     };
     load_tile<HS, BM>(sq, q, stride, q0, T);
@@ -293,13 +299,14 @@ __global__ void flash_backward_delta_kernel(float* delta, const floatX* dout, co
     }
 }
 
-// dk, dv of one 64-key tile of one (b, h): loops over the query tiles from the diagonal to T (q, dO, lse, delta
-// double-buffered), recomputing P^T = exp(scale k q^T - lse) and dS^T = P^T (v dO^T - delta). Traffic: reads the
-// tile's k, v once and q, dO, lse, delta from the diagonal on (mostly from L2); writes the k, v slices of dqkv.
-template <int HS>
+// dk, dv of one 64-key tile of one (b, kv head g): loops over the NH / NKV query heads of g in order and, for each,
+// over the query tiles from the diagonal to T (q, dO, lse, delta double-buffered), recomputing P^T = exp(scale
+// k q^T - lse) and dS^T = P^T (v dO^T - delta). Traffic: reads the tile's k, v once and the group's q, dO, lse,
+// delta from the diagonal on (mostly from L2); writes the k, v slices of dqkv.
+template <int HS, bool GQA>
 __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
                                                                             const float* lse, const float* delta, int T, int NH,
-                                                                            float scale_log2) {
+                                                                            int NKV, float scale_log2) {
     constexpr int BM = FLASH_WARPS * 16, BN = FLASH_BWD_TILE;
     floatX* sk = (floatX*)flash_smem;
     floatX* sv = sk + BM * HS;
@@ -307,28 +314,30 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
     floatX* sdo = sq + 2 * BN * HS;              // 2 buffers
     float* slse = (float*)(sdo + 2 * BN * HS);   // 2 buffers
     float* sdelta = slse + 2 * BN;               // 2 buffers
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = blockIdx.y, b = blockIdx.z, C = NH * HS;
+    int nkv = GQA ? NKV : NH, group = GQA ? NH / NKV : 1, h = g * group;   // the group's query heads h .. h + group
     int k0 = blockIdx.x * BM, wk0 = k0 + warp * 16;   // the longest tiles (first keys) start first
-    long stride = 3L * C, rows = ((long)b * NH + h) * T;
+    long stride = (long)(NH + 2 * nkv) * HS, rows = ((long)b * NH + h) * T;
     const floatX* q = qkv + (long)b * T * stride + h * HS;
     const floatX* dob = dout + (long)b * T * C + h * HS;
+    int koff = (NH + g - h) * HS, voff = koff + nkv * HS;   // k, v of kv head g at q + koff, q + voff
     int i0 = k0 / BN, ntiles = (T + BN - 1) / BN - i0;
-    auto load_q = [&](int i) {   // query tile i0 + i into buffer i % 2
-        int t0 = (i0 + i) * BN, buf = i % 2;
-        load_tile<HS, BN>(sq + buf * BN * HS, q, stride, t0, T);
-        load_tile<HS, BN>(sdo + buf * BN * HS, dob, C, t0, T);
-        load_row_values<BN>(slse + buf * BN, lse + rows, t0, T);
-        load_row_values<BN>(sdelta + buf * BN, delta + rows, t0, T);
+    auto load_q = [&](int i) {   // step i: query tile i0 + i % ntiles of query head h + i / ntiles, into buffer i % 2
+        int hg = GQA ? i / ntiles : 0, t0 = (i0 + i - hg * ntiles) * BN, buf = i % 2;
+        load_tile<HS, BN>(sq + buf * BN * HS, q + hg * HS, stride, t0, T);
+        load_tile<HS, BN>(sdo + buf * BN * HS, dob + hg * HS, C, t0, T);
+        load_row_values<BN>(slse + buf * BN, lse + rows + (long)hg * T, t0, T);
+        load_row_values<BN>(sdelta + buf * BN, delta + rows + (long)hg * T, t0, T);
         cp_async_commit();
     };
-    load_tile<HS, BM>(sk, q + C, stride, k0, T);
-    load_tile<HS, BM>(sv, q + 2 * C, stride, k0, T);
+    load_tile<HS, BM>(sk, q + koff, stride, k0, T);
+    load_tile<HS, BM>(sv, q + voff, stride, k0, T);
     load_q(0);
     float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
-    for (int i = 0; i < ntiles; i++) {
-        if (i + 1 < ntiles) { load_q(i + 1); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+    for (int i = 0; i < group * ntiles; i++) {   // head-major: the fixed summation order of dk, dv over the group
+        if (i + 1 < group * ntiles) { load_q(i + 1); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
         __syncthreads();
-        int q0 = (i0 + i) * BN;
+        int q0 = (i0 + (GQA ? i % ntiles : i)) * BN;
         const floatX* sqi = sq + i % 2 * BN * HS;
         const floatX* sdoi = sdo + i % 2 * BN * HS;
         if (q0 + BN - 1 >= wk0) {   // some query of the tile sees a key of this warp
@@ -355,18 +364,18 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
         }
         __syncthreads();
     }
-    floatX* dkb = dqkv + (long)b * T * stride + C + h * HS;
+    floatX* dkb = dqkv + (long)b * T * stride + h * HS + koff;
     store_rows<HS, 1>(dkb, stride, dk, scale_log2 / FLASH_LOG2E, wk0, T);
-    store_rows<HS, 1>(dkb + C, stride, dv, 1.0f, wk0, T);
+    store_rows<HS, 1>(dkb + nkv * HS, stride, dv, 1.0f, wk0, T);
 }
 
-// dq of one 64-query tile of one (b, h): loops over the key tiles up to the diagonal (k, v double-buffered),
-// recomputing P = exp(scale q k^T - lse) and dS = P (dO v^T - delta). Traffic: reads the tile's q, dO, lse, delta
-// once and k, v up to the diagonal (mostly from L2); writes the q slice of dqkv.
-template <int HS>
+// dq of one 64-query tile of one (b, h): loops over the key tiles of kv head h / (NH / NKV) up to the diagonal
+// (k, v double-buffered), recomputing P = exp(scale q k^T - lse) and dS = P (dO v^T - delta). Traffic: reads the
+// tile's q, dO, lse, delta once and k, v up to the diagonal (mostly from L2); writes the q slice of dqkv.
+template <int HS, bool GQA>
 __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
                                                                           const float* lse, const float* delta, int T, int NH,
-                                                                          float scale_log2) {
+                                                                          int NKV, float scale_log2) {
     constexpr int BM = FLASH_WARPS * 16, BN = FLASH_BWD_TILE;
     floatX* sq = (floatX*)flash_smem;
     floatX* sdo = sq + BM * HS;
@@ -374,12 +383,14 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
     floatX* sv = sk + 2 * BN * HS;    // 2 buffers
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
     int q0 = (gridDim.x - 1 - blockIdx.x) * BM, wq0 = q0 + warp * 16;   // the longest tiles start first
-    long stride = 3L * C, rows = ((long)b * NH + h) * T;
+    int nkv = GQA ? NKV : NH, kvh = GQA ? h / (NH / NKV) : h;
+    long stride = (long)(NH + 2 * nkv) * HS, rows = ((long)b * NH + h) * T;
     const floatX* q = qkv + (long)b * T * stride + h * HS;
+    int koff = (NH + kvh - h) * HS, voff = koff + nkv * HS;   // k, v of kv head kvh at q + koff, q + voff
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
     auto load_kv = [&](int j) {   // key tile j into buffer j % 2
-        load_tile<HS, BN>(sk + j % 2 * BN * HS, q + C, stride, j * BN, T);
-        load_tile<HS, BN>(sv + j % 2 * BN * HS, q + 2 * C, stride, j * BN, T);
+        load_tile<HS, BN>(sk + j % 2 * BN * HS, q + koff, stride, j * BN, T);
+        load_tile<HS, BN>(sv + j % 2 * BN * HS, q + voff, stride, j * BN, T);
         cp_async_commit();
     };
     load_tile<HS, BM>(sq, q, stride, q0, T);
@@ -422,17 +433,17 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
 // ----------------------------------------------------------------------------
 // host side
 
-// why a shape is not supported, or NULL
-static inline const char* flash_attention_unsupported(int T, int C, int NH) {
-    if (NH <= 0 || C <= 0 || C % NH != 0) { return "C must be a positive multiple of NH"; }
-    if (C / NH != 64 && C / NH != 128) { return "head size C/NH must be 64 or 128"; }
+// why a shape (T, NH query heads, NKV key/value heads, head size HS) is not supported, or NULL
+static inline const char* flash_attention_unsupported(int T, int NH, int NKV, int HS) {
+    if (NH <= 0 || NKV <= 0 || NH % NKV != 0) { return "the key/value heads NKV must divide the query heads NH"; }
+    if (HS != 64 && HS != 128) { return "head size HS must be 64 or 128"; }
     if (T <= 0 || T % 8 != 0) { return "sequence length T must be a positive multiple of 8"; }
     return NULL;
 }
 
-static inline void flash_attention_check_shape(int T, int C, int NH) {
-    const char* why = flash_attention_unsupported(T, C, NH);
-    if (why != NULL) { die("flash attention: %s (T=%d, C=%d, NH=%d)", why, T, C, NH); }
+static inline void flash_attention_check_shape(int T, int NH, int NKV, int HS) {
+    const char* why = flash_attention_unsupported(T, NH, NKV, HS);
+    if (why != NULL) { die("flash attention: %s (T=%d, NH=%d, NKV=%d, HS=%d)", why, T, NH, NKV, HS); }
 }
 
 // floats of the backward's scratch_delta: one per (b, h, t)
@@ -444,49 +455,53 @@ static inline void flash_set_smem(Kernel kernel, int bytes) {
 }
 
 template <int HS>
-static inline void flash_attention_forward_hs(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream) {
+static inline void flash_attention_forward_hs(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int NKV,
+                                              cudaStream_t stream) {
     constexpr int MT = FlashConfig<HS>::fwd_mt, BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS>::fwd_bn;
     int smem = (BM + 4 * BN) * HS * (int)sizeof(floatX);
-    flash_set_smem(flash_forward_kernel<HS, MT>, smem);
-    flash_forward_kernel<HS, MT><<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH,
-                                                                                              FLASH_LOG2E / sqrtf((float)HS));
+    auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false> : flash_forward_kernel<HS, MT, true>;
+    flash_set_smem(kernel, smem);
+    kernel<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH, NKV, FLASH_LOG2E / sqrtf((float)HS));
     cudaCheckLaunch();
 }
 
 template <int HS>
 static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const floatX* qkv, const floatX* out,
-                                               const float* lse, int B, int T, int NH, cudaStream_t stream) {
+                                               const float* lse, int B, int T, int NH, int NKV, cudaStream_t stream) {
     constexpr int BM = FLASH_WARPS * 16, BN = FLASH_BWD_TILE;
     float scale_log2 = FLASH_LOG2E / sqrtf((float)HS);
     flash_backward_delta_kernel<HS><<<ceil_div((long)B * T * NH * HS / 8, 256), 256, 0, stream>>>(delta, dout, out, B, T, NH);
     cudaCheckLaunch();
-    dim3 grid(ceil_div(T, BM), NH, B);
     int smem_kv = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX) + 4 * BN * (int)sizeof(float);
-    flash_set_smem(flash_backward_dkdv_kernel<HS>, smem_kv);
-    flash_backward_dkdv_kernel<HS><<<grid, FLASH_THREADS, smem_kv, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, scale_log2);
+    auto dkdv = NKV == NH ? flash_backward_dkdv_kernel<HS, false> : flash_backward_dkdv_kernel<HS, true>;
+    flash_set_smem(dkdv, smem_kv);
+    dkdv<<<dim3(ceil_div(T, BM), NKV, B), FLASH_THREADS, smem_kv, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2);
     cudaCheckLaunch();
     int smem_q = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX);
-    flash_set_smem(flash_backward_dq_kernel<HS>, smem_q);
-    flash_backward_dq_kernel<HS><<<grid, FLASH_THREADS, smem_q, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, scale_log2);
+    auto dq = NKV == NH ? flash_backward_dq_kernel<HS, false> : flash_backward_dq_kernel<HS, true>;
+    flash_set_smem(dq, smem_q);
+    dq<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem_q, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2);
     cudaCheckLaunch();
 }
 
-// out [B, T, C] and lse [B, NH, T] (FP32, natural log-sum-exp of the scaled scores of each query row) from
-// qkv [B, T, 3C]. No scratch.
-static inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
+// out [B, T, NH HS] and lse [B, NH, T] (FP32, natural log-sum-exp of the scaled scores of each query row) from
+// qkv [B, T, (NH + 2 NKV) HS]. No scratch.
+static inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int NKV, int HS,
                                            cudaStream_t stream) {
-    flash_attention_check_shape(T, C, NH);
-    if (C / NH == 64) { flash_attention_forward_hs<64>(out, lse, qkv, B, T, NH, stream); }
-    else { flash_attention_forward_hs<128>(out, lse, qkv, B, T, NH, stream); }
+    flash_attention_check_shape(T, NH, NKV, HS);
+    if (HS == 64) { flash_attention_forward_hs<64>(out, lse, qkv, B, T, NH, NKV, stream); }
+    else { flash_attention_forward_hs<128>(out, lse, qkv, B, T, NH, NKV, stream); }
 }
 
-// dqkv [B, T, 3C] (overwritten) from dout [B, T, C] and the forward's qkv, out, lse. Scratch: scratch_delta,
-// flash_attention_delta_floats(B, T, NH) FP32 values (rowsum(dout * out) per (b, h, t)).
+// dqkv [B, T, (NH + 2 NKV) HS] (overwritten; dk, dv of a kv head summed over its NH / NKV query heads) from dout
+// [B, T, NH HS] and the forward's qkv, out, lse. Scratch: scratch_delta, flash_attention_delta_floats(B, T, NH) FP32
+// values (rowsum(dout * out) per (b, h, t)).
 static inline void flash_attention_backward(floatX* dqkv, float* scratch_delta, const floatX* dout, const floatX* qkv,
-                                            const floatX* out, const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
-    flash_attention_check_shape(T, C, NH);
-    if (C / NH == 64) { flash_attention_backward_hs<64>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, stream); }
-    else { flash_attention_backward_hs<128>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, stream); }
+                                            const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS,
+                                            cudaStream_t stream) {
+    flash_attention_check_shape(T, NH, NKV, HS);
+    if (HS == 64) { flash_attention_backward_hs<64>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
+    else { flash_attention_backward_hs<128>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
 }
 
 #endif

@@ -8,6 +8,7 @@
 #include <math.h>
 #include "utils.h"
 #include "rand.h"
+#include "param_table.h"
 
 typedef struct {
     int max_seq_len;        // maxT: positions in wpe
@@ -81,6 +82,18 @@ static inline size_t gpt2_num_params(const GPT2Config* c) {
 static inline int gpt2_param_decays(int tensor) {
     return tensor == P_WTE || tensor == P_WPE || tensor == P_QKVW || tensor == P_ATTPROJW ||
            tensor == P_FCW || tensor == P_FCPROJW;
+}
+
+// the GPT-2 tensors for the generic code: per-layer tensors are ln1w .. fcprojb
+static inline void gpt2_param_table(const GPT2Config* c, ParamTable* t) {
+    t->num_tensors = NUM_PARAMETER_TENSORS;
+    t->num_layers = c->num_layers;
+    t->names = gpt2_param_names;
+    gpt2_param_sizes(c, t->sizes);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        t->decays[i] = gpt2_param_decays(i);
+        t->per_layer[i] = i >= P_LN1W && i <= P_FCPROJB;
+    }
 }
 
 // p[i] = std * normal_at(seed, base + i) for i < real, 0 for real <= i < n (zero padded rows)

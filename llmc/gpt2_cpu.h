@@ -12,7 +12,8 @@
 //
 // The layers, the block linears (block_linear_*_cpu) and the model helpers before the GPT-2 model itself are
 // shared with the LLaMA reference (llmc/llama_cpu.h): the encoder without position embedding (wpe NULL),
-// grouped-query attention, linears without bias (bias NULL), the batch checks and the clipped AdamW step.
+// grouped-query attention, linears without bias (bias NULL), the batch checks and buffers (BatchCPU), the parameter
+// memory, the loss with its mean and gradient, and the clipped AdamW step.
 #ifndef LLMC_GPT2_CPU_H
 #define LLMC_GPT2_CPU_H
 
@@ -116,17 +117,17 @@ static inline void matmul_forward_cpu(float* out, const float* inp, const float*
     }
 }
 
+// y[i] += a * x[i] for i < n
+static inline void axpy_cpu(float* y, float a, const float* x, int n) {
+    for (int i = 0; i < n; i++) { y[i] += a * x[i]; }
+}
+
 // dinp[B*T, C] += dout[B*T, OC] @ weight[OC, C]
 static inline void matmul_backward_dinp_cpu(float* dinp, const float* dout, const float* weight, int B, int T, int C, int OC) {
     #pragma omp parallel for
     for (int bt = 0; bt < B * T; bt++) {
         const float* d = dout + (size_t)bt * OC;
-        float* dx = dinp + (size_t)bt * C;
-        for (int oc = 0; oc < OC; oc++) {
-            const float* w = weight + (size_t)oc * C;
-            float g = d[oc];
-            for (int i = 0; i < C; i++) { dx[i] += g * w[i]; }
-        }
+        for (int oc = 0; oc < OC; oc++) { axpy_cpu(dinp + (size_t)bt * C, d[oc], weight + (size_t)oc * C, C); }
     }
 }
 
@@ -135,11 +136,7 @@ static inline void matmul_backward_dweight_cpu(float* dweight, const float* dout
     #pragma omp parallel for
     for (int oc = 0; oc < OC; oc++) {
         float* dw = dweight + (size_t)oc * C;
-        for (int bt = 0; bt < B * T; bt++) {
-            const float* x = inp + (size_t)bt * C;
-            float g = dout[(size_t)bt * OC + oc];
-            for (int i = 0; i < C; i++) { dw[i] += g * x[i]; }
-        }
+        for (int bt = 0; bt < B * T; bt++) { axpy_cpu(dw, dout[(size_t)bt * OC + oc], inp + (size_t)bt * C, C); }
     }
 }
 
@@ -378,28 +375,104 @@ static inline void check_batch_cpu(const char* who, const int* inputs, const int
     }
 }
 
-// on the first call (*acts NULL): n floats of activations and n of their gradients, B*T input and target tokens,
-// and (B, T) in *alloc_B, *alloc_T; later calls die (naming `who`) unless B and T fit in those
-static inline void ensure_batch_buffers_cpu(const char* who, size_t n, int B, int T, float** acts, float** grad_acts,
-                                            int** inputs, int** targets, int* alloc_B, int* alloc_T) {
-    if (*acts == NULL) {
-        *acts = (float*)malloc_check(n * sizeof(float));
-        *grad_acts = (float*)malloc_check(n * sizeof(float));
-        *inputs = (int*)malloc_check((size_t)B * T * sizeof(int));
-        *targets = (int*)malloc_check((size_t)B * T * sizeof(int));
-        *alloc_B = B;
-        *alloc_T = T;
-    } else if (B > *alloc_B || T > *alloc_T) {
-        die("%s: batch B=%d T=%d is larger than the B=%d T=%d the activations were allocated for", who, B, T, *alloc_B, *alloc_T);
+// the batch side of a CPU model: activation buffers sized by its first forward, and a copy of the last batch
+typedef struct {
+    int alloc_B, alloc_T;           // activation buffers fit B <= alloc_B and T <= alloc_T (0 = not yet)
+    float* acts_memory;
+    float* grad_acts_memory;
+    int* inputs;                    // copies of the last forward's batch
+    int* targets;
+    int B, T;                       // shape of the last forward
+} BatchCPU;
+
+// starts a forward pass (naming `who`) with n activation floats: checks the batch, allocates the buffers on the first
+// call (later batches must fit in its B and T) and keeps a copy of the batch and its shape
+static inline void batch_begin_forward_cpu(BatchCPU* b, const char* who, size_t n, const int* inputs, const int* targets,
+                                           int B, int T, int maxT, int V) {
+    check_batch_cpu(who, inputs, targets, B, T, maxT, V);
+    if (b->acts_memory == NULL) {
+        b->acts_memory = (float*)malloc_check(n * sizeof(float));
+        b->grad_acts_memory = (float*)malloc_check(n * sizeof(float));
+        b->inputs = (int*)malloc_check((size_t)B * T * sizeof(int));
+        b->targets = (int*)malloc_check((size_t)B * T * sizeof(int));
+        b->alloc_B = B;
+        b->alloc_T = T;
+    } else if (B > b->alloc_B || T > b->alloc_T) {
+        die("%s: batch B=%d T=%d is larger than the B=%d T=%d the activations were allocated for", who, B, T, b->alloc_B, b->alloc_T);
+    }
+    b->B = B;
+    b->T = T;
+    memcpy(b->inputs, inputs, (size_t)B * T * sizeof(int));
+    if (targets) { memcpy(b->targets, targets, (size_t)B * T * sizeof(int)); }
+}
+
+// starts a backward pass (naming `who`) with n activation floats: dies unless the last forward had targets
+// (mean_loss >= 0), then zeroes the activation gradients
+static inline void batch_begin_backward_cpu(BatchCPU* b, const char* who, size_t n, float mean_loss) {
+    if (b->acts_memory == NULL || mean_loss < 0.0f) { die("%s: needs a forward pass with targets first", who); }
+    memset(b->grad_acts_memory, 0, n * sizeof(float));
+}
+
+// frees the buffers batch_begin_forward_cpu allocated
+static inline void batch_free_cpu(BatchCPU* b) {
+    free(b->acts_memory);
+    free(b->grad_acts_memory);
+    free(b->inputs);
+    free(b->targets);
+}
+
+// n floats each of parameters (a copy of init), of gradients and of the AdamW moments m and v, all but the parameters zero
+static inline void alloc_param_memory_cpu(size_t n, const float* init, float** params, float** grads, float** m, float** v) {
+    *params = (float*)malloc_check(n * sizeof(float));
+    memcpy(*params, init, n * sizeof(float));
+    *grads = (float*)calloc_check(n, sizeof(float));
+    *m = (float*)calloc_check(n, sizeof(float));
+    *v = (float*)calloc_check(n, sizeof(float));
+}
+
+// frees what alloc_param_memory_cpu allocated
+static inline void free_param_memory_cpu(float* params, float* grads, float* m, float* v) {
+    free(params);
+    free(grads);
+    free(m);
+    free(v);
+}
+
+// sum of the n sizes
+static inline size_t sum_sizes_cpu(const size_t* sizes, int n) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) { total += sizes[i]; }
+    return total;
+}
+
+// points *ptrs[i] at the i-th of the n tensors that lie back to back in memory, sizes[i] floats each
+static inline void point_tensors_cpu(float** const* ptrs, const size_t* sizes, int n, float* memory) {
+    for (int i = 0; i < n; i++) { *ptrs[i] = memory; memory += sizes[i]; }
+}
+
+// dies (naming `who`) unless st is NULL (FP32) or an AdaHOP state for num_layers layers
+static inline void check_precision_cpu(const char* who, const AdahopState* st, int num_layers) {
+    if (st != NULL && st->num_layers != num_layers) {
+        die("%s: AdaHOP state for %d layers, model has %d", who, st->num_layers, num_layers);
     }
 }
 
-// mean of the n per-position losses (accumulated in double); -1 when the forward had no targets
-static inline float mean_loss_cpu(const float* losses, size_t n, int has_targets) {
-    if (!has_targets) { return -1.0f; }
+// probs and losses of logits [B*T, Vp] (see softmax_crossentropy_forward_cpu); returns the mean loss (accumulated
+// in double), or -1 when targets is NULL
+static inline float loss_forward_cpu(float* losses, float* probs, const float* logits, const int* targets,
+                                     int B, int T, int V, int Vp) {
+    softmax_crossentropy_forward_cpu(losses, probs, logits, targets, B, T, V, Vp);
+    if (targets == NULL) { return -1.0f; }
     double sum = 0.0;
-    for (size_t i = 0; i < n; i++) { sum += losses[i]; }
-    return (float)(sum / (double)n);
+    for (int i = 0; i < B * T; i++) { sum += losses[i]; }
+    return (float)(sum / (double)(B * T));
+}
+
+// gradient of the mean loss: dlosses = 1 / (B*T) and dlogits += its softmax cross-entropy gradient
+static inline void loss_backward_cpu(float* dlogits, float* dlosses, const float* probs, const int* targets,
+                                     int B, int T, int V, int Vp) {
+    for (int i = 0; i < B * T; i++) { dlosses[i] = 1.0f / (float)(B * T); }
+    crossentropy_softmax_backward_cpu(dlogits, dlosses, probs, targets, B, T, V, Vp);
 }
 
 // global L2 norm of n gradients
@@ -414,8 +487,7 @@ static inline float grad_norm_cpu(const float* grads, size_t n) {
 static inline float clip_adamw_cpu(float* params, float* grads, float* m, float* v, const size_t* sizes, int num_tensors,
                                    int (*decays)(int), float lr, float beta1, float beta2, float eps, float weight_decay,
                                    float grad_clip, int step) {
-    size_t n = 0;
-    for (int t = 0; t < num_tensors; t++) { n += sizes[t]; }
+    size_t n = sum_sizes_cpu(sizes, num_tensors);
     float norm = grad_norm_cpu(grads, n);
     if (grad_clip > 0.0f && norm > grad_clip) {
         float scale = grad_clip / norm;
@@ -456,13 +528,8 @@ typedef struct {
     float* m_memory;                // AdamW first moment
     float* v_memory;                // AdamW second moment
     GPT2CPUParams params, grads;
-    int alloc_B, alloc_T;           // activation buffers fit B*T <= alloc_B*alloc_T (0 = not yet)
-    float* acts_memory;
-    float* grad_acts_memory;
+    BatchCPU batch;                 // activation buffers and the last forward's batch
     GPT2CPUActs acts, grad_acts;
-    int* inputs;                    // copies of the last forward's batch
-    int* targets;
-    int B, T;                       // shape of the last forward
     float mean_loss;                // -1 when the last forward had no targets
     AdahopState* adahop;            // precision of the block linears; NULL = FP32 (not owned)
     int stats_now;                  // record the patterns of x, W, dY into adahop in forward/backward
@@ -473,7 +540,7 @@ static inline void gpt2cpu_point_params(GPT2CPUParams* p, float* memory, const s
     float** ptrs[NUM_PARAMETER_TENSORS] = {&p->wte, &p->wpe, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb,
         &p->attprojw, &p->attprojb, &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb,
         &p->lnfw, &p->lnfb};
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *ptrs[i] = memory; memory += sizes[i]; }
+    point_tensors_cpu(ptrs, sizes, NUM_PARAMETER_TENSORS, memory);
 }
 
 // sizes of the activation tensors for a (B, T) batch, in GPT2CPUActs order
@@ -494,15 +561,14 @@ static inline void gpt2cpu_point_acts(GPT2CPUActs* a, float* memory, const GPT2C
         &a->dlosses};
     size_t sizes[GPT2CPU_NUM_ACTS];
     gpt2cpu_act_sizes(c, B, T, sizes);
-    for (int i = 0; i < GPT2CPU_NUM_ACTS; i++) { *ptrs[i] = memory; memory += sizes[i]; }
+    point_tensors_cpu(ptrs, sizes, GPT2CPU_NUM_ACTS, memory);
 }
 
 // total activation floats for (B, T)
 static inline size_t gpt2cpu_num_acts(const GPT2Config* c, int B, int T) {
-    size_t sizes[GPT2CPU_NUM_ACTS], n = 0;
+    size_t sizes[GPT2CPU_NUM_ACTS];
     gpt2cpu_act_sizes(c, B, T, sizes);
-    for (int i = 0; i < GPT2CPU_NUM_ACTS; i++) { n += sizes[i]; }
-    return n;
+    return sum_sizes_cpu(sizes, GPT2CPU_NUM_ACTS);
 }
 
 // builds a model of shape *config with a copy of params (gpt2_num_params floats); zero grads and moments
@@ -513,27 +579,15 @@ static inline void gpt2cpu_build(GPT2CPU* m, const GPT2Config* config, const flo
     m->config = *config;
     gpt2_param_sizes(config, m->param_sizes);
     m->num_params = gpt2_num_params(config);
-    m->params_memory = (float*)malloc_check(m->num_params * sizeof(float));
-    memcpy(m->params_memory, params, m->num_params * sizeof(float));
-    m->grads_memory = (float*)calloc_check(m->num_params, sizeof(float));
-    m->m_memory = (float*)calloc_check(m->num_params, sizeof(float));
-    m->v_memory = (float*)calloc_check(m->num_params, sizeof(float));
+    alloc_param_memory_cpu(m->num_params, params, &m->params_memory, &m->grads_memory, &m->m_memory, &m->v_memory);
     gpt2cpu_point_params(&m->params, m->params_memory, m->param_sizes);
     gpt2cpu_point_params(&m->grads, m->grads_memory, m->param_sizes);
     m->mean_loss = -1.0f;
 }
 
-// allocates activations on the first call; later calls must fit in the first (B, T)
-static inline void gpt2cpu_ensure_acts(GPT2CPU* m, int B, int T) {
-    ensure_batch_buffers_cpu("gpt2cpu_forward", gpt2cpu_num_acts(&m->config, B, T), B, T, &m->acts_memory,
-                             &m->grad_acts_memory, &m->inputs, &m->targets, &m->alloc_B, &m->alloc_T);
-}
-
 // runs the block linears under st (NULL = FP32, the bf16 behaviour); the caller owns st
 static inline void gpt2cpu_set_precision(GPT2CPU* m, AdahopState* st) {
-    if (st != NULL && st->num_layers != m->config.num_layers) {
-        die("gpt2cpu_set_precision: AdaHOP state for %d layers, model has %d", st->num_layers, m->config.num_layers);
-    }
+    check_precision_cpu("gpt2cpu_set_precision", st, m->config.num_layers);
     m->adahop = st;
 }
 
@@ -541,13 +595,8 @@ static inline void gpt2cpu_set_precision(GPT2CPU* m, AdahopState* st) {
 static inline void gpt2cpu_forward(GPT2CPU* m, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config* c = &m->config;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
-    check_batch_cpu("gpt2cpu_forward", inputs, targets, B, T, c->max_seq_len, V);
-    gpt2cpu_ensure_acts(m, B, T);
-    m->B = B;
-    m->T = T;
-    memcpy(m->inputs, inputs, (size_t)B * T * sizeof(int));
-    if (targets) { memcpy(m->targets, targets, (size_t)B * T * sizeof(int)); }
-    gpt2cpu_point_acts(&m->acts, m->acts_memory, c, B, T);
+    batch_begin_forward_cpu(&m->batch, "gpt2cpu_forward", gpt2cpu_num_acts(c, B, T), inputs, targets, B, T, c->max_seq_len, V);
+    gpt2cpu_point_acts(&m->acts, m->batch.acts_memory, c, B, T);
     GPT2CPUParams p = m->params;
     GPT2CPUActs a = m->acts;
     AdahopState* st = m->adahop;
@@ -580,8 +629,7 @@ static inline void gpt2cpu_forward(GPT2CPU* m, const int* inputs, const int* tar
     }
     layernorm_forward_cpu(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3 + (L - 1) * BTC, p.lnfw, p.lnfb, B, T, C);
     matmul_forward_cpu(a.logits, a.lnf, p.wte, NULL, B, T, C, Vp);
-    softmax_crossentropy_forward_cpu(a.losses, a.probs, a.logits, targets, B, T, V, Vp);
-    m->mean_loss = mean_loss_cpu(a.losses, BT, targets != NULL);
+    m->mean_loss = loss_forward_cpu(a.losses, a.probs, a.logits, targets, B, T, V, Vp);
 }
 
 // sets the parameter gradients to zero (gpt2cpu_backward accumulates into them)
@@ -591,20 +639,18 @@ static inline void gpt2cpu_zero_grad(GPT2CPU* m) {
 
 // backward pass of the last forward (which needs targets): grads += d(mean loss)/d(params)
 static inline void gpt2cpu_backward(GPT2CPU* m) {
-    if (m->acts_memory == NULL || m->mean_loss < 0.0f) { die("gpt2cpu_backward: needs a forward pass with targets first"); }
     const GPT2Config* c = &m->config;
-    int B = m->B, T = m->T;
+    int B = m->batch.B, T = m->batch.T;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
-    memset(m->grad_acts_memory, 0, gpt2cpu_num_acts(c, B, T) * sizeof(float));
-    gpt2cpu_point_acts(&m->grad_acts, m->grad_acts_memory, c, B, T);
+    batch_begin_backward_cpu(&m->batch, "gpt2cpu_backward", gpt2cpu_num_acts(c, B, T), m->mean_loss);
+    gpt2cpu_point_acts(&m->grad_acts, m->batch.grad_acts_memory, c, B, T);
     GPT2CPUParams p = m->params, g = m->grads;
     GPT2CPUActs a = m->acts, d = m->grad_acts;
     AdahopState* st = m->adahop;
     int rec = m->stats_now;
     size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
 
-    for (size_t i = 0; i < BT; i++) { d.dlosses[i] = 1.0f / (float)BT; }
-    crossentropy_softmax_backward_cpu(d.logits, d.dlosses, a.probs, m->targets, B, T, V, Vp);
+    loss_backward_cpu(d.logits, d.dlosses, a.probs, m->batch.targets, B, T, V, Vp);
     matmul_backward_cpu(d.lnf, g.wte, NULL, d.logits, a.lnf, p.wte, B, T, C, Vp);
     layernorm_backward_cpu(d.residual3 + (L - 1) * BTC, g.lnfw, g.lnfb, d.lnf, a.residual3 + (L - 1) * BTC,
                            p.lnfw, a.lnf_mean, a.lnf_rstd, B, T, C);
@@ -632,12 +678,7 @@ static inline void gpt2cpu_backward(GPT2CPU* m) {
         layernorm_backward_cpu(dres, g.ln1w + l * C, g.ln1b + l * C, d.ln1 + o, res,
                                p.ln1w + l * C, a.ln1_mean + l * BT, a.ln1_rstd + l * BT, B, T, C);
     }
-    encoder_backward_cpu(g.wte, g.wpe, d.encoded, m->inputs, B, T, C);
-}
-
-// global L2 norm of all parameter gradients
-static inline float gpt2cpu_grad_norm(const GPT2CPU* m) {
-    return grad_norm_cpu(m->grads_memory, m->num_params);
+    encoder_backward_cpu(g.wte, g.wpe, d.encoded, m->batch.inputs, B, T, C);
 }
 
 // clips the gradients to global norm grad_clip (when > 0), then one AdamW step (1-based step), decaying
@@ -650,14 +691,8 @@ static inline float gpt2cpu_update(GPT2CPU* m, float lr, float beta1, float beta
 
 // frees everything gpt2cpu_build and gpt2cpu_forward allocated
 static inline void gpt2cpu_free(GPT2CPU* m) {
-    free(m->params_memory);
-    free(m->grads_memory);
-    free(m->m_memory);
-    free(m->v_memory);
-    free(m->acts_memory);
-    free(m->grad_acts_memory);
-    free(m->inputs);
-    free(m->targets);
+    free_param_memory_cpu(m->params_memory, m->grads_memory, m->m_memory, m->v_memory);
+    batch_free_cpu(&m->batch);
     memset(m, 0, sizeof(*m));
 }
 

@@ -15,7 +15,7 @@
 #include <math.h>
 #include "utils.h"
 #include "rand.h"
-#include "gpt2_config.h"   // round_up, init_normal_cpu
+#include "gpt2_config.h"   // round_up, init_normal_cpu, ParamTable
 
 #define LLAMA_RMS_EPS 1e-5f
 #define LLAMA_ROPE_THETA 10000.0
@@ -37,6 +37,9 @@ enum { LL_WTE, LL_RMS1W, LL_QKVW, LL_ATTPROJW, LL_RMS2W, LL_GATEUPW, LL_DOWNW, L
 
 static const char* const llama_param_names[NUM_LLAMA_PARAMETER_TENSORS] = {
     "wte", "rms1w", "qkvw", "attprojw", "rms2w", "gateupw", "downw", "rmsfw", "lmheadw"};
+
+// the 4 fused block linears in the AdaHOP slots LIN_QKV, LIN_ATTPROJ, LIN_FC, LIN_FCPROJ (llmc/adahop.h)
+static const char* const llama_linear_names[4] = {"qkv", "o", "gate/up", "down"};
 
 // the SwiGLU hidden size of the presets: 8C/3 rounded up to a multiple of 64
 static inline int llama_hidden_of(int channels) { return round_up((8 * channels + 2) / 3, 64); }
@@ -104,6 +107,18 @@ static inline size_t llama_num_params(const LlamaConfig* c) {
 // 1 for the matrices that AdamW decays (embedding, LM head and the four block matrices), 0 for the norm weights
 static inline int llama_param_decays(int tensor) {
     return tensor != LL_RMS1W && tensor != LL_RMS2W && tensor != LL_RMSFW;
+}
+
+// the LLaMA tensors for the generic code: per-layer tensors are rms1w .. downw
+static inline void llama_param_table(const LlamaConfig* c, ParamTable* t) {
+    t->num_tensors = NUM_LLAMA_PARAMETER_TENSORS;
+    t->num_layers = c->num_layers;
+    t->names = llama_param_names;
+    llama_param_sizes(c, t->sizes);
+    for (int i = 0; i < NUM_LLAMA_PARAMETER_TENSORS; i++) {
+        t->decays[i] = llama_param_decays(i);
+        t->per_layer[i] = i >= LL_RMS1W && i <= LL_DOWNW;
+    }
 }
 
 // init: N(0, 0.02) for matrices, the residual output projections (attprojw, downw) N(0, 0.02/sqrt(2L)), unit norm

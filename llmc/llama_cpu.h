@@ -149,13 +149,8 @@ typedef struct {
     LlamaCPUParams params, grads;
     float* rope_cos;                // [maxT, HS/2] RoPE table
     float* rope_sin;
-    int alloc_B, alloc_T;           // activation buffers fit B <= alloc_B and T <= alloc_T (0 = not yet)
-    float* acts_memory;
-    float* grad_acts_memory;
+    BatchCPU batch;                 // activation buffers and the last forward's batch
     LlamaCPUActs acts, grad_acts;
-    int* inputs;                    // copies of the last forward's batch
-    int* targets;
-    int B, T;                       // shape of the last forward
     float mean_loss;                // -1 when the last forward had no targets
     AdahopState* adahop;            // precision of the block linears; NULL = FP32 (not owned)
     int stats_now;                  // record the patterns of x, W, dY into adahop in forward/backward
@@ -165,7 +160,7 @@ typedef struct {
 static inline void llamacpu_point_params(LlamaCPUParams* p, float* memory, const size_t* sizes) {
     float** ptrs[NUM_LLAMA_PARAMETER_TENSORS] = {&p->wte, &p->rms1w, &p->qkvw, &p->attprojw, &p->rms2w, &p->gateupw,
                                                  &p->downw, &p->rmsfw, &p->lmheadw};
-    for (int i = 0; i < NUM_LLAMA_PARAMETER_TENSORS; i++) { *ptrs[i] = memory; memory += sizes[i]; }
+    point_tensors_cpu(ptrs, sizes, NUM_LLAMA_PARAMETER_TENSORS, memory);
 }
 
 // sizes of the activation tensors for a (B, T) batch, in LlamaCPUActs order
@@ -185,15 +180,14 @@ static inline void llamacpu_point_acts(LlamaCPUActs* a, float* memory, const Lla
         &a->rmsf_rstd, &a->logits, &a->probs, &a->losses, &a->dlosses};
     size_t sizes[LLAMACPU_NUM_ACTS];
     llamacpu_act_sizes(c, B, T, sizes);
-    for (int i = 0; i < LLAMACPU_NUM_ACTS; i++) { *ptrs[i] = memory; memory += sizes[i]; }
+    point_tensors_cpu(ptrs, sizes, LLAMACPU_NUM_ACTS, memory);
 }
 
 // total activation floats for (B, T)
 static inline size_t llamacpu_num_acts(const LlamaConfig* c, int B, int T) {
-    size_t sizes[LLAMACPU_NUM_ACTS], n = 0;
+    size_t sizes[LLAMACPU_NUM_ACTS];
     llamacpu_act_sizes(c, B, T, sizes);
-    for (int i = 0; i < LLAMACPU_NUM_ACTS; i++) { n += sizes[i]; }
-    return n;
+    return sum_sizes_cpu(sizes, LLAMACPU_NUM_ACTS);
 }
 
 // builds a model of shape *config with a copy of params (llama_num_params floats); zero grads and moments
@@ -204,11 +198,7 @@ static inline void llamacpu_build(LlamaCPU* m, const LlamaConfig* config, const 
     m->config = *config;
     llama_param_sizes(config, m->param_sizes);
     m->num_params = llama_num_params(config);
-    m->params_memory = (float*)malloc_check(m->num_params * sizeof(float));
-    memcpy(m->params_memory, params, m->num_params * sizeof(float));
-    m->grads_memory = (float*)calloc_check(m->num_params, sizeof(float));
-    m->m_memory = (float*)calloc_check(m->num_params, sizeof(float));
-    m->v_memory = (float*)calloc_check(m->num_params, sizeof(float));
+    alloc_param_memory_cpu(m->num_params, params, &m->params_memory, &m->grads_memory, &m->m_memory, &m->v_memory);
     llamacpu_point_params(&m->params, m->params_memory, m->param_sizes);
     llamacpu_point_params(&m->grads, m->grads_memory, m->param_sizes);
     size_t half = (size_t)(config->channels / config->num_heads) / 2;
@@ -220,9 +210,7 @@ static inline void llamacpu_build(LlamaCPU* m, const LlamaConfig* config, const 
 
 // runs the block linears under st (NULL = FP32, the bf16 behaviour); the caller owns st
 static inline void llamacpu_set_precision(LlamaCPU* m, AdahopState* st) {
-    if (st != NULL && st->num_layers != m->config.num_layers) {
-        die("llamacpu_set_precision: AdaHOP state for %d layers, model has %d", st->num_layers, m->config.num_layers);
-    }
+    check_precision_cpu("llamacpu_set_precision", st, m->config.num_layers);
     m->adahop = st;
 }
 
@@ -231,14 +219,8 @@ static inline void llamacpu_forward(LlamaCPU* m, const int* inputs, const int* t
     const LlamaConfig* c = &m->config;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, NKV = c->num_kv_heads, HS = C / NH, H = c->hidden;
     int QKV = llama_qkv_channels(c), V = c->vocab_size, Vp = c->padded_vocab_size;
-    check_batch_cpu("llamacpu_forward", inputs, targets, B, T, c->max_seq_len, V);
-    ensure_batch_buffers_cpu("llamacpu_forward", llamacpu_num_acts(c, B, T), B, T, &m->acts_memory, &m->grad_acts_memory,
-                             &m->inputs, &m->targets, &m->alloc_B, &m->alloc_T);
-    m->B = B;
-    m->T = T;
-    memcpy(m->inputs, inputs, (size_t)B * T * sizeof(int));
-    if (targets) { memcpy(m->targets, targets, (size_t)B * T * sizeof(int)); }
-    llamacpu_point_acts(&m->acts, m->acts_memory, c, B, T);
+    batch_begin_forward_cpu(&m->batch, "llamacpu_forward", llamacpu_num_acts(c, B, T), inputs, targets, B, T, c->max_seq_len, V);
+    llamacpu_point_acts(&m->acts, m->batch.acts_memory, c, B, T);
     LlamaCPUParams p = m->params;
     LlamaCPUActs a = m->acts;
     AdahopState* st = m->adahop;
@@ -272,8 +254,7 @@ static inline void llamacpu_forward(LlamaCPU* m, const int* inputs, const int* t
     }
     rmsnorm_forward_cpu(a.rmsf, a.rmsf_rstd, a.residual3 + (L - 1) * BTC, p.rmsfw, B, T, C);
     matmul_forward_cpu(a.logits, a.rmsf, p.lmheadw, NULL, B, T, C, Vp);
-    softmax_crossentropy_forward_cpu(a.losses, a.probs, a.logits, targets, B, T, V, Vp);
-    m->mean_loss = mean_loss_cpu(a.losses, BT, targets != NULL);
+    m->mean_loss = loss_forward_cpu(a.losses, a.probs, a.logits, targets, B, T, V, Vp);
 }
 
 // sets the parameter gradients to zero (llamacpu_backward accumulates into them)
@@ -283,21 +264,19 @@ static inline void llamacpu_zero_grad(LlamaCPU* m) {
 
 // backward pass of the last forward (which needs targets): grads += d(mean loss)/d(params)
 static inline void llamacpu_backward(LlamaCPU* m) {
-    if (m->acts_memory == NULL || m->mean_loss < 0.0f) { die("llamacpu_backward: needs a forward pass with targets first"); }
     const LlamaConfig* c = &m->config;
-    int B = m->B, T = m->T;
+    int B = m->batch.B, T = m->batch.T;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, NKV = c->num_kv_heads, HS = C / NH, H = c->hidden;
     int QKV = llama_qkv_channels(c), V = c->vocab_size, Vp = c->padded_vocab_size;
-    memset(m->grad_acts_memory, 0, llamacpu_num_acts(c, B, T) * sizeof(float));
-    llamacpu_point_acts(&m->grad_acts, m->grad_acts_memory, c, B, T);
+    batch_begin_backward_cpu(&m->batch, "llamacpu_backward", llamacpu_num_acts(c, B, T), m->mean_loss);
+    llamacpu_point_acts(&m->grad_acts, m->batch.grad_acts_memory, c, B, T);
     LlamaCPUParams p = m->params, g = m->grads;
     LlamaCPUActs a = m->acts, d = m->grad_acts;
     AdahopState* st = m->adahop;
     int rec = m->stats_now;
     size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
 
-    for (size_t i = 0; i < BT; i++) { d.dlosses[i] = 1.0f / (float)BT; }
-    crossentropy_softmax_backward_cpu(d.logits, d.dlosses, a.probs, m->targets, B, T, V, Vp);
+    loss_backward_cpu(d.logits, d.dlosses, a.probs, m->batch.targets, B, T, V, Vp);
     matmul_backward_cpu(d.rmsf, g.lmheadw, NULL, d.logits, a.rmsf, p.lmheadw, B, T, C, Vp);
     rmsnorm_backward_cpu(d.residual3 + (L - 1) * BTC, g.rmsfw, d.rmsf, a.residual3 + (L - 1) * BTC, p.rmsfw, a.rmsf_rstd, B, T, C);
     for (int l = L - 1; l >= 0; l--) {
@@ -324,12 +303,7 @@ static inline void llamacpu_backward(LlamaCPU* m) {
                                   a.rms1 + o, p.qkvw + (size_t)l * QKV * C, B, T, C, QKV);
         rmsnorm_backward_cpu(dres, g.rms1w + l * C, d.rms1 + o, res, p.rms1w + l * C, a.rms1_rstd + l * BT, B, T, C);
     }
-    encoder_backward_cpu(g.wte, NULL, d.encoded, m->inputs, B, T, C);
-}
-
-// global L2 norm of all parameter gradients
-static inline float llamacpu_grad_norm(const LlamaCPU* m) {
-    return grad_norm_cpu(m->grads_memory, m->num_params);
+    encoder_backward_cpu(g.wte, NULL, d.encoded, m->batch.inputs, B, T, C);
 }
 
 // clips the gradients to global norm grad_clip (when > 0), then one AdamW step (1-based step), decaying
@@ -342,16 +316,10 @@ static inline float llamacpu_update(LlamaCPU* m, float lr, float beta1, float be
 
 // frees everything llamacpu_build and llamacpu_forward allocated
 static inline void llamacpu_free(LlamaCPU* m) {
-    free(m->params_memory);
-    free(m->grads_memory);
-    free(m->m_memory);
-    free(m->v_memory);
+    free_param_memory_cpu(m->params_memory, m->grads_memory, m->m_memory, m->v_memory);
     free(m->rope_cos);
     free(m->rope_sin);
-    free(m->acts_memory);
-    free(m->grad_acts_memory);
-    free(m->inputs);
-    free(m->targets);
+    batch_free_cpu(&m->batch);
     memset(m, 0, sizeof(*m));
 }
 

@@ -16,7 +16,7 @@
 #endif
 #include "cuda_common.cuh"
 #include "adamw.cuh"
-#include "gpt2_config.h"
+#include "param_table.h"
 #include "zero.h"
 #include "rendezvous.h"
 
@@ -170,12 +170,13 @@ static inline void dp_broadcast(const DataParallel* dp, void* buf, size_t bytes,
 // ----------------------------------------------------------------------------
 // gradient all-reduce overlapped with the backward pass
 
-// Sums gradient bucket b (llmc/zero.h: block b, or bucket L = wte, wpe, lnf) over the ranks on the comm stream, as
-// soon as the compute stream has finished it. Call right after the backward pass wrote the bucket's last gradient.
-static inline void dp_reduce_bucket_async(const DataParallel* dp, float* grads, const GPT2Config* c, int bucket,
+// Sums gradient bucket b (llmc/zero.h: block b, or bucket L = the tensors outside the blocks) of the model's
+// tensors t over the ranks on the comm stream, as soon as the compute stream has finished it. Call right after the
+// backward pass wrote the bucket's last gradient.
+static inline void dp_reduce_bucket_async(const DataParallel* dp, float* grads, const ParamTable* t, int bucket,
                                           cudaStream_t compute) {
-    FlatRange r[NUM_PARAMETER_TENSORS];
-    int n = gpt2_bucket_ranges(c, bucket, r);
+    FlatRange r[MAX_PARAM_TENSORS];
+    int n = bucket_ranges(t, bucket, r);
     cudaCheck(cudaEventRecord(dp->grads_ready, compute));
     cudaCheck(cudaStreamWaitEvent(dp->comm_stream, dp->grads_ready, 0));
     ncclCheck(ncclGroupStart());
@@ -225,35 +226,34 @@ static inline float dp_grad_norm(const DataParallel* dp, float* scratch, const f
     return norm;
 }
 
-// AdamW on this rank's shard: the part of every GPT-2 tensor inside it, with that tensor's weight decay. params and
+// AdamW on this rank's shard: the part of every tensor of t inside it, with that tensor's weight decay. params and
 // grads are the full padded vectors (flat indices); master, m and v hold the shard only. The element-wise kernel is
 // the unsharded one, so the shards together equal adamw_update on the whole vector bit for bit.
-static inline void zero_adamw_update(const ZeroShard* sh, const GPT2Config* c, floatX* params, float* master,
+static inline void zero_adamw_update(const ZeroShard* sh, const ParamTable* t, floatX* params, float* master,
                                      const float* grads, float* m, float* v, const AdamWConfig* a, float grad_scale,
                                      cudaStream_t s) {
-    size_t sizes[NUM_PARAMETER_TENSORS], off = 0;
-    gpt2_param_sizes(c, sizes);
-    for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) {
+    size_t off = 0;
+    for (int i = 0; i < t->num_tensors; i++) {
         size_t lo, len;
-        if (zero_slice(sh, off, sizes[t], &lo, &len)) {
+        if (zero_slice(sh, off, t->sizes[i], &lo, &len)) {
             size_t local = lo - sh->start;
-            float wd = gpt2_param_decays(t) ? a->weight_decay : 0.0f;
+            float wd = t->decays[i] ? a->weight_decay : 0.0f;
             adamw_update(params + lo, master + local, grads + lo, m + local, v + local, len, a->lr, a->beta1, a->beta2,
                          a->step, a->eps, wd, grad_scale, s);
         }
-        off += sizes[t];
+        off += t->sizes[i];
     }
 }
 
 // One ZeRO-1 optimizer step once the gradients are reduced (buckets + dp_wait_reductions, or dp_reduce_scatter):
 // the global norm, clipping to a->grad_clip when > 0, AdamW on this rank's shard, then every rank's new BF16 shard
 // to all ranks. Returns the gradient norm before clipping.
-static inline float dp_zero_step(const DataParallel* dp, const ZeroShard* sh, const GPT2Config* c, floatX* params,
+static inline float dp_zero_step(const DataParallel* dp, const ZeroShard* sh, const ParamTable* t, floatX* params,
                                  float* master, const float* grads, float* m, float* v, float* scratch,
                                  const AdamWConfig* a, cudaStream_t s) {
     float norm = dp_grad_norm(dp, scratch, grads, sh, s);
     float scale = (a->grad_clip > 0.0f && norm > a->grad_clip) ? a->grad_clip / norm : 1.0f;
-    zero_adamw_update(sh, c, params, master, grads, m, v, a, scale, s);
+    zero_adamw_update(sh, t, params, master, grads, m, v, a, scale, s);
     dp_all_gather(dp, params, params + sh->start, sh, ncclBfloat16, s);
     return norm;
 }

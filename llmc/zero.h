@@ -1,5 +1,6 @@
 // Data-parallel arithmetic in plain C: which micro-batches each rank trains on, how the flat parameter vector
-// is cut into equal ZeRO-1 shards, and which flat ranges of GPT-2 form one gradient bucket of the backward pass.
+// is cut into equal ZeRO-1 shards, and which flat ranges of a model (its ParamTable, llmc/param_table.h) form one
+// gradient bucket of the backward pass.
 //
 // Micro-batches: every rank keeps the same single-rank DataLoader (rank 0 of world 1) and reads every
 // micro-batch of a step; global micro-batch k (k = 0 .. world * accum - 1) is trained by rank dp_micro_owner(k),
@@ -17,7 +18,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "utils.h"
-#include "gpt2_config.h"
+#include "param_table.h"
 
 #define ZERO_ALIGN 128
 
@@ -68,26 +69,25 @@ static inline void zero_take_shard(float* shard, const float* full, const ZeroSh
     memset(shard + sh->valid, 0, (sh->size - sh->valid) * sizeof(float));
 }
 
-// The flat ranges of gradient bucket b (0 .. L): bucket l < L holds the 12 tensors of block l, which the backward
-// pass finishes at the end of layer l; bucket L holds wte, wpe, lnfw and lnfb, final after the encoder backward.
+// The flat ranges of gradient bucket b (0 .. L): bucket l < L holds block l's slice of every per-layer tensor
+// (GPT-2: 12, LLaMA: 6), which the backward pass finishes at the end of layer l; bucket L holds the other tensors
+// (GPT-2: wte, wpe, lnfw, lnfb; LLaMA: wte, rmsfw, lmheadw), final after the embedding backward.
 // Fills out[] and returns the number of ranges.
-static inline int gpt2_bucket_ranges(const GPT2Config* c, int bucket, FlatRange out[NUM_PARAMETER_TENSORS]) {
-    int L = c->num_layers;
-    if (bucket < 0 || bucket > L) { die("gpt2_bucket_ranges: bucket %d is not in 0..%d", bucket, L); }
-    size_t sizes[NUM_PARAMETER_TENSORS], off = 0;
-    gpt2_param_sizes(c, sizes);
+static inline int bucket_ranges(const ParamTable* t, int bucket, FlatRange out[MAX_PARAM_TENSORS]) {
+    int L = t->num_layers;
+    if (bucket < 0 || bucket > L) { die("bucket_ranges: bucket %d is not in 0..%d", bucket, L); }
+    size_t off = 0;
     int count = 0;
-    for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) {
-        int per_layer = t >= P_LN1W && t <= P_FCPROJB;
-        if (per_layer && bucket < L) {
-            size_t layer_size = sizes[t] / (size_t)L;
+    for (int i = 0; i < t->num_tensors; i++) {
+        if (t->per_layer[i] && bucket < L) {
+            size_t layer_size = t->sizes[i] / (size_t)L;
             out[count].offset = off + (size_t)bucket * layer_size;
             out[count++].count = layer_size;
-        } else if (!per_layer && bucket == L) {
+        } else if (!t->per_layer[i] && bucket == L) {
             out[count].offset = off;
-            out[count++].count = sizes[t];
+            out[count++].count = t->sizes[i];
         }
-        off += sizes[t];
+        off += t->sizes[i];
     }
     return count;
 }

@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
         float* delta = (float*)device_malloc(flash_attention_delta_floats(B, T, NH) * 4, "delta");
         float ref_fwd = time_ms([&] { attention_forward(out, att, qkvr, scores, yr, qkv, B, T, C, NH, 0); }, reps);
         float ref_bwd = time_ms([&] { attention_backward(dqkv, qkvr, dqkvr, (floatX*)scores, yr, dout, qkv, att, B, T, C, NH, 0); }, reps);
-        float fl_fwd = time_ms([&] { flash_attention_forward(out, lse, qkv, B, T, C, NH, 0); }, reps);
-        float fl_bwd = time_ms([&] { flash_attention_backward(dqkv, delta, dout, qkv, out, lse, B, T, C, NH, 0); }, reps);
+        float fl_fwd = time_ms([&] { flash_attention_forward(out, lse, qkv, B, T, NH, NH, C / NH, 0); }, reps);
+        float fl_bwd = time_ms([&] { flash_attention_backward(dqkv, delta, dout, qkv, out, lse, B, T, NH, NH, C / NH, 0); }, reps);
         double fwd_flops = 4.0 * B * NH * (double)T * T * (C / NH) / 2, bwd_flops = 2.5 * fwd_flops;
         printf("| %d, %d, %d, %d | forward | %.3f | %.0f | %.3f | %.0f | %.2fx |\n", B, T, C, NH, ref_fwd, fwd_flops / ref_fwd / 1e9,
                fl_fwd, fwd_flops / fl_fwd / 1e9, ref_fwd / fl_fwd);

@@ -1,6 +1,7 @@
-// Flash attention (llmc/flash_attention.cuh) against the FP32 CPU reference (llmc/gpt2_cpu.h, plus a CPU lse here)
-// and against the cuBLASLt attention of llmc/attention.cuh, on fresh random inputs rounded to BF16 before both
-// sides see them: head sizes 64 and 128, T not a multiple of the tiles, large-magnitude and all-zero inputs.
+// Flash attention (llmc/flash_attention.cuh) against the FP32 CPU reference (attention_gqa_*_cpu of llmc/gpt2_cpu.h,
+// plus a CPU lse here) and, for NKV = NH, against the cuBLASLt attention of llmc/attention.cuh, on fresh random
+// inputs rounded to BF16 before both sides see them: multi-head (GPT-2) and grouped-query (NKV < NH, down to one
+// kv head), head sizes 64 and 128, T not a multiple of the tiles, large-magnitude and all-zero inputs.
 // Tolerance per element: |got - want| <= atol + rtol |want|, with atol relative to the largest |want| of the
 // tensor: out 1e-2 (rtol 1/64), dqkv 2e-2 (rtol 1/32), lse 2e-5 (FP32, rtol 0); against the cuBLASLt attention,
 // whose BF16 probabilities carry their own rounding, out 1e-2 and dqkv 2e-2 with rtol 1/32. Also: the forward and
@@ -12,19 +13,20 @@
 #include "llmc/gpt2_cpu.h"
 #include "dev/cuda/test_compare.cuh"
 
-// lse[b, h, t] = log sum_{t2 <= t} exp(scale q_t . k_t2), the dot products as in attention_forward_cpu
-static void lse_cpu(float* lse, const float* qkv, int B, int T, int C, int NH) {
-    int hs = C / NH;
+// lse[b, h, t] = log sum_{t2 <= t} exp(scale q_t . k_t2), k of kv head h / (NH / NKV), the dot products as in
+// attention_gqa_forward_cpu
+static void lse_cpu(float* lse, const float* qkv, int B, int T, int NH, int NKV, int hs) {
+    size_t stride = (size_t)(NH + 2 * NKV) * hs;
     float scale = 1.0f / sqrtf((float)hs);
     #pragma omp parallel for collapse(3)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int t = 0; t < T; t++) {
-                const float* q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                const float* q = qkv + ((size_t)b * T + t) * stride + h * hs;
                 float* s = (float*)malloc_check((size_t)(t + 1) * sizeof(float));
                 float mx = -INFINITY;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const float* k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    const float* k = qkv + ((size_t)b * T + t2) * stride + (NH + h / (NH / NKV)) * hs;
                     float dot = 0.0f;
                     for (int i = 0; i < hs; i++) { dot += q[i] * k[i]; }
                     s[t2] = dot * scale;
@@ -54,14 +56,16 @@ static void gpu_reference(float** out, float** dqkv, const floatX* d_qkv, const 
     for (int i = 0; i < 7; i++) { cudaCheck(cudaFree(bufs[i])); }
 }
 
-static void test_flash(int B, int T, int C, int NH, float scale) {
-    printf("flash attention B=%d T=%d C=%d NH=%d (head size %d) input scale %g\n", B, T, C, NH, C / NH, scale);
-    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T, nlse = (size_t)B * NH * T;
+static void test_flash(int B, int T, int NH, int NKV, int HS, float scale) {
+    int C = NH * HS;
+    printf("flash attention B=%d T=%d NH=%d NKV=%d HS=%d input scale %g\n", B, T, NH, NKV, HS, scale);
+    size_t nqkv = (size_t)B * T * (NH + 2 * NKV) * HS, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    size_t nlse = (size_t)B * NH * T;
     float *qkv = scale == 0.0f ? host_zeros(nqkv) : host_random(nqkv, scale), *out = host_zeros(nout), *att = host_zeros(natt);
     float *lse = host_zeros(nlse), *dout = host_random(nout, 1.0f), *dqkv = host_zeros(nqkv);
-    attention_forward_cpu(out, att, qkv, B, T, C, NH);
-    lse_cpu(lse, qkv, B, T, C, NH);
-    attention_backward_cpu(dqkv, dout, qkv, att, B, T, C, NH);
+    attention_gqa_forward_cpu(out, att, qkv, B, T, C, NH, NKV);
+    lse_cpu(lse, qkv, B, T, NH, NKV, HS);
+    attention_gqa_backward_cpu(dqkv, dout, qkv, att, B, T, C, NH, NKV);
 
     floatX *d_qkv = to_device_bf16(qkv, nqkv), *d_dout = to_device_bf16(dout, nout);
     floatX *d_out = (floatX*)device_malloc(nout * 2, "out"), *d_out2 = (floatX*)device_malloc(nout * 2, "out2");
@@ -72,46 +76,56 @@ static void test_flash(int B, int T, int C, int NH, float scale) {
     size_t bytes[] = {nout * 2, nout * 2, nqkv * 2, nqkv * 2, nlse * 4, nlse * 4};
     for (int i = 0; i < 6; i++) { cudaCheck(cudaMemset(poisoned[i], 0xff, bytes[i])); }
 
-    flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
-    flash_attention_backward(d_dqkv, d_delta, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
-    flash_attention_forward(d_out2, d_lse2, d_qkv, B, T, C, NH, 0);
-    flash_attention_backward(d_dqkv2, d_delta, d_dout, d_qkv, d_out2, d_lse2, B, T, C, NH, 0);
+    flash_attention_forward(d_out, d_lse, d_qkv, B, T, NH, NKV, HS, 0);
+    flash_attention_backward(d_dqkv, d_delta, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS, 0);
+    flash_attention_forward(d_out2, d_lse2, d_qkv, B, T, NH, NKV, HS, 0);
+    flash_attention_backward(d_dqkv2, d_delta, d_dout, d_qkv, d_out2, d_lse2, B, T, NH, NKV, HS, 0);
     void *o1 = download(d_out, nout * 2), *o2 = download(d_out2, nout * 2), *l1 = download(d_lse, nlse * 4), *l2 = download(d_lse2, nlse * 4);
     void *g1 = download(d_dqkv, nqkv * 2), *g2 = download(d_dqkv2, nqkv * 2);
     CHECK(memcmp(o1, o2, nout * 2) == 0 && memcmp(l1, l2, nlse * 4) == 0, "forward: two runs give different bits");
     CHECK(memcmp(g1, g2, nqkv * 2) == 0, "backward: two runs give different bits");
     free(o1); free(o2); free(l1); free(l2); free(g1); free(g2);
 
-    float *flash_out = from_device_bf16(d_out, nout), *flash_dqkv = from_device_bf16(d_dqkv, nqkv);
     compare("flash forward out vs CPU", from_device_bf16(d_out, nout), out, nout, 1e-2f, 1.0f / 64);
     compare("flash forward lse vs CPU", from_device_f32(d_lse, nlse), lse, nlse, 2e-5f, 0.0f);
     compare("flash backward dqkv vs CPU", from_device_bf16(d_dqkv, nqkv), dqkv, nqkv, 2e-2f, 1.0f / 32);
-    float *ref_out, *ref_dqkv;
-    gpu_reference(&ref_out, &ref_dqkv, d_qkv, d_dout, B, T, C, NH);
-    compare("flash out vs cuBLASLt attention", flash_out, ref_out, nout, 1e-2f, 1.0f / 32);
-    compare("flash dqkv vs cuBLASLt attention", flash_dqkv, ref_dqkv, nqkv, 2e-2f, 1.0f / 32);
+    if (NKV == NH) {   // the cuBLASLt attention is multi-head only
+        float *ref_out, *ref_dqkv;
+        gpu_reference(&ref_out, &ref_dqkv, d_qkv, d_dout, B, T, C, NH);
+        compare("flash out vs cuBLASLt attention", from_device_bf16(d_out, nout), ref_out, nout, 1e-2f, 1.0f / 32);
+        compare("flash dqkv vs cuBLASLt attention", from_device_bf16(d_dqkv, nqkv), ref_dqkv, nqkv, 2e-2f, 1.0f / 32);
+        free(ref_out); free(ref_dqkv);
+    }
 
-    free(qkv); free(out); free(att); free(lse); free(dout); free(dqkv); free(ref_out); free(ref_dqkv);
+    free(qkv); free(out); free(att); free(lse); free(dout); free(dqkv);
     void* bufs[] = {d_qkv, d_dout, d_out, d_out2, d_dqkv, d_dqkv2, d_lse, d_lse2, d_delta};
     for (int i = 0; i < 9; i++) { cudaCheck(cudaFree(bufs[i])); }
 }
 
-static void forward_head_size_96(void) { flash_attention_forward(NULL, NULL, NULL, 1, 64, 96, 1, 0); }
-static void backward_t_60(void) { flash_attention_backward(NULL, NULL, NULL, NULL, NULL, NULL, 1, 60, 768, 12, 0); }
+static void forward_head_size_96(void) { flash_attention_forward(NULL, NULL, NULL, 1, 64, 1, 1, 96, 0); }
+static void backward_t_60(void) { flash_attention_backward(NULL, NULL, NULL, NULL, NULL, NULL, 1, 60, 12, 12, 64, 0); }
+static void forward_kv_heads_5_of_12(void) { flash_attention_forward(NULL, NULL, NULL, 1, 64, 12, 5, 64, 0); }
 
 static void test_unsupported_shapes(void) {
     printf("unsupported shapes are refused\n");
-    int ok[][3] = {{8, 64, 1}, {64, 128, 2}, {200, 256, 4}, {1024, 768, 12}, {1024, 1600, 25}, {136, 256, 2}};
-    int bad[][3] = {{64, 768, 24}, {64, 96, 1}, {64, 192, 1}, {64, 770, 12}, {60, 768, 12}, {100, 768, 12}, {0, 768, 12}, {64, 768, 0}};
+    // {T, NH, NKV, HS}
+    int ok[][4] = {{8, 1, 1, 64}, {64, 2, 2, 64}, {200, 4, 4, 64}, {1024, 12, 12, 64}, {1024, 25, 25, 64}, {136, 2, 2, 128},
+                   {200, 10, 5, 64}, {256, 16, 4, 64}, {136, 8, 1, 128}, {1024, 32, 8, 128}};
+    int bad[][4] = {{64, 24, 24, 32}, {64, 1, 1, 96}, {64, 1, 1, 192}, {64, 12, 12, 0}, {60, 12, 12, 64}, {100, 12, 12, 64},
+                    {0, 12, 12, 64}, {64, 0, 0, 64}, {64, 12, 5, 64}, {64, 8, 16, 64}, {64, 8, 0, 64}, {64, 8, -2, 64}};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-        CHECK(flash_attention_unsupported(ok[i][0], ok[i][1], ok[i][2]) == NULL, "T=%d C=%d NH=%d is supported", ok[i][0], ok[i][1], ok[i][2]);
+        int* s = ok[i];
+        CHECK(flash_attention_unsupported(s[0], s[1], s[2], s[3]) == NULL, "T=%d NH=%d NKV=%d HS=%d is supported", s[0], s[1], s[2], s[3]);
     }
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        CHECK(flash_attention_unsupported(bad[i][0], bad[i][1], bad[i][2]) != NULL, "T=%d C=%d NH=%d is refused", bad[i][0], bad[i][1], bad[i][2]);
+        int* s = bad[i];
+        CHECK(flash_attention_unsupported(s[0], s[1], s[2], s[3]) != NULL, "T=%d NH=%d NKV=%d HS=%d is refused", s[0], s[1], s[2], s[3]);
     }
     // the public entry points die before touching the GPU (run before CUDA is initialized, so forking is safe)
-    CHECK(child_fails_with(forward_head_size_96, "flash attention: head size C/NH must be 64 or 128"), "head size 96 dies");
+    CHECK(child_fails_with(forward_head_size_96, "flash attention: head size HS must be 64 or 128"), "head size 96 dies");
     CHECK(child_fails_with(backward_t_60, "flash attention: sequence length T must be a positive multiple of 8"), "T=60 dies");
+    CHECK(child_fails_with(forward_kv_heads_5_of_12, "flash attention: the key/value heads NKV must divide the query heads NH"),
+          "NKV=5 of NH=12 dies");
 }
 
 int main(void) {
@@ -120,15 +134,22 @@ int main(void) {
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the flash attention tests need one"); }
     seed_fresh_rng();
     matmul_init();
-    test_flash(2, 64, 128, 2, 1.0f);
-    test_flash(1, 200, 256, 4, 1.0f);      // T not a multiple of the tiles
-    test_flash(1, 8, 64, 1, 1.0f);         // the smallest T
-    test_flash(2, 1024, 768, 12, 1.0f);
-    test_flash(2, 136, 256, 2, 1.0f);      // head size 128, T not a multiple of the tiles
-    test_flash(1, 512, 512, 4, 1.0f);      // head size 128
-    test_flash(2, 256, 768, 12, 8.0f);     // large magnitudes: nearly one-hot probabilities
-    test_flash(1, 128, 256, 2, 8.0f);
-    test_flash(2, 192, 128, 2, 0.0f);      // all-zero qkv: uniform probabilities, dq = dk = 0
+    // multi-head (GPT-2): B, T, NH, NKV = NH, HS, input scale
+    test_flash(2, 64, 2, 2, 64, 1.0f);
+    test_flash(1, 200, 4, 4, 64, 1.0f);       // T not a multiple of the tiles
+    test_flash(1, 8, 1, 1, 64, 1.0f);         // the smallest T
+    test_flash(2, 1024, 12, 12, 64, 1.0f);
+    test_flash(2, 136, 2, 2, 128, 1.0f);      // head size 128, T not a multiple of the tiles
+    test_flash(1, 512, 4, 4, 128, 1.0f);      // head size 128
+    test_flash(2, 256, 12, 12, 64, 8.0f);     // large magnitudes: nearly one-hot probabilities
+    test_flash(1, 128, 2, 2, 128, 8.0f);
+    test_flash(2, 192, 2, 2, 64, 0.0f);       // all-zero qkv: uniform probabilities, dq = dk = 0
+    // grouped-query: dk, dv of a kv head sum over its NH / NKV query heads
+    test_flash(2, 200, 10, 5, 64, 1.0f);      // groups of 2, T not a multiple of the tiles
+    test_flash(1, 256, 16, 4, 64, 1.0f);      // groups of 4
+    test_flash(2, 136, 8, 1, 128, 1.0f);      // one kv head (multi-query), head size 128
+    test_flash(1, 128, 4, 2, 64, 8.0f);       // large magnitudes
+    test_flash(1, 64, 6, 2, 128, 0.0f);       // all-zero qkv, groups of 3
     matmul_free();
     return test_summary("test_flash_attention");
 }

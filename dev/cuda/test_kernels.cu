@@ -1,7 +1,8 @@
 // GPU kernels against the FP32 CPU reference (llmc/gpt2_cpu.h) on fresh random inputs and on adversarial
 // ones. Inputs are rounded to BF16 before both sides see them, so differences come from BF16 outputs and
 // summation order only. Tolerance per element: |gpu - cpu| <= atol + rtol |cpu|, with rtol = 2^-6 (two BF16
-// ulps) for BF16 outputs and 1e-4 for FP32 accumulators; atol is stated per test relative to the data scale.
+// ulps) for BF16 outputs and 1e-4 for FP32 accumulators; atol is stated per test relative to the data scale and
+// passed as an absolute value (compare_abs, dev/cuda/test_compare.cuh).
 // Also checks that the kernels are deterministic (two runs, identical bits). Needs a GPU.
 #include "llmc/cuda_common.cuh"
 #include "llmc/matmul.cuh"
@@ -13,33 +14,9 @@
 #include "llmc/classifier.cuh"
 #include "llmc/adamw.cuh"
 #include "llmc/gpt2_cpu.h"
-#include "dev/test/test_common.h"
-#include "dev/cuda/test_transfer.cuh"
+#include "dev/cuda/test_compare.cuh"
 
-static Rng rng;
 static float* scratch;   // column sums / norm scratch on the device
-
-static float* host_random(size_t n, float scale) {
-    float* h = (float*)malloc_check(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) { h[i] = __bfloat162float(__float2bfloat16(scale * rng_normal(&rng))); }
-    return h;
-}
-static float* host_zeros(size_t n) { return (float*)calloc_check(n, sizeof(float)); }
-
-// elementwise |got - want| <= atol + rtol |want|; NaN never passes. Prints the worst element. Frees got.
-static void compare(const char* what, float* got, const float* want, size_t n, float atol, float rtol) {
-    size_t bad = 0, worst = 0;
-    double worst_excess = -1.0, max_abs = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double err = fabs((double)got[i] - want[i]), lim = atol + rtol * fabs(want[i]);
-        if (!(err <= lim)) { bad++; }
-        if (err > max_abs || isnan(err)) { max_abs = isnan(err) ? INFINITY : err; }
-        if (err - lim > worst_excess || isnan(err)) { worst_excess = isnan(err) ? INFINITY : err - lim; worst = i; }
-    }
-    printf("  %-34s n=%-9zu max|err| %.3e  worst [%zu] got %.6g want %.6g\n", what, n, max_abs, worst, got[worst], want[worst]);
-    CHECK(bad == 0, "%s: %zu of %zu elements outside atol %.1e rtol %.1e", what, bad, n, atol, rtol);
-    free(got);
-}
 
 static void test_encoder(int B, int T, int C, int V) {
     printf("encoder B=%d T=%d C=%d V=%d\n", B, T, C, V);
@@ -53,7 +30,7 @@ static void test_encoder(int B, int T, int C, int V) {
     int* d_inp = to_device_int(inp, BT);
     cudaCheck(cudaMemset(d_out, 0xff, BT * C * sizeof(floatX)));   // poison: every element must be written
     encoder_forward(d_out, d_inp, d_wte, d_wpe, B, T, C, 0);
-    compare("encoder forward", from_device_bf16(d_out, BT * C), out, BT * C, 0.0f, 1.0f / 128);
+    compare_abs("encoder forward", from_device_bf16(d_out, BT * C), out, BT * C, 0.0f, 1.0f / 128);
 
     // backward accumulates into non-zero gradients
     float *dwte = host_random((size_t)V * C, 1.0f), *dwpe = host_random((size_t)T * C, 1.0f);
@@ -64,8 +41,8 @@ static void test_encoder(int B, int T, int C, int V) {
     int* d_groups = to_device_int(groups, 3 * BT + 1);
     floatX* d_dout = to_device_bf16(dout, BT * C);
     encoder_backward(d_dwte, d_dwpe, d_dout, d_groups, d_groups + BT, d_groups + 2 * BT + 1, u, B, T, C, 0);
-    compare("encoder backward dwte", from_device_f32(d_dwte, (size_t)V * C), dwte, (size_t)V * C, 1e-4f, 1e-4f);
-    compare("encoder backward dwpe", from_device_f32(d_dwpe, (size_t)T * C), dwpe, (size_t)T * C, 1e-4f, 1e-4f);
+    compare_abs("encoder backward dwte", from_device_f32(d_dwte, (size_t)V * C), dwte, (size_t)V * C, 1e-4f, 1e-4f);
+    compare_abs("encoder backward dwpe", from_device_f32(d_dwpe, (size_t)T * C), dwpe, (size_t)T * C, 1e-4f, 1e-4f);
     free(wte); free(wpe); free(dout); free(inp); free(out); free(dwte); free(dwpe); free(counts); free(groups);
     cudaFree(d_wte); cudaFree(d_wpe); cudaFree(d_out); cudaFree(d_inp); cudaFree(d_dwte); cudaFree(d_dwpe);
     cudaFree(d_groups); cudaFree(d_dout);
@@ -85,10 +62,10 @@ static void test_layernorm(int N, int C, float scale, bool zero_rows) {
     float *d_mean = to_device_f32(mean, N), *d_rstd = to_device_f32(rstd, N);
     cudaCheck(cudaMemset(d_out, 0xff, n * sizeof(floatX)));
     layernorm_forward(d_out, d_mean, d_rstd, d_res, d_a, d_b, d_w, d_bias, N, C, 0);
-    compare("residual + layernorm: residual", from_device_bf16(d_res, n), res, n, 0.0f, 0.0f);
-    compare("residual + layernorm: out", from_device_bf16(d_out, n), out, n, 1e-2f, 1.0f / 64);
-    compare("residual + layernorm: mean", from_device_f32(d_mean, N), mean, N, 1e-5f * scale, 1e-4f);
-    compare("residual + layernorm: rstd", from_device_f32(d_rstd, N), rstd, N, 0.0f, 1e-3f);
+    compare_abs("residual + layernorm: residual", from_device_bf16(d_res, n), res, n, 0.0f, 0.0f);
+    compare_abs("residual + layernorm: out", from_device_bf16(d_out, n), out, n, 1e-2f, 1.0f / 64);
+    compare_abs("residual + layernorm: mean", from_device_f32(d_mean, N), mean, N, 1e-5f * scale, 1e-4f);
+    compare_abs("residual + layernorm: rstd", from_device_f32(d_rstd, N), rstd, N, 0.0f, 1e-3f);
 
     // backward: dinp accumulates into a BF16 buffer, dweight/dbias into FP32
     float *dout = host_random(n, 1.0f), *dinp = host_random(n, 1.0f), *dw = host_random(C, 1.0f), *db = host_random(C, 1.0f);
@@ -98,9 +75,9 @@ static void test_layernorm(int N, int C, float scale, bool zero_rows) {
     layernorm_backward(d_dinp, d_dw, d_db, scratch, d_dout, d_res, d_mean, d_rstd, d_w, N, C, 0);
     float dinp_scale = 0.0f;
     for (size_t i = 0; i < n; i++) { dinp_scale = fmaxf(dinp_scale, fabsf(dinp[i])); }
-    compare("layernorm backward dinp", from_device_bf16(d_dinp, n), dinp, n, 1e-2f * dinp_scale, 1.0f / 64);
-    compare("layernorm backward dweight", from_device_f32(d_dw, C), dw, C, 1e-3f * sqrtf((float)N), 1e-3f);
-    compare("layernorm backward dbias", from_device_f32(d_db, C), db, C, 1e-4f * sqrtf((float)N), 1e-4f);
+    compare_abs("layernorm backward dinp", from_device_bf16(d_dinp, n), dinp, n, 1e-2f * dinp_scale, 1.0f / 64);
+    compare_abs("layernorm backward dweight", from_device_f32(d_dw, C), dw, C, 1e-3f * sqrtf((float)N), 1e-3f);
+    compare_abs("layernorm backward dbias", from_device_f32(d_db, C), db, C, 1e-4f * sqrtf((float)N), 1e-4f);
     free(a); free(b); free(w); free(bias); free(res); free(out); free(mean); free(rstd); free(dout); free(dinp); free(dw); free(db);
     cudaFree(d_a); cudaFree(d_b); cudaFree(d_w); cudaFree(d_bias); cudaFree(d_out); cudaFree(d_res); cudaFree(d_mean);
     cudaFree(d_rstd); cudaFree(d_dout); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_db);
@@ -116,16 +93,16 @@ static void test_linear(int N, int IC, int OC) {
     cudaCheck(cudaMemset(d_out, 0xff, no * sizeof(floatX)));
     linear_forward(d_out, d_inp, d_w, d_bias, N, IC, OC, 0);
     float atol = 2e-3f * sqrtf((float)IC) * 0.05f;
-    compare("linear forward", from_device_bf16(d_out, no), out, no, atol, 1.0f / 64);
+    compare_abs("linear forward", from_device_bf16(d_out, no), out, no, atol, 1.0f / 64);
 
     float *dout = host_random(no, 1.0f), *dinp = host_zeros(ni), *dw = host_random(nw, 1.0f), *db = host_random(OC, 1.0f);
     floatX *d_dout = to_device_bf16(dout, no), *d_dinp = (floatX*)device_malloc(ni * sizeof(floatX), "dinp");
     float *d_dw = to_device_f32(dw, nw), *d_db = to_device_f32(db, OC);
     matmul_backward_cpu(dinp, dw, db, dout, inp, w, 1, N, IC, OC);
     linear_backward(d_dinp, d_dw, d_db, scratch, d_dout, d_inp, d_w, N, IC, OC, 0);
-    compare("linear backward dinp", from_device_bf16(d_dinp, ni), dinp, ni, 2e-3f * sqrtf((float)OC) * 0.05f, 1.0f / 64);
-    compare("linear backward dweight", from_device_f32(d_dw, nw), dw, nw, 1e-4f * sqrtf((float)N), 1e-4f);
-    compare("linear backward dbias", from_device_f32(d_db, OC), db, OC, 1e-4f * sqrtf((float)N), 1e-4f);
+    compare_abs("linear backward dinp", from_device_bf16(d_dinp, ni), dinp, ni, 2e-3f * sqrtf((float)OC) * 0.05f, 1.0f / 64);
+    compare_abs("linear backward dweight", from_device_f32(d_dw, nw), dw, nw, 1e-4f * sqrtf((float)N), 1e-4f);
+    compare_abs("linear backward dbias", from_device_f32(d_db, OC), db, OC, 1e-4f * sqrtf((float)N), 1e-4f);
     free(inp); free(w); free(bias); free(out); free(dout); free(dinp); free(dw); free(db);
     cudaFree(d_inp); cudaFree(d_w); cudaFree(d_bias); cudaFree(d_out); cudaFree(d_dout); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_db);
 }
@@ -144,8 +121,8 @@ static void test_attention(int B, int T, int C, int NH, float scale) {
     cudaCheck(cudaMemset(d_out, 0xff, nout * 2));
     cudaCheck(cudaMemset(d_att, 0xff, natt * 2));
     attention_forward(d_out, d_att, d_qkvr, d_scores, d_yr, d_qkv, B, T, C, NH, 0);
-    compare("attention forward probabilities", from_device_bf16(d_att, natt), att, natt, 2e-3f, 1.0f / 32);
-    compare("attention forward out", from_device_bf16(d_out, nout), out, nout, 2e-2f * scale, 1.0f / 32);
+    compare_abs("attention forward probabilities", from_device_bf16(d_att, natt), att, natt, 2e-3f, 1.0f / 32);
+    compare_abs("attention forward out", from_device_bf16(d_out, nout), out, nout, 2e-2f * scale, 1.0f / 32);
 
     float *dout = host_random(nout, 1.0f), *dqkv = host_zeros(nqkv);
     attention_backward_cpu(dqkv, dout, qkv, att, B, T, C, NH);
@@ -153,7 +130,7 @@ static void test_attention(int B, int T, int C, int NH, float scale) {
     attention_backward(d_dqkv, d_qkvr, d_dqkvr, (floatX*)d_scores, d_yr, d_dout, d_qkv, d_att, B, T, C, NH, 0);
     float mx = 0.0f;
     for (size_t i = 0; i < nqkv; i++) { mx = fmaxf(mx, fabsf(dqkv[i])); }
-    compare("attention backward dqkv", from_device_bf16(d_dqkv, nqkv), dqkv, nqkv, 2e-2f * mx, 1.0f / 32);
+    compare_abs("attention backward dqkv", from_device_bf16(d_dqkv, nqkv), dqkv, nqkv, 2e-2f * mx, 1.0f / 32);
     free(qkv); free(out); free(att); free(dout); free(dqkv);
     cudaFree(d_qkv); cudaFree(d_out); cudaFree(d_att); cudaFree(d_qkvr); cudaFree(d_scores); cudaFree(d_yr);
     cudaFree(d_dqkvr); cudaFree(d_dqkv); cudaFree(d_dout);
@@ -167,8 +144,8 @@ static void test_gelu(size_t n) {
     floatX *d_x = to_device_bf16(x, n), *d_y = (floatX*)device_malloc(n * 2, "y"), *d_d = to_device_bf16(dout, n);
     gelu_forward(d_y, d_x, (long)n, 0);
     gelu_backward(d_d, d_x, (long)n, 0);
-    compare("gelu forward", from_device_bf16(d_y, n), y, n, 1e-3f, 1.0f / 64);
-    compare("gelu backward", from_device_bf16(d_d, n), dx, n, 1e-3f, 1.0f / 64);
+    compare_abs("gelu forward", from_device_bf16(d_y, n), y, n, 1e-3f, 1.0f / 64);
+    compare_abs("gelu backward", from_device_bf16(d_d, n), dx, n, 1e-3f, 1.0f / 64);
     free(x); free(y); free(dout); free(dx);
     cudaFree(d_x); cudaFree(d_y); cudaFree(d_d);
 }
@@ -196,8 +173,8 @@ static void test_classifier(int N, int V, int Vp, bool poison_nan) {
         CHECK(isnan(got[0]) && !isnan(got[1]), "a NaN logit gives a NaN loss for its row only (got %g, %g)", got[0], got[1]);
         free(got);
     } else {
-        compare("cross-entropy losses", got, losses, N, 1e-4f, 1e-4f);
-        compare("cross-entropy dlogits (incl. padding = 0)", from_device_bf16(d_logits, n), dlog, n, 1e-3f * dloss, 1.0f / 64);
+        compare_abs("cross-entropy losses", got, losses, N, 1e-4f, 1e-4f);
+        compare_abs("cross-entropy dlogits (incl. padding = 0)", from_device_bf16(d_logits, n), dlog, n, 1e-3f * dloss, 1.0f / 64);
     }
     free(logits); free(probs); free(losses); free(dlog); free(dl); free(targets); free(prior);
     cudaFree(d_logits); cudaFree(d_targets); cudaFree(d_losses);
@@ -220,10 +197,10 @@ static void test_adamw_and_norm(size_t n) {
     adamw_update_cpu(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
     adamw_update(d_pb, d_p, d_g, d_m, d_v, n, 1e-3f, 0.9f, 0.95f, 7, 1e-8f, 0.1f, scale, 0);
     float* got_bf16 = from_device_bf16(d_pb, n);
-    compare("adamw master weights", from_device_f32(d_p, n), p, n, 1e-7f, 1e-5f);
-    compare("adamw m", from_device_f32(d_m, n), m, n, 1e-9f, 1e-5f);
-    compare("adamw v", from_device_f32(d_v, n), v, n, 1e-12f, 1e-5f);
-    compare("adamw BF16 copy", got_bf16, p, n, 0.0f, 1.0f / 256);
+    compare_abs("adamw master weights", from_device_f32(d_p, n), p, n, 1e-7f, 1e-5f);
+    compare_abs("adamw m", from_device_f32(d_m, n), m, n, 1e-9f, 1e-5f);
+    compare_abs("adamw v", from_device_f32(d_v, n), v, n, 1e-12f, 1e-5f);
+    compare_abs("adamw BF16 copy", got_bf16, p, n, 0.0f, 1.0f / 256);
     free(p); free(g); free(m); free(v);
     cudaFree(d_p); cudaFree(d_g); cudaFree(d_m); cudaFree(d_v); cudaFree(d_pb);
 }
@@ -270,7 +247,7 @@ static void test_channel_recompute(int N, int C, int k) {
         gather_cols_kernel<<<ceil_div((long)k * N, 256), 256>>>(d_want, d_full, d_idx, k, N, C);
         cudaCheckLaunch();
         float* want = from_device_bf16(d_want, (size_t)k * N);
-        compare(names[op], from_device_bf16(d_ch, (size_t)k * N), want, (size_t)k * N, 0.0f, 0.0f);
+        compare_abs(names[op], from_device_bf16(d_ch, (size_t)k * N), want, (size_t)k * N, 0.0f, 0.0f);
         free(want);
     }
     free(x); free(w); free(bias); free(idx);
@@ -281,8 +258,7 @@ static void test_channel_recompute(int N, int C, int k) {
 int main(void) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the kernel tests need one"); }
-    rng_seed(&rng, (uint64_t)time(NULL));   // fresh inputs every run; the seed is printed for replay
-    printf("seed of this run: printed as the first rng word %llu\n", (unsigned long long)rng.s[0]);
+    seed_fresh_rng();
     matmul_init();
     scratch = (float*)device_malloc(column_sums_scratch_bytes(4 * 1600), "scratch");
     test_encoder(2, 24, 64, 50);

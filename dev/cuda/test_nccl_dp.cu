@@ -6,6 +6,7 @@
 //   ./build/test_nccl_dp --rank R --world W --rendezvous FILE   (one per GPU)   or   mpirun -np W ./build/test_nccl_dp
 #include "llmc/cli.h"
 #include "llmc/nccl_dp.cuh"
+#include "llmc/gpt2_config.h"
 #include "dev/test/test_common.h"
 #include "dev/cuda/test_transfer.cuh"
 
@@ -87,6 +88,8 @@ static void test_broadcast(size_t bytes) {
 // then wte/wpe/lnf), each bucket is reduced on the comm stream right away; two steps reuse the events
 static void test_bucket_overlap(const GPT2Config* c) {
     size_t n = gpt2_num_params(c);
+    ParamTable t;
+    gpt2_param_table(c, &t);
     float* h = contributions(n, n, dp.rank);
     float* produced = to_device_f32(h, n);
     float* grads = (float*)device_malloc(n * sizeof(float), "gradients");
@@ -95,13 +98,13 @@ static void test_bucket_overlap(const GPT2Config* c) {
         cudaCheck(cudaMemsetAsync(grads, 0x7f, n * sizeof(float), stream));   // stale values must never be reduced
         for (int i = 0; i <= L; i++) {
             int bucket = i < L ? L - 1 - i : L;
-            FlatRange r[NUM_PARAMETER_TENSORS];
-            int k = gpt2_bucket_ranges(c, bucket, r);
+            FlatRange r[MAX_PARAM_TENSORS];
+            int k = bucket_ranges(&t, bucket, r);
             for (int j = 0; j < k; j++) {
                 cudaCheck(cudaMemcpyAsync(grads + r[j].offset, produced + r[j].offset, r[j].count * sizeof(float),
                                           cudaMemcpyDeviceToDevice, stream));
             }
-            dp_reduce_bucket_async(&dp, grads, c, bucket, stream);
+            dp_reduce_bucket_async(&dp, grads, &t, bucket, stream);
         }
         dp_wait_reductions(&dp, stream);
         float* got = from_device_f32(grads, n);
@@ -211,13 +214,15 @@ static void test_zero_adamw_shards(const GPT2Config* c) {
     HostState s = random_state(c, 11);
     AdamWConfig a = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.0f, 3};
     Reference ref = reference_step(c, &s, &a);
+    ParamTable t;
+    gpt2_param_table(c, &t);
     const int worlds[] = {1, 2, 3, 5, 16};
     for (int w = 0; w < 5; w++) {
         int ok = 1;
         for (int r = 0; r < worlds[w]; r++) {
             ZeroShard sh = zero_shard(s.n, worlds[w], r);
             ShardBuffers b = upload_shards(&s, &sh);
-            zero_adamw_update(&sh, c, b.params, b.master, b.grads, b.m, b.v, &a, 1.0f, stream);   // no clipping (grad_clip 0), as in the reference
+            zero_adamw_update(&sh, &t, b.params, b.master, b.grads, b.m, b.v, &a, 1.0f, stream);   // no clipping (grad_clip 0), as in the reference
             uint16_t* p = (uint16_t*)download(b.params, sh.padded * sizeof(floatX));
             for (size_t i = 0; i < sh.padded; i++) {
                 int inside = i >= sh.start && i < sh.start + sh.valid;
@@ -240,10 +245,12 @@ static void test_zero_step(const GPT2Config* c, float grad_clip) {
     HostState s = random_state(c, 23);
     AdamWConfig a = {6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, grad_clip, 7};
     Reference ref = reference_step(c, &s, &a);
+    ParamTable t;
+    gpt2_param_table(c, &t);
     ZeroShard sh = zero_shard(s.n, dp.world_size, dp.rank);
     ShardBuffers b = upload_shards(&s, &sh);
     float* scratch = (float*)device_malloc((norm_blocks + 1) * sizeof(float), "norm scratch");
-    float norm = dp_zero_step(&dp, &sh, c, b.params, b.master, b.grads, b.m, b.v, scratch, &a, stream);
+    float norm = dp_zero_step(&dp, &sh, &t, b.params, b.master, b.grads, b.m, b.v, scratch, &a, stream);
     int exact = dp.world_size == 1 || grad_clip == 0.0f;
     CHECK(exact ? norm == ref.norm : fabsf(norm - ref.norm) <= 1e-5f * ref.norm, "grad norm %.9g, reference %.9g", norm, ref.norm);
     if (exact) {

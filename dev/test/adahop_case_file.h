@@ -24,6 +24,7 @@
 #define DEV_TEST_ADAHOP_CASE_FILE_H
 
 #include "llmc/utils.h"
+#include "dev/test/test_file.h"
 
 #define CASE_MAGIC 20261204
 #define CASE_VERSION 1
@@ -48,13 +49,9 @@ static const char* const case_gemm_names[3] = {"fwd", "dx", "dw"};
 
 // reads and validates a case file; any problem is a clear error and exit(1)
 static inline void adahop_case_read(const char* path, AdahopCase* c) {
-    FILE* fp = fopen_check(path, "rb");
     int32_t h[CASE_HEADER_INTS];
-    long size = file_size(fp);
-    if (size < (long)sizeof(h)) { die("case file '%s' is %ld bytes, shorter than its header", path, size); }
-    fread_check(h, sizeof(int32_t), CASE_HEADER_INTS, fp, "case header");
-    if (h[0] != CASE_MAGIC) { die("'%s' is not an AdaHOP case file (magic %d, expected %d)", path, h[0], CASE_MAGIC); }
-    if (h[1] != CASE_VERSION) { die("case file '%s' has version %d; this build reads version %d", path, h[1], CASE_VERSION); }
+    long size;
+    FILE* fp = test_file_open(path, "case file", h, CASE_HEADER_INTS, CASE_MAGIC, CASE_VERSION, &size);
     memset(c, 0, sizeof(*c));
     c->N = h[2]; c->Cin = h[3]; c->Cout = h[4];
     if (c->N <= 0 || c->Cin <= 0 || c->Cout <= 0 || c->N % 32 || c->Cin % 32 || c->Cout % 32) {
@@ -85,34 +82,25 @@ static inline void adahop_case_read(const char* path, AdahopCase* c) {
         if (s != 3) { expected += (long)(rows[g][0] + rows[g][1]) * K[g] / 32 * 17; }   // 16 code bytes + 1 scale per block
         expected += 4L * want_k;
     }
-    if (size != expected) { die("case file '%s' is %ld bytes, its header implies %ld (truncated or corrupt)", path, size, expected); }
+    test_file_check_size(path, "case file", size, expected);
     size_t nx = (size_t)N * Cin, nw = (size_t)Cout * Cin, ndy = (size_t)N * Cout;
-    c->x = (float*)malloc_check(nx * sizeof(float));
-    c->W = (float*)malloc_check(nw * sizeof(float));
-    c->dY = (float*)malloc_check(ndy * sizeof(float));
-    c->y = (float*)malloc_check(ndy * sizeof(float));
-    c->dX = (float*)malloc_check(nx * sizeof(float));
-    c->dW = (float*)malloc_check(nw * sizeof(float));
-    fread_check(c->x, sizeof(float), nx, fp, "case x");
-    fread_check(c->W, sizeof(float), nw, fp, "case W");
-    fread_check(c->dY, sizeof(float), ndy, fp, "case dY");
-    fread_check(c->y, sizeof(float), ndy, fp, "case y");
-    fread_check(c->dX, sizeof(float), nx, fp, "case dX");
-    fread_check(c->dW, sizeof(float), nw, fp, "case dW");
+    c->x = (float*)fread_new(fp, sizeof(float), nx, "case x");
+    c->W = (float*)fread_new(fp, sizeof(float), nw, "case W");
+    c->dY = (float*)fread_new(fp, sizeof(float), ndy, "case dY");
+    c->y = (float*)fread_new(fp, sizeof(float), ndy, "case y");
+    c->dX = (float*)fread_new(fp, sizeof(float), nx, "case dX");
+    c->dW = (float*)fread_new(fp, sizeof(float), nw, "case dW");
     for (int g = 0; g < 3; g++) {
         if (c->strategy[g] == 3) { continue; }
         for (int o = 0; o < 2; o++) {
             size_t n = (size_t)c->rows[g][o] * c->K[g];
-            c->codes[g][o] = (uint8_t*)malloc_check(n / 2);
-            c->scales[g][o] = (uint8_t*)malloc_check(n / 32);
-            fread_check(c->codes[g][o], 1, n / 2, fp, "case operand codes");
-            fread_check(c->scales[g][o], 1, n / 32, fp, "case operand scales");
+            c->codes[g][o] = (uint8_t*)fread_new(fp, 1, n / 2, "case operand codes");
+            c->scales[g][o] = (uint8_t*)fread_new(fp, 1, n / 32, "case operand scales");
         }
     }
     for (int g = 0; g < 3; g++) {
         if (c->k[g] == 0) { continue; }
-        c->idx[g] = (int*)malloc_check((size_t)c->k[g] * sizeof(int));
-        fread_check(c->idx[g], sizeof(int), (size_t)c->k[g], fp, "case OE indices");
+        c->idx[g] = (int*)fread_new(fp, sizeof(int), (size_t)c->k[g], "case OE indices");
         int lim = c->rows[g][c->strategy[g] == 1 ? 0 : 1];
         for (int j = 0; j < c->k[g]; j++) {
             if (c->idx[g][j] < 0 || c->idx[g][j] >= lim || (j > 0 && c->idx[g][j] <= c->idx[g][j - 1])) {

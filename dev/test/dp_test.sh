@@ -7,13 +7,15 @@
 #   with 2+ GPUs: 2 ranks (rendezvous file) against 1 rank with twice the accumulation, and resuming across world
 #   sizes (1 -> 2, 2 -> 1): numbers within 1e-4 relative (only the summation order of the all-reduce differs),
 #   everything else (strategy checksums, AdaHOP change lines) identical.
+# usage: dp_test.sh [INIT]   INIT is the trainer's -e: d6 (GPT-2, the default) or e.g. llama:d8
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/test/nccl_path.sh ./train_gpt2_adahop
-out=build/dp_test
+init=${1:-d6}
+out=build/dp_test_${init//:/_}
 rm -rf "$out"
 mkdir -p "$out"
-args=(-e d6 -b 8 -t 256 -d 4096 -x 10 -u 2 -v 5 -m 4 -s 0 -w 3 -R 4 -W 2)
+args=(-e "$init" -b 8 -t 256 -d 4096 -x 10 -u 2 -v 5 -m 4 -s 0 -w 3 -R 4 -W 2)
 tol=1e-4
 pass=0; fail=0
 
@@ -111,5 +113,5 @@ if [ "$gpus" -ge 2 ]; then
 else
     echo "skipped: the 2-rank part needs 2 GPUs, this machine has $gpus"
 fi
-echo "dp_test: $pass passed, $fail failed"
+echo "dp_test $init: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# 10 steps of GPT-2 124M (d12) in every precision of the block linears, same data and seed (needs a GPU):
+# 10 steps of one model in every precision of the block linears, same data and seed (needs a GPU):
 # every loss finite, and the step-10 loss of mxfp4 / hadamard / adahop (both GEMM paths) within 3% of bf16.
 # AdaHOP runs with a 5-step calibration and a re-classification at step 8, so the strategy table is exercised.
+# usage: modes_test.sh [INIT]   INIT is the trainer's -e: d12 (GPT-2 124M, the default) or e.g. llama:d12
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out=${OUT:-build}/modes
+init=${1:-d12}
+out=${OUT:-build}/modes/${init//:/_}
 mkdir -p "$out"
-common=(-e d12 -b 16 -t 1024 -x 10 -u 2 -l 6e-4 -v 0 -s 0 -w 5 -R 4 -W 2)
+common=(-e "$init" -b 16 -t 1024 -x 10 -u 2 -l 6e-4 -v 0 -s 0 -w 5 -R 4 -W 2)
 pass=0; fail=0
 declare -A final
 for mode in bf16 mxfp4 hadamard adahop adahop:exact; do
@@ -27,5 +29,5 @@ for mode in mxfp4 hadamard adahop adahop:exact; do
         fail=$((fail + 1)); echo "FAIL $mode step-10 loss ${final[$mode]:-none} vs bf16 ${final[bf16]:-none} (tolerance 3%)"
     fi
 done
-echo "modes_test: $pass passed, $fail failed"
+echo "modes_test $init: $pass passed, $fail failed"
 [ $fail -eq 0 ]

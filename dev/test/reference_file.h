@@ -19,12 +19,13 @@
 #include "llmc/utils.h"
 #include "llmc/gpt2_config.h"
 #include "llmc/llama_config.h"
+#include "dev/test/test_file.h"
 
 #define REF_MAGIC 20261203
 #define REF_VERSION 1
 #define REF_HEADER_INTS 256
 
-enum { REF_FAMILY_GPT2 = 0, REF_FAMILY_LLAMA = 1 };
+enum { REF_FAMILY_ANY = -1, REF_FAMILY_GPT2 = 0, REF_FAMILY_LLAMA = 1 };
 
 typedef struct {
     int family;         // REF_FAMILY_*: which of the two shapes below is set
@@ -60,18 +61,16 @@ static inline void ref_read_shape(const char* path, const int32_t* h, ReferenceF
     else { r->llama = l; r->num_params = llama_num_params(&l); }
 }
 
-// reads and validates a reference file of model family `family` (REF_FAMILY_*); any problem is a clear error and exit(1)
+// reads and validates a reference file of model family `family` (REF_FAMILY_*; REF_FAMILY_ANY: either, r->family
+// says which); any problem is a clear error and exit(1)
 static inline void reference_file_read_family(const char* path, int family, ReferenceFile* r) {
-    FILE* fp = fopen_check(path, "rb");
     int32_t h[REF_HEADER_INTS];
-    long size = file_size(fp);
-    if (size < (long)sizeof(h)) { die("reference file '%s' is %ld bytes, shorter than its header", path, size); }
-    fread_check(h, sizeof(int32_t), REF_HEADER_INTS, fp, "reference header");
-    if (h[0] != REF_MAGIC) { die("'%s' is not a reference file (magic %d, expected %d)", path, h[0], REF_MAGIC); }
-    if (h[1] != REF_VERSION) { die("reference file '%s' has version %d; this build reads version %d", path, h[1], REF_VERSION); }
-    if (h[11] != family) { die("reference file '%s' is of model family %d, this test reads family %d (0 GPT-2, 1 LLaMA)", path, h[11], family); }
+    long size;
+    FILE* fp = test_file_open(path, "reference file", h, REF_HEADER_INTS, REF_MAGIC, REF_VERSION, &size);
+    if (h[11] != REF_FAMILY_GPT2 && h[11] != REF_FAMILY_LLAMA) { die("reference file '%s': unknown model family %d (0 GPT-2, 1 LLaMA)", path, h[11]); }
+    if (family != REF_FAMILY_ANY && h[11] != family) { die("reference file '%s' is of model family %d, this test reads family %d (0 GPT-2, 1 LLaMA)", path, h[11], family); }
     memset(r, 0, sizeof(*r));
-    r->family = family;
+    r->family = family = h[11];
     r->B = h[2]; r->T = h[3]; r->num_steps = h[4];
     int V = h[5], maxT = h[10];
     ref_read_shape(path, h, r);
@@ -83,23 +82,15 @@ static inline void reference_file_read_family(const char* path, int family, Refe
     size_t BT = (size_t)r->B * r->T, nparams = r->num_params * (family == REF_FAMILY_LLAMA ? 2 : 1);
     long expected = (long)sizeof(h) + (long)(sizeof(int32_t) * 2 * BT + sizeof(float) *
                     (BT * V + 2 + nparams + (size_t)r->num_steps));
-    if (size != expected) { die("reference file '%s' is %ld bytes, its header implies %ld (truncated or corrupt)", path, size, expected); }
-    r->inputs = (int*)malloc_check(BT * sizeof(int));
-    r->targets = (int*)malloc_check(BT * sizeof(int));
-    r->logits = (float*)malloc_check(BT * V * sizeof(float));
-    r->grads = (float*)malloc_check(r->num_params * sizeof(float));
-    r->losses = (float*)malloc_check((size_t)r->num_steps * sizeof(float));
-    fread_check(r->inputs, sizeof(int), BT, fp, "reference inputs");
-    fread_check(r->targets, sizeof(int), BT, fp, "reference targets");
-    fread_check(r->logits, sizeof(float), BT * V, fp, "reference logits");
+    test_file_check_size(path, "reference file", size, expected);
+    r->inputs = (int*)fread_new(fp, sizeof(int), BT, "reference inputs");
+    r->targets = (int*)fread_new(fp, sizeof(int), BT, "reference targets");
+    r->logits = (float*)fread_new(fp, sizeof(float), BT * V, "reference logits");
     fread_check(&r->loss, sizeof(float), 1, fp, "reference loss");
     fread_check(&r->grad_norm, sizeof(float), 1, fp, "reference grad norm");
-    fread_check(r->grads, sizeof(float), r->num_params, fp, "reference gradients");
-    fread_check(r->losses, sizeof(float), (size_t)r->num_steps, fp, "reference losses");
-    if (family == REF_FAMILY_LLAMA) {
-        r->params = (float*)malloc_check(r->num_params * sizeof(float));
-        fread_check(r->params, sizeof(float), r->num_params, fp, "reference parameters");
-    }
+    r->grads = (float*)fread_new(fp, sizeof(float), r->num_params, "reference gradients");
+    r->losses = (float*)fread_new(fp, sizeof(float), (size_t)r->num_steps, "reference losses");
+    if (family == REF_FAMILY_LLAMA) { r->params = (float*)fread_new(fp, sizeof(float), r->num_params, "reference parameters"); }
     fclose_check(fp);
     for (size_t i = 0; i < BT; i++) {
         if (r->inputs[i] < 0 || r->inputs[i] >= V || r->targets[i] < 0 || r->targets[i] >= V) {

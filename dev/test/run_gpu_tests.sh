@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU tests (needs an NVIDIA GPU, PyTorch for the reference): kernels vs the CPU reference, the whole model
-# vs the independent PyTorch GPT-2 at the 124M shape, bit-exact resume from a checkpoint, and data-parallel training.
+# vs the independent PyTorch GPT-2 (124M) and LLaMA-small (d12), every precision on both, bit-exact resume from a
+# checkpoint (GPT-2 and LLaMA), and data-parallel training.
 # Every part runs; the exit status is non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,14 +45,27 @@ else
     failed+=(reference_gpt2.py)
 fi
 
+echo "== LLaMA-small d12 (GQA, RoPE, SwiGLU) vs PyTorch reference"
+if $PYTHON dev/reference_llama.py --preset d12 -B 4 -T 64 --device cuda --dtype float64 --seed 1337 --lr 1e-4 \
+        --write-ref build/ref/llama_d12_ref.bin; then
+    ./test_gpt2cu -r build/ref/llama_d12_ref.bin || failed+=(test_gpt2cu_llama)
+else
+    failed+=(reference_llama.py)
+fi
+
 echo "== 10 steps of d12 in every precision"
-bash dev/test/modes_test.sh || failed+=(modes_test)
+bash dev/test/modes_test.sh d12 || failed+=(modes_test)
+
+echo "== 10 steps of LLaMA-small d12 in every precision"
+bash dev/test/modes_test.sh llama:d12 || failed+=(modes_test_llama)
 
 echo "== resume from a checkpoint gives the same losses bit for bit"
-bash dev/test/resume_test.sh || failed+=(resume_test)
+bash dev/test/resume_test.sh d6 || failed+=(resume_test)
+bash dev/test/resume_test.sh llama:d8 || failed+=(resume_test_llama)
 
 echo "== data parallel: world size 1 through the DP flags equals a plain run; 2 ranks equal 1 rank with twice the accumulation"
-bash dev/test/dp_test.sh || failed+=(dp_test)
+bash dev/test/dp_test.sh d6 || failed+=(dp_test)
+bash dev/test/dp_test.sh llama:d8 || failed+=(dp_test_llama)
 
 if [ ${#failed[@]} -gt 0 ]; then echo "GPU tests failed: ${failed[*]}"; exit 1; fi
 echo "GPU tests: all parts passed"

@@ -124,19 +124,11 @@ static void test_dw_rule(void) {
     adahop_free(&st);
 }
 
-// matmul_backward_cpu as it was before the precision modes (one function), kept verbatim as the bf16 oracle
+// matmul_backward_cpu as it was before the precision modes: its dinp loop (unchanged since, now
+// matmul_backward_dinp_cpu), then its fused dweight + dbias loop kept verbatim as the bf16 oracle
 static void matmul_backward_before(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                                    const float* weight, int B, int T, int C, int OC) {
-    #pragma omp parallel for
-    for (int bt = 0; bt < B * T; bt++) {
-        const float* d = dout + (size_t)bt * OC;
-        float* dx = dinp + (size_t)bt * C;
-        for (int oc = 0; oc < OC; oc++) {
-            const float* w = weight + (size_t)oc * C;
-            float g = d[oc];
-            for (int i = 0; i < C; i++) { dx[i] += g * w[i]; }
-        }
-    }
+    matmul_backward_dinp_cpu(dinp, dout, weight, B, T, C, OC);
     #pragma omp parallel for
     for (int oc = 0; oc < OC; oc++) {
         float* dw = dweight + (size_t)oc * C;
@@ -207,7 +199,7 @@ static void test_bf16_identical(void) {
         size_t nacts = gpt2cpu_num_acts(&cfg, 2, 16);
         int same = memcmp(ref.params_memory, m.params_memory, ref.num_params * 4) == 0
                    && memcmp(ref.grads_memory, m.grads_memory, ref.num_params * 4) == 0
-                   && memcmp(ref.acts_memory, m.acts_memory, nacts * 4) == 0 && ref.mean_loss == m.mean_loss;
+                   && memcmp(ref.batch.acts_memory, m.batch.acts_memory, nacts * 4) == 0 && ref.mean_loss == m.mean_loss;
         CHECK(same, "%s: params, grads and activations must equal the FP32 model bit for bit", i == 0 ? "bf16 mode" : "all-BF16 adahop state");
         gpt2cpu_free(&m);
     }

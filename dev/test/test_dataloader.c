@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "llmc/dataloader.h"
 #include "dev/test/test_common.h"
+#include "dev/test/test_shard.h"
 
 #define VOCAB 5000
 #define TEST_B 2
@@ -18,23 +19,6 @@ static char tmpdir[] = "/tmp/test_dataloader_XXXXXX";
 static char pattern[4096];
 
 static void path_in_tmp(char* out, size_t len, const char* name) { snprintf(out, len, "%s/%s", tmpdir, name); }
-
-// writes a shard with header {magic, version, header_count} and n tokens first + i
-static void write_shard(const char* name, int magic, int version, int header_count, int n, int first) {
-    char path[4096];
-    path_in_tmp(path, sizeof(path), name);
-    int32_t h[SHARD_HEADER_INTS] = {0};
-    h[0] = magic; h[1] = version; h[2] = header_count;
-    uint16_t* tokens = (uint16_t*)malloc_check((size_t)n * sizeof(uint16_t));
-    for (int i = 0; i < n; i++) { tokens[i] = (uint16_t)(first + i); }
-    FILE* fp = fopen_check(path, "wb");
-    fwrite_check(h, sizeof(int32_t), SHARD_HEADER_INTS, fp);
-    fwrite_check(tokens, sizeof(uint16_t), (size_t)n, fp);
-    fclose_check(fp);
-    free(tokens);
-}
-
-static void write_good_shard(const char* name, int n, int first) { write_shard(name, SHARD_MAGIC, SHARD_VERSION, n, n, first); }
 
 static void init_loader(DataLoader* dl, int rank, int world_size, int shuffle, uint64_t seed) {
     dataloader_init(dl, pattern, TEST_B, TEST_T, rank, world_size, shuffle, seed, VOCAB);
@@ -241,23 +225,23 @@ static void test_bad_state(void) {
 static void test_bad_shards(void) {
     char bad_pattern[4096];
     path_in_tmp(bad_pattern, sizeof(bad_pattern), "bad.bin");
-    write_shard("bad.bin", 12345, SHARD_VERSION, 100, 100, 0);
+    write_test_shard(tmpdir, "bad.bin", 12345, SHARD_VERSION, 100, 100, 0);
     CHECK(fails_with(child_init, bad_pattern, "bad magic 12345, expected 20240520 (is this a token shard?)"), "bad magic");
-    write_shard("bad.bin", SHARD_MAGIC, 7, 100, 100, 0);
+    write_test_shard(tmpdir, "bad.bin", SHARD_MAGIC, 7, 100, 100, 0);
     CHECK(fails_with(child_init, bad_pattern, "unsupported version 7"), "bad version");
-    write_shard("bad.bin", SHARD_MAGIC, SHARD_VERSION, 100, 60, 0);
+    write_test_shard(tmpdir, "bad.bin", SHARD_MAGIC, SHARD_VERSION, 100, 60, 0);
     CHECK(fails_with(child_init, bad_pattern, "(truncated)"), "truncated shard");
-    write_shard("bad.bin", SHARD_MAGIC, SHARD_VERSION, 100, 120, 0);
+    write_test_shard(tmpdir, "bad.bin", SHARD_MAGIC, SHARD_VERSION, 100, 120, 0);
     CHECK(fails_with(child_init, bad_pattern, "(token count mismatch)"), "shard with more tokens than its header says");
-    write_shard("bad.bin", SHARD_MAGIC, SHARD_VERSION, 0, 0, 0);
+    write_test_shard(tmpdir, "bad.bin", SHARD_MAGIC, SHARD_VERSION, 0, 0, 0);
     CHECK(fails_with(child_init, bad_pattern, "must be positive"), "shard with zero tokens");
     FILE* fp = fopen_check(bad_pattern, "wb");
     fputs("hello", fp);
     fclose_check(fp);
     CHECK(fails_with(child_init, bad_pattern, "shorter than its 1024-byte header"), "tiny file");
-    write_good_shard("bad.bin", TEST_B * TEST_T, 0);
+    write_token_shard(tmpdir, "bad.bin", TEST_B * TEST_T, 0);
     CHECK(fails_with(child_init, bad_pattern, "fewer than the 9 one batch needs"), "shard too small for one batch");
-    write_good_shard("bad.bin", 100, VOCAB - 50);
+    write_token_shard(tmpdir, "bad.bin", 100, VOCAB - 50);
     CHECK(fails_with(child_read_all, bad_pattern, "token 5000 at token offset 50 is >= vocab_size 5000"), "token >= vocab_size");
     unlink(bad_pattern);
     char none[4096];
@@ -271,7 +255,7 @@ int main(void) {
     for (int s = 0; s < NSHARDS; s++) {
         char name[64];
         snprintf(name, sizeof(name), "shard_%02d.bin", s);
-        write_good_shard(name, shard_sizes[s], 1000 * s);
+        write_token_shard(tmpdir, name, shard_sizes[s], 1000 * s);
     }
     path_in_tmp(pattern, sizeof(pattern), "shard_*.bin");
     test_sequential();

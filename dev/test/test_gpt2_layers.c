@@ -8,9 +8,9 @@
 //
 // Pass criterion per element: |numeric - analytic| <= FD_ATOL + FD_RTOL * |numeric| (FP32 forward, h = 1e-2).
 #include "llmc/utils.h"
-#include "llmc/rand.h"
 #include "llmc/gpt2_cpu.h"
 #include "dev/test/test_common.h"
+#include "dev/test/test_rand.h"
 
 #define FD_H 1e-2f
 #define FD_ATOL 2e-4
@@ -28,18 +28,6 @@ struct Case {
     size_t nout;
     forward_fn fwd;
 };
-
-static Rng rng;
-
-// n floats drawn from N(0, std^2)
-static float* randn(size_t n, float std) {
-    float* x = (float*)malloc_check(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) { x[i] = std * rng_normal(&rng); }
-    return x;
-}
-
-// n zero floats
-static float* zeros(size_t n) { return (float*)calloc_check(n, sizeof(float)); }
 
 // the objective sum(r . fwd(x)) in double of the Case ctx
 static double objective(void* ctx) {
@@ -86,7 +74,7 @@ static Case make_case(int B, int T, int C, int V) {
     memset(&k, 0, sizeof(k));
     k.B = B; k.T = T; k.C = C; k.V = V;
     k.tokens = (int*)malloc_check((size_t)B * T * sizeof(int));
-    for (int i = 0; i < B * T; i++) { k.tokens[i] = (int)rng_below(&rng, (uint64_t)V); }
+    for (int i = 0; i < B * T; i++) { k.tokens[i] = (int)rng_below(&test_rng, (uint64_t)V); }
     return k;
 }
 
@@ -232,11 +220,11 @@ static void test_model(void) {
     size_t n = gpt2_num_params(&c);
     float* params = (float*)malloc_check(n * sizeof(float));
     gpt2_init_params(&c, params, 7);
-    for (size_t i = 0; i < n; i++) { params[i] += 0.1f * rng_normal(&rng); }   // break the symmetric init
+    for (size_t i = 0; i < n; i++) { params[i] += 0.1f * rng_normal(&test_rng); }   // break the symmetric init
     memset(params + (size_t)c.vocab_size * c.channels, 0, (size_t)(c.padded_vocab_size - c.vocab_size) * c.channels * sizeof(float));
     gpt2cpu_build(&model, &c, params);
     model_tokens = (int*)malloc_check(2 * (size_t)model_B * model_T * sizeof(int));
-    for (int i = 0; i < 2 * model_B * model_T; i++) { model_tokens[i] = (int)rng_below(&rng, (uint64_t)c.vocab_size); }
+    for (int i = 0; i < 2 * model_B * model_T; i++) { model_tokens[i] = (int)rng_below(&test_rng, (uint64_t)c.vocab_size); }
     Case k;
     memset(&k, 0, sizeof(k));
     k.nout = 1; k.out = zeros(1); k.r = zeros(1); k.r[0] = 1.0f;
@@ -246,7 +234,7 @@ static void test_model(void) {
     size_t off = 0;
     for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) {
         size_t size = model.param_sizes[t], real = t == P_WTE ? (size_t)c.vocab_size * c.channels : size;
-        size_t pick[3] = {0, rng_below(&rng, real), rng_below(&rng, real)};
+        size_t pick[3] = {0, rng_below(&test_rng, real), rng_below(&test_rng, real)};
         for (size_t i = 0; i < real; i++) { if (fabsf(model.grads_memory[off + i]) > fabsf(model.grads_memory[off + pick[0]])) { pick[0] = i; } }
         double worst = 0.0;
         for (int j = 0; j < 3; j++) {
@@ -268,7 +256,7 @@ static void test_model(void) {
 }
 
 int main(void) {
-    rng_seed(&rng, 42);
+    rng_seed(&test_rng, 42);
     test_encoder();
     test_layernorm();
     test_matmul();

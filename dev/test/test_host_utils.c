@@ -1,6 +1,6 @@
 // CPU tests of the host-side pieces of the trainer: checkpoint files (round trip and every kind of bad
 // file), the learning-rate schedule, the sampler, the token grouping of the embedding backward, the RNG
-// and GPT-2 init.
+// and GPT-2 init; LLaMA model files.
 #include <sys/stat.h>
 #include "llmc/checkpoint.h"
 #include "llmc/schedule.h"
@@ -16,11 +16,12 @@ static GPT2Config tiny_config(void) {
 }
 
 static const char* open_path;
+static int open_any_family;   // 1: checkpoint_open_model (the GPU trainer), 0: checkpoint_open (GPT-2 only)
 
 // opens the checkpoint at open_path (run in a child by open_fails_with)
 static void open_checkpoint(void) {
     CheckpointHeader ck;
-    FILE* fp = checkpoint_open(open_path, &ck);
+    FILE* fp = open_any_family ? checkpoint_open_model(open_path, &ck) : checkpoint_open(open_path, &ck);
     fclose(fp);
 }
 
@@ -113,6 +114,60 @@ static void test_checkpoint(void) {
     fclose_check(fp);
     write_bytes(bad, raw, size - 4);
     CHECK(open_fails_with(bad, "truncated or corrupt"), "truncated AdaHOP state is refused");
+    free(raw); free(p); free(q);
+}
+
+// writes raw (size bytes) to path with header slot `slot` set to value
+static void write_with_slot(const char* path, unsigned char* raw, size_t size, int slot, int32_t value) {
+    int32_t* h = (int32_t*)raw;
+    int32_t saved = h[slot];
+    h[slot] = value;
+    write_bytes(path, raw, size);
+    h[slot] = saved;
+}
+
+// a LLaMA model file: round trip of the family and shape through checkpoint_open_model, refused by the GPT-2-only
+// checkpoint_open; an unknown family, a corrupt NKV and LLaMA fields in a GPT-2 header are refused
+static void test_checkpoint_llama(void) {
+    LlamaConfig c = {32, 100, 128, 2, 4, 2, 64, 192};
+    ModelConfig mc = model_from_llama(&c);
+    size_t n = llama_num_params(&c), size = 1024 + n * sizeof(float);
+    float* p = (float*)malloc_check(n * sizeof(float));
+    float* q = (float*)malloc_check(n * sizeof(float));
+    llama_init_params(&c, p, 42);
+    CheckpointHeader ck, back;
+    memset(&ck, 0, sizeof(ck));
+    checkpoint_set_model(&ck, &mc);
+    ck.contents = CKPT_PARAMS;
+    char path[256], bad[256];
+    snprintf(path, sizeof(path), "%s/llama.bin", tmpdir);
+    snprintf(bad, sizeof(bad), "%s/llama_bad.bin", tmpdir);
+    checkpoint_write(path, &ck, p, NULL, NULL);
+    FILE* fp = checkpoint_open_model(path, &back);
+    checkpoint_read_payload(fp, &back, q, NULL, NULL);
+    fclose_check(fp);
+    ModelConfig got = checkpoint_model(&back);
+    CHECK(back.family == FAMILY_LLAMA && memcmp(&got, &mc, sizeof(mc)) == 0, "LLaMA family and shape round trip");
+    CHECK(memcmp(p, q, n * sizeof(float)) == 0, "LLaMA parameters round trip bit for bit");
+    CHECK(model_num_params(&got) == n, "LLaMA parameter count");
+    open_any_family = 0;
+    CHECK(open_fails_with(path, "reads family 0"), "checkpoint_open (GPT-2 only) refuses a LLaMA file");
+    open_any_family = 1;
+    unsigned char* raw = (unsigned char*)malloc_check(size);
+    fp = fopen_check(path, "rb");
+    fread_check(raw, 1, size, fp, "checkpoint");
+    fclose_check(fp);
+    write_with_slot(bad, raw, size, 3, 7);
+    CHECK(open_fails_with(bad, "model family 7"), "unknown model family is refused");
+    write_with_slot(bad, raw, size, 18, 3);
+    CHECK(open_fails_with(bad, "num_kv_heads"), "NKV not dividing NH is refused");
+    write_with_slot(bad, raw, size, 19, 0);
+    CHECK(open_fails_with(bad, "invalid model shape"), "hidden 0 is refused");
+    write_with_slot(bad, raw, size, 3, 0);
+    CHECK(open_fails_with(bad, "corrupt"), "a GPT-2 header with LLaMA fields is refused");
+    write_bytes(bad, raw, size);
+    CHECK(!open_fails_with(bad, ""), "the intact LLaMA copy opens");
+    open_any_family = 0;
     free(raw); free(p); free(q);
 }
 
@@ -220,6 +275,7 @@ static void test_rng_and_init(void) {
 int main(void) {
     if (mkdtemp(tmpdir) == NULL) { die("mkdtemp failed"); }
     test_checkpoint();
+    test_checkpoint_llama();
     test_find_latest();
     test_schedule();
     test_sampler();

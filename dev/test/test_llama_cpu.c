@@ -5,41 +5,19 @@
 //     grouped-query attention = multi-head attention on repeated key/value heads;
 //  3. the model vs the PyTorch oracle dev/reference_llama.py (fixture dev/test/fixtures/llama_tiny_ref.bin): logits,
 //     loss, gradient norm, every gradient tensor, a perturbed gradient rejected, the losses of its AdamW steps.
-//     Tolerances (FP32 vs a float64 oracle; element passes when |got - ref| <= atol + rtol |ref|):
-//       logits atol 1e-5, rtol 1e-4;  gradients atol 1e-4 max|ref tensor|, rtol 1e-3;
-//       loss, grad norm: relative 1e-5;  AdamW step losses: atol 1e-4, rtol 1e-4
+//     Tolerances: dev/test/reference_checks.h.
 //  4. precision modes: every block linear records its patterns, every mode trains, bf16 = FP32 bit for bit;
 //     invalid shapes and AdaHOP states of another depth are refused.
 //
 // usage: ./build/test_llama_cpu [ref.bin]   (default: the tiny fixture)
 #include "llmc/utils.h"
-#include "llmc/rand.h"
 #include "llmc/llama_cpu.h"
-#include "dev/test/reference_file.h"
-#include "dev/test/test_common.h"
+#include "dev/test/reference_checks.h"
+#include "dev/test/test_rand.h"
 
 #define FD_H 1e-2f
 #define FD_ATOL 2e-4
 #define FD_RTOL 2e-3
-#define LOGITS_ATOL 1e-5f
-#define LOGITS_RTOL 1e-4f
-#define GRAD_ATOL_SCALE 1e-4f
-#define GRAD_RTOL 1e-3f
-#define SCALAR_RTOL 1e-5f
-#define STEP_ATOL 1e-4f
-#define STEP_RTOL 1e-4f
-
-static Rng rng;
-
-// n floats drawn from N(0, std^2)
-static float* randn(size_t n, float std) {
-    float* x = (float*)malloc_check(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) { x[i] = std * rng_normal(&rng); }
-    return x;
-}
-
-// n zero floats
-static float* zeros(size_t n) { return (float*)calloc_check(n, sizeof(float)); }
 
 // ---- 1. configs
 
@@ -274,62 +252,26 @@ static void test_gqa_is_repeated_mha(void) {
 
 // ---- 3. the model vs the PyTorch oracle
 
-// logits of the real vocab columns vs the reference
-static void check_logits(const LlamaCPU* m, const ReferenceFile* r) {
-    int V = r->llama.vocab_size, Vp = r->llama.padded_vocab_size;
-    size_t BT = (size_t)r->B * r->T;
-    float* got = (float*)malloc_check(BT * V * sizeof(float));
-    for (size_t bt = 0; bt < BT; bt++) { memcpy(got + bt * V, m->acts.logits + bt * Vp, V * sizeof(float)); }
-    CHECK(close_enough("logits", got, r->logits, BT * V, LOGITS_ATOL, LOGITS_RTOL, 1), "logits differ from the reference");
-    free(got);
+// one forward/backward of the model on r's batch, then when step > 0 an AdamW update (a ref_step_fn)
+static float llama_ref_step(void* model, const ReferenceFile* r, int step) {
+    LlamaCPU* m = (LlamaCPU*)model;
+    llamacpu_forward(m, r->inputs, r->targets, r->B, r->T);
+    llamacpu_zero_grad(m);
+    llamacpu_backward(m);
+    if (step > 0) { llamacpu_update(m, r->lr, r->beta1, r->beta2, r->eps, r->weight_decay, r->grad_clip, step); }
+    return m->mean_loss;
 }
 
-// every parameter tensor's gradient vs the reference; then a perturbed gradient must be rejected
-static void check_grads(const LlamaCPU* m, const ReferenceFile* r) {
-    size_t off = 0, qkvw_off = 0;
-    for (int t = 0; t < NUM_LLAMA_PARAMETER_TENSORS; t++) {
-        size_t n = m->param_sizes[t];
-        float atol = GRAD_ATOL_SCALE * max_abs_f32(r->grads + off, n) + 1e-12f;
-        CHECK(close_enough(llama_param_names[t], m->grads_memory + off, r->grads + off, n, atol, GRAD_RTOL, 1),
-              "gradient of %s differs from the reference", llama_param_names[t]);
-        if (t == LL_QKVW) { qkvw_off = off; }
-        off += n;
-    }
-    size_t n = m->param_sizes[LL_QKVW];   // one key entry off by 1% of the tensor's largest gradient
-    float* bad = (float*)malloc_check(n * sizeof(float));
-    memcpy(bad, m->grads_memory + qkvw_off, n * sizeof(float));
-    float scale = max_abs_f32(r->grads + qkvw_off, n);
-    bad[(size_t)m->config.channels * m->config.channels + 5] += 1e-2f * scale;
-    CHECK(!close_enough("qkvw*", bad, r->grads + qkvw_off, n, GRAD_ATOL_SCALE * scale, GRAD_RTOL, 0),
-          "a perturbed qkvw gradient was not detected");
-    free(bad);
-}
-
-// runs the reference's AdamW steps on its batch, comparing the loss before each update
-static void check_steps(LlamaCPU* m, const ReferenceFile* r) {
-    for (int step = 1; step <= r->num_steps; step++) {
-        llamacpu_forward(m, r->inputs, r->targets, r->B, r->T);
-        float ref = r->losses[step - 1], err = fabsf(m->mean_loss - ref);
-        printf("step %2d  loss %.6f  ref %.6f  abs err %.3e\n", step, m->mean_loss, ref, err);
-        CHECK(err <= STEP_ATOL + STEP_RTOL * fabsf(ref), "step %d loss %f vs reference %f", step, m->mean_loss, ref);
-        llamacpu_zero_grad(m);
-        llamacpu_backward(m);
-        llamacpu_update(m, r->lr, r->beta1, r->beta2, r->eps, r->weight_decay, r->grad_clip, step);
-    }
-}
-
-// the full model on the fixture: one forward/backward, then the AdamW steps
+// the full model on the fixture: one forward/backward (a perturbed key gradient entry must be rejected), then the
+// AdamW steps
 static void test_model_vs_oracle(const ReferenceFile* ref) {
     LlamaCPU m;
     llamacpu_build(&m, &ref->llama, ref->params);
-    llamacpu_forward(&m, ref->inputs, ref->targets, ref->B, ref->T);
-    llamacpu_zero_grad(&m);
-    llamacpu_backward(&m);
-    check_logits(&m, ref);
-    check_scalar_rel("loss", m.mean_loss, ref->loss, SCALAR_RTOL);
-    check_scalar_rel("grad norm", llamacpu_grad_norm(&m), ref->grad_norm, SCALAR_RTOL);
-    check_grads(&m, ref);
-    check_steps(&m, ref);
+    llama_ref_step(&m, ref, 0);
+    RefModelOutputs out = {m.acts.logits, ref->llama.vocab_size, ref->llama.padded_vocab_size, m.mean_loss,
+                           m.grads_memory, m.param_sizes, llama_param_names, NUM_LLAMA_PARAMETER_TENSORS};
+    check_ref_outputs(&out, ref, LL_QKVW, (size_t)m.config.channels * m.config.channels + 5);
+    check_ref_steps(&m, llama_ref_step, ref);
     llamacpu_free(&m);
 }
 
@@ -419,7 +361,7 @@ static void wrong_state(void) {
 int main(int argc, char** argv) {
     const char* ref_path = argc > 1 ? argv[1] : "dev/test/fixtures/llama_tiny_ref.bin";
     if (argc > 2) { die("usage: %s [ref.bin]", argv[0]); }
-    rng_seed(&rng, 42);
+    rng_seed(&test_rng, 42);
     ReferenceFile ref;
     reference_file_read_family(ref_path, REF_FAMILY_LLAMA, &ref);
     const LlamaConfig* c = &ref.llama;

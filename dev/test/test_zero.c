@@ -1,12 +1,15 @@
 // Tests of llmc/zero.h: shard sizes and ranges (world size 1, sizes not divisible, more ranks than aligned
 // blocks, huge vectors, invalid inputs), slices of tensors inside a shard, taking shards of checkpoint vectors
-// at one world size after saving at another, the GPT-2 gradient buckets, and the micro-batch split: with the
+// at one world size after saving at another, the GPT-2 and LLaMA gradient buckets, and the micro-batch split: with the
 // DataLoader on real shard files, W ranks with accumulation A train on exactly the batches of one rank with
 // accumulation W * A.
 #include <sys/stat.h>
 #include "llmc/zero.h"
+#include "llmc/gpt2_config.h"
+#include "llmc/llama_config.h"
 #include "llmc/dataloader.h"
 #include "dev/test/test_common.h"
+#include "dev/test/test_shard.h"
 
 static char tmpdir[] = "/tmp/test_zero_XXXXXX";
 
@@ -147,38 +150,55 @@ static void test_checkpoint_resharding(void) {
 
 static GPT2Config bucket_config = {16, 50, 128, 3, 2, 8};
 static void bucket_bad(void) {
-    FlatRange r[NUM_PARAMETER_TENSORS];
-    gpt2_bucket_ranges(&bucket_config, bad_rank, r);
+    ParamTable t;
+    gpt2_param_table(&bucket_config, &t);
+    FlatRange r[MAX_PARAM_TENSORS];
+    bucket_ranges(&t, bad_rank, r);
 }
 
-static void test_buckets(void) {
-    const GPT2Config* c = &bucket_config;
-    size_t n = gpt2_num_params(c), sizes[NUM_PARAMETER_TENSORS];
-    gpt2_param_sizes(c, sizes);
+// the buckets of t have per_block ranges each for blocks 0 .. L-1, `last` in bucket L, and cover every parameter once
+static void check_bucket_cover(const char* family, const ParamTable* t, int per_block, int last) {
+    size_t n = param_table_total(t);
     unsigned char* seen = (unsigned char*)calloc_check(n, 1);
-    FlatRange r[NUM_PARAMETER_TENSORS];
+    FlatRange r[MAX_PARAM_TENSORS];
     int counts_ok = 1;
-    for (int b = 0; b <= c->num_layers; b++) {
-        int k = gpt2_bucket_ranges(c, b, r);
-        counts_ok = counts_ok && k == (b < c->num_layers ? 12 : 4);
+    for (int b = 0; b <= t->num_layers; b++) {
+        int k = bucket_ranges(t, b, r);
+        counts_ok = counts_ok && k == (b < t->num_layers ? per_block : last);
         for (int i = 0; i < k; i++) {
             for (size_t j = 0; j < r[i].count; j++) { seen[r[i].offset + j]++; }
         }
     }
     int once = 1;
     for (size_t i = 0; i < n; i++) { once = once && seen[i] == 1; }
-    CHECK(counts_ok, "12 ranges per block bucket, 4 in the last bucket");
-    CHECK(once, "the buckets cover every parameter exactly once");
-    size_t qkvw = sizes[P_WTE] + sizes[P_WPE] + sizes[P_LN1W] + sizes[P_LN1B];
-    gpt2_bucket_ranges(c, 1, r);
+    CHECK(counts_ok, "%s: %d ranges per block bucket, %d in the last bucket", family, per_block, last);
+    CHECK(once, "%s: the buckets cover every parameter exactly once", family);
+    free(seen);
+}
+
+static void test_buckets(void) {
+    const GPT2Config* c = &bucket_config;
+    ParamTable t;
+    gpt2_param_table(c, &t);
+    size_t n = param_table_total(&t);
+    check_bucket_cover("GPT-2", &t, 12, 4);
+    FlatRange r[MAX_PARAM_TENSORS];
+    size_t qkvw = t.sizes[P_WTE] + t.sizes[P_WPE] + t.sizes[P_LN1W] + t.sizes[P_LN1B];
+    bucket_ranges(&t, 1, r);
     CHECK(r[2].offset == qkvw + 3 * 8 * 8 && r[2].count == 3 * 8 * 8, "block 1's qkvw: offset %zu count %zu", r[2].offset, r[2].count);
-    gpt2_bucket_ranges(c, c->num_layers, r);
-    CHECK(r[0].offset == 0 && r[0].count == sizes[P_WTE] && r[3].offset + r[3].count == n, "last bucket: wte first, lnfb last");
+    bucket_ranges(&t, c->num_layers, r);
+    CHECK(r[0].offset == 0 && r[0].count == t.sizes[P_WTE] && r[3].offset + r[3].count == n, "last bucket: wte first, lnfb last");
+    LlamaConfig lc = {32, 100, 128, 2, 4, 2, 64, 192};
+    ParamTable lt;
+    llama_param_table(&lc, &lt);
+    check_bucket_cover("LLaMA", &lt, 6, 3);
+    bucket_ranges(&lt, 2, r);
+    CHECK(r[2].offset + r[2].count == param_table_total(&lt) && r[2].count == lt.sizes[LL_LMHEADW],
+          "LLaMA last bucket ends with the LM head");
     bad_rank = -1;
     CHECK(child_fails_with(bucket_bad, "bucket -1"), "bucket -1 is refused");
     bad_rank = 4;
     CHECK(child_fails_with(bucket_bad, "bucket 4"), "bucket L+1 is refused");
-    free(seen);
 }
 
 static long bad_total;
@@ -206,20 +226,6 @@ static void test_micro_split(void) {
         }
     }
     CHECK(ok, "rank r owns micro-batches r, r+W, ...: exactly A per rank");
-}
-
-// writes a token shard whose token i is first + i
-static void write_token_shard(const char* name, int n, int first) {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
-    int32_t h[SHARD_HEADER_INTS] = {SHARD_MAGIC, SHARD_VERSION, n};
-    uint16_t* tokens = (uint16_t*)malloc_check((size_t)n * sizeof(uint16_t));
-    for (int i = 0; i < n; i++) { tokens[i] = (uint16_t)(first + i); }
-    FILE* fp = fopen_check(path, "wb");
-    fwrite_check(h, sizeof(int32_t), SHARD_HEADER_INTS, fp);
-    fwrite_check(tokens, sizeof(uint16_t), (size_t)n, fp);
-    fclose_check(fp);
-    free(tokens);
 }
 
 // Runs `steps` steps of W ranks with accumulation A the way the trainer does: each rank's loader reads every
@@ -250,8 +256,8 @@ static int run_ranks(const char* pattern, int world, int accum, int steps, int* 
 }
 
 static void test_batches_match_single_rank(void) {
-    write_token_shard("a.bin", 203, 0);
-    write_token_shard("b.bin", 157, 10000);
+    write_token_shard(tmpdir, "a.bin", 203, 0);
+    write_token_shard(tmpdir, "b.bin", 157, 10000);
     char pattern[4096];
     snprintf(pattern, sizeof(pattern), "%s/*.bin", tmpdir);
     const int layouts[][2] = {{2, 2}, {4, 1}, {2, 3}, {3, 2}, {6, 1}};
