@@ -124,28 +124,38 @@ static inline void nt_fake_quant(float* out, NTOperand op, int hadamard, int rul
     mxtensor_free(&q);
 }
 
-// E4M3 re-expression (ADAHOP.md section 9): per row, emax = the largest block exponent (NaN blocks ignored,
-// -127 if there is none), row_scale[r] = 2^(emax - 6), element = e4m3(code value * 2^(e - emax + 6)).
-// For blocks with e >= emax - 14 the shift e - emax + 6 lies in [-8, 6], where every E2M1 value times 2^shift
-// is an E4M3 value, so e4m3_decode(element) * row_scale[r] equals the dequantized value bit for bit. Returns
-// the number of blocks with e < emax - 14, whose small elements round to E4M3 subnormals or 0.
-static inline int to_e4m3_rows_cpu(uint8_t* e4m3, float* row_scale, const MXTensor* q) {
-    int nb = q->K / 32, inexact = 0;
+// E4M3 re-expression (ADAHOP.md section 9) with one FP32 scale per group of `group` elements along K (a multiple
+// of 32 dividing K; group = K: one scale per row, as cuBLASLt's per-row scaling takes; group = 128: its VEC128
+// scaling): per group, emax = the largest block exponent (NaN blocks ignored, -127 if there is none),
+// scale[r * (K / group) + g] = 2^(emax - 6), element = e4m3(code value * 2^(e - emax + 6)). For blocks with
+// e >= emax - 14 the shift e - emax + 6 lies in [-8, 6], where every E2M1 value times 2^shift is an E4M3 value,
+// so e4m3_decode(element) * scale equals the dequantized value bit for bit. Returns the number of blocks with
+// e < emax - 14, whose small elements round to E4M3 subnormals or 0.
+static inline int to_e4m3_groups_cpu(uint8_t* e4m3, float* scale, const MXTensor* q, int group) {
+    if (group % 32 != 0 || group <= 0 || q->K % group != 0) { die("to_e4m3_groups_cpu: group %d must be a multiple of 32 dividing K=%d", group, q->K); }
+    int nb = q->K / 32, bpg = group / 32, inexact = 0;
     for (int r = 0; r < q->rows; r++) {
-        const uint8_t* s = q->scales + (size_t)r * nb;
-        int emax = 0;   // as a scale byte
-        for (int j = 0; j < nb; j++) { if (s[j] != 0xFF && s[j] > emax) { emax = s[j]; } }
-        row_scale[r] = ldexpf(1.0f, emax - 127 - 6);
-        for (int j = 0; j < nb; j++) {
-            inexact += s[j] < emax - 14;   // a NaN block (0xFF) is never below
-            for (int i = 0; i < 32; i++) {
-                size_t n = (size_t)r * q->K + 32 * j + i;
-                float v = s[j] == 0xFF ? NAN : ldexpf(e2m1_decode((uint8_t)(q->codes[n / 2] >> (4 * (n % 2)))), s[j] - emax + 6);
-                e4m3[n] = e4m3_encode(v);
+        for (int g = 0; g < q->K / group; g++) {
+            const uint8_t* s = q->scales + (size_t)r * nb + (size_t)g * bpg;
+            int emax = 0;   // as a scale byte
+            for (int j = 0; j < bpg; j++) { if (s[j] != 0xFF && s[j] > emax) { emax = s[j]; } }
+            scale[(size_t)r * (q->K / group) + g] = ldexpf(1.0f, emax - 127 - 6);
+            for (int j = 0; j < bpg; j++) {
+                inexact += s[j] < emax - 14;   // a NaN block (0xFF) is never below
+                for (int i = 0; i < 32; i++) {
+                    size_t n = (size_t)r * q->K + (size_t)g * group + 32 * j + i;
+                    float v = s[j] == 0xFF ? NAN : ldexpf(e2m1_decode((uint8_t)(q->codes[n / 2] >> (4 * (n % 2)))), s[j] - emax + 6);
+                    e4m3[n] = e4m3_encode(v);
+                }
             }
         }
     }
     return inexact;
+}
+
+// the per-row re-expression: one scale per row (to_e4m3_groups_cpu with group = K)
+static inline int to_e4m3_rows_cpu(uint8_t* e4m3, float* row_scale, const MXTensor* q) {
+    return to_e4m3_groups_cpu(e4m3, row_scale, q, q->K);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -106,42 +106,51 @@ static void test_sr_tensor(void) {
     free(x); free(mean); free(d);
 }
 
-static void test_e4m3_rows(void) {
-    int R = 8, K = 32 * 40;
+// the E4M3 re-expression with one scale per `group` elements of a row (group = K: per row): exact for the blocks
+// within 14 binades of their group's largest, close for the others, NaN blocks -> E4M3 NaN, the count of inexact
+// blocks, and the scale of an all-zero group
+static void test_e4m3_groups(int group) {
+    int R = 8, K = 32 * 40, G = K / group;
+    printf("E4M3 re-expression, one scale per %d elements\n", group);
     float* x = gaussian(R, K, 0, 0, 1.0f);
     for (int i = 0; i < R * K; i++) { x[i] = ldexpf(x[i], (int)((i / 32) % 40) * (i / K % 2 ? -1 : 1) / 2); }   // 20 binades
     for (int i = 0; i < 32; i++) { x[3 * K + 64 + i] = i == 3 ? NAN : 1e30f; }   // a NaN block must not set emax
     for (int i = 0; i < K; i++) { x[5 * K + i] = 0.0f; }                         // an all-zero row
     MXTensor q = mxtensor_alloc(R, K);
     quantize_rows_cpu(&q, x, R, K, 1, MX_SCALE_OCP, 0, 0);
-    float *deq = (float*)malloc_check((size_t)R * K * sizeof(float)), *rs = (float*)malloc_check(R * sizeof(float));
+    float *deq = (float*)malloc_check((size_t)R * K * sizeof(float)), *sc = (float*)malloc_check((size_t)R * G * sizeof(float));
     uint8_t* e8 = (uint8_t*)malloc_check((size_t)R * K);
     dequantize_cpu(deq, &q);
-    int inexact = to_e4m3_rows_cpu(e8, rs, &q), counted = 0, exact_ok = 1, close_ok = 1, nan_ok = 1, exact_blocks = 0;
+    int inexact = to_e4m3_groups_cpu(e8, sc, &q, group), counted = 0, exact_ok = 1, close_ok = 1, nan_ok = 1, exact_blocks = 0;
     for (int r = 0; r < R; r++) {
-        int emax = 0;
-        for (int j = 0; j < K / 32; j++) { int s = q.scales[r * K / 32 + j]; if (s != 0xFF && s > emax) { emax = s; } }
-        exact_ok &= rs[r] == (float)ldexp(1.0, emax - 127 - 6);
-        for (int j = 0; j < K / 32; j++) {
-            int s = q.scales[r * K / 32 + j];
-            for (int i = 0; i < 32; i++) {
-                size_t n = (size_t)r * K + 32 * j + i;
-                float back = e4m3_decode(e8[n]) * rs[r];
-                if (s == 0xFF) { nan_ok &= e8[n] == 0x7F; }
-                else if (s >= emax - 14) { exact_ok &= memcmp(&back, &deq[n], 4) == 0; }
-                else { close_ok &= fabs((double)back - deq[n]) <= ldexp(rs[r], -10); }
+        for (int g = 0; g < G; g++) {
+            const uint8_t* s = q.scales + (size_t)r * K / 32 + g * group / 32;
+            float gs = sc[r * G + g];
+            int emax = 0;
+            for (int j = 0; j < group / 32; j++) { if (s[j] != 0xFF && s[j] > emax) { emax = s[j]; } }
+            exact_ok &= gs == (float)ldexp(1.0, emax - 127 - 6);
+            for (int j = 0; j < group / 32; j++) {
+                for (int i = 0; i < 32; i++) {
+                    size_t n = (size_t)r * K + (size_t)g * group + 32 * j + i;
+                    float back = e4m3_decode(e8[n]) * gs;
+                    if (s[j] == 0xFF) { nan_ok &= e8[n] == 0x7F; }
+                    else if (s[j] >= emax - 14) { exact_ok &= memcmp(&back, &deq[n], 4) == 0; }
+                    else { close_ok &= fabs((double)back - deq[n]) <= ldexp(gs, -10); }
+                }
+                counted += s[j] != 0xFF && s[j] < emax - 14;
+                exact_blocks += s[j] != 0xFF && s[j] >= emax - 14;
             }
-            counted += s != 0xFF && s < emax - 14;
-            exact_blocks += s != 0xFF && s >= emax - 14;
         }
     }
-    CHECK(exact_ok, "blocks with e >= emax - 14: e4m3_decode * row_scale == dequantized value bit for bit");
-    CHECK(nan_ok && q.scales[3 * K / 32 + 2] == 0xFF, "NaN blocks give E4M3 NaN (0x7F)");
-    CHECK(close_ok, "blocks below emax - 14 are within half an E4M3 subnormal step");
-    CHECK(inexact == counted && inexact > 0 && exact_blocks > inexact, "inexact block count %d (want %d, exact %d)", inexact, counted, exact_blocks);
-    CHECK(rs[5] == (float)ldexp(1.0, -133), "all-zero row: emax = -127, row scale 2^-133");
+    CHECK(exact_ok, "group %d: blocks with e >= emax - 14: e4m3_decode * scale == dequantized value bit for bit", group);
+    CHECK(nan_ok && q.scales[3 * K / 32 + 2] == 0xFF, "group %d: NaN blocks give E4M3 NaN (0x7F)", group);
+    CHECK(close_ok, "group %d: blocks below emax - 14 are within half an E4M3 subnormal step", group);
+    CHECK(inexact == counted && exact_blocks > inexact, "group %d: inexact block count %d (want %d, exact %d)", group, inexact, counted, exact_blocks);
+    CHECK(group < K || inexact > 0, "per row: the 20-binade rows have inexact blocks (%d)", inexact);
+    CHECK(sc[5 * G] == (float)ldexp(1.0, -133), "group %d: all-zero group: emax = -127, scale 2^-133", group);
+    printf("  %d of %d blocks outside the exact range\n", inexact, R * K / 32);
     mxtensor_free(&q);
-    free(x); free(deq); free(rs); free(e8);
+    free(x); free(deq); free(sc); free(e8);
 }
 
 static void test_patterns(void) {
@@ -257,7 +266,9 @@ int main(void) {
     test_rows_cols();
     test_exact_round_trip();
     test_sr_tensor();
-    test_e4m3_rows();
+    test_e4m3_groups(32 * 40);
+    test_e4m3_groups(128);
+    test_e4m3_groups(32);
     test_patterns();
     test_strategies();
     test_topk();
