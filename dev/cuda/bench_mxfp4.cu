@@ -44,13 +44,16 @@ int main(int argc, char** argv) {
     rows[nr++] = {"MXFP4 -> E4M3 + row scales", n * (1.0 + 0.5 + 1.0 / 32), time_ms([&] { mx_to_e4m3(&e8, &q, 0); }, reps)};
     MXQuantOptions hopt = {1, MX_SCALE_OCP, 0, 0};
     rows[nr++] = {"one pass: BF16 -> Hadamard -> E4M3 + row scales", n * 3.0, time_ms([&] { mx_quantize_rows_e4m3(&e8, NULL, x, R, K, hopt, 0); }, reps)};
+    float* group_scale = (float*)device_malloc((size_t)n / 128 * sizeof(float), "per-128 scales");
+    rows[nr++] = {"one pass: BF16 -> Hadamard -> E4M3 + per-128 scales", n * (3.0 + 4.0 / 128),
+                  time_ms([&] { mx_quantize_rows_e4m3_g128(e8.values, group_scale, e8.inexact_blocks, NULL, x, R, K, hopt, 0); }, reps)};
     printf("| kernel (%d x %d) | ms | GB/s | of copy ceiling |\n|---|---|---|---|\n", R, K);
     for (int i = 0; i < nr; i++) {
         double gbs = rows[i].bytes / rows[i].ms / 1e6;
         printf("| %s | %.3f | %.0f | %.0f%% |\n", rows[i].name, rows[i].ms, gbs, 100.0 * gbs / copy_gbs);
     }
     mx_operand_free(&q); mx_operand_free(&qt); e4m3_operand_free(&e8);
-    cudaCheck(cudaFree(x)); cudaCheck(cudaFree(y));
+    cudaCheck(cudaFree(x)); cudaCheck(cudaFree(y)); cudaCheck(cudaFree(group_scale));
 
     // 2. GEMMs: out [M x N] = A [M x K] (activation, quantized in the timed region) x B [N x K]^T (weight)
     struct { int M, N, K; const char* what; } shapes[] = {

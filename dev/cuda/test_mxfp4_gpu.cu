@@ -99,6 +99,27 @@ static void test_quantize(int kind, int R, int C, MXQuantOptions opt) {
           "%s: MXFP4 -> E4M3 differs from the reference (inexact blocks gpu %d cpu %d)", what, *c2, h_inexact);
     CHECK(memcmp(g1, he, (size_t)R * C) == 0 && memcmp(s1, hs, R * sizeof(float)) == 0 && *c1 == h_inexact &&
           same_operand("fused codes", &d1, &h), "%s: fused quantize -> E4M3 differs from the reference", what);
+    // one pass with one scale per 128 elements along K (cuBLASLt's VEC128 layout candidate [R x K/128])
+    if (C % 128 == 0) {
+        int G = C / 128;
+        float* hg = (float*)malloc_check((size_t)R * G * sizeof(float));
+        int hg_inexact = to_e4m3_groups_cpu(he, hg, &h, 128);
+        uint8_t* de = (uint8_t*)device_malloc((size_t)R * C, "E4M3 values");
+        float* dg = (float*)device_malloc((size_t)R * G * sizeof(float), "group scales");
+        int* dc = (int*)device_malloc(sizeof(int), "inexact blocks");
+        cudaCheck(cudaMemset(dc, 0, sizeof(int)));
+        MXOperand d128 = mx_operand_alloc(R, C);
+        mx_quantize_rows_e4m3_g128(de, dg, dc, &d128, dx, R, C, opt, 0);
+        uint8_t* ge = (uint8_t*)download(de, (size_t)R * C);
+        float* gg = (float*)download(dg, (size_t)R * G * sizeof(float));
+        int* gc = (int*)download(dc, sizeof(int));
+        CHECK(memcmp(ge, he, (size_t)R * C) == 0 && memcmp(gg, hg, (size_t)R * G * sizeof(float)) == 0 && *gc == hg_inexact &&
+              same_operand("per-128 codes", &d128, &h), "%s: quantize -> E4M3 with per-128 scales differs from the reference "
+              "(inexact blocks gpu %d cpu %d)", what, *gc, hg_inexact);
+        free(hg); free(ge); free(gg); free(gc);
+        mx_operand_free(&d128);
+        cudaCheck(cudaFree(de)); cudaCheck(cudaFree(dg)); cudaCheck(cudaFree(dc));
+    }
     // along columns (K = R), transposed output
     if (R % 32 == 0 && C % 8 == 0) {
         MXTensor ht = host_tensor(C, R);
@@ -308,10 +329,12 @@ static void test_fast_encoder_exhaustive(void) {
 
 static void bad_rows_shape(void) { MXOperand op = {4, 48, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_rows(&op, NULL, 4, 48, o, 0); }
 static void bad_cols_shape(void) { MXOperand op = {16, 40, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_cols(&op, NULL, 40, 16, o, 0); }
+static void bad_g128_shape(void) { MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_rows_e4m3_g128(NULL, NULL, NULL, NULL, NULL, 4, 96, o, 0); }
 
 int main(void) {
     CHECK(child_fails_with(bad_rows_shape, "multiple of 32"), "K=48 is refused with a clear message");
     CHECK(child_fails_with(bad_cols_shape, "multiple of 32"), "R=40 for column quantization is refused with a clear message");
+    CHECK(child_fails_with(bad_g128_shape, "multiple of 128"), "K=96 for per-128 E4M3 scales is refused with a clear message");
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the MXFP4 tests need one"); }
     uint64_t seed = (uint64_t)time(NULL);
