@@ -6,7 +6,8 @@
 #   resuming from its step-5 checkpoint continues bit for bit (same log lines, same final checkpoint);
 #   with 2+ GPUs: 2 ranks (rendezvous file) against 1 rank with twice the accumulation, and resuming across world
 #   sizes (1 -> 2, 2 -> 1): numbers within 1e-4 relative (only the summation order of the all-reduce differs),
-#   everything else (strategy checksums, AdaHOP change lines) identical.
+#   everything else (strategy checksums, AdaHOP change lines) identical; the same 2 ranks started by mpirun when the
+#   trainer was built with OpenMPI.
 # usage: dp_test.sh [INIT]   INIT is the trainer's -e: d6 (GPT-2, the default) or e.g. llama:d8
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -110,6 +111,14 @@ if [ "$gpus" -ge 2 ]; then
     result "a 1-rank checkpoint resumed by 2 ranks (-O 0) continues within $tol" $?
     train "$out/resume_2to1" -y 1 && same_logs "$out/dp2" "$out/resume_2to1" $tol 5
     result "a 2-rank checkpoint resumed by 1 rank continues within $tol" $?
+    if command -v mpirun > /dev/null && ldd ./train_gpt2_adahop | grep -q libmpi; then
+        mkdir -p "$out/mpi2"
+        timeout 200 mpirun --allow-run-as-root -np 2 ./train_gpt2_adahop "${args[@]}" -o "$out/mpi2" > "$out/mpi2.txt" 2>&1 &&
+            same_logs "$out/plain" "$out/mpi2" $tol
+        result "2 ranks started by mpirun vs 1 rank with twice the accumulation, within $tol" $?
+    else
+        echo "skipped: the mpirun launch needs mpirun and a trainer built with OpenMPI"
+    fi
 else
     echo "skipped: the 2-rank part needs 2 GPUs, this machine has $gpus"
 fi
