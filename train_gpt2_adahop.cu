@@ -155,11 +155,12 @@ static void linear_shape(const ModelConfig* c, int kind, int* in, int* out) {
 }
 
 // the tensors that the shared code addresses, per family (llmc/gpt2_config.h, llmc/llama_config.h): weights and
-// biases (-1: none) of the 4 block linears, and the LM head (GPT-2's is the token embedding, tied)
-typedef struct { int linear_w[NUM_LINEAR_KINDS], linear_b[NUM_LINEAR_KINDS], head; } FamilyTensors;
+// biases (-1: none) of the 4 block linears, the LM head (GPT-2's is the token embedding, tied), and the token and
+// position embeddings (-1: none)
+typedef struct { int linear_w[NUM_LINEAR_KINDS], linear_b[NUM_LINEAR_KINDS], head, wte, wpe; } FamilyTensors;
 static const FamilyTensors family_tensors[NUM_FAMILIES] = {
-    {{P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW}, {P_QKVB, P_ATTPROJB, P_FCB, P_FCPROJB}, P_WTE},
-    {{LL_QKVW, LL_ATTPROJW, LL_GATEUPW, LL_DOWNW}, {-1, -1, -1, -1}, LL_LMHEADW},
+    {{P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW}, {P_QKVB, P_ATTPROJB, P_FCB, P_FCPROJB}, P_WTE, P_WTE, P_WPE},
+    {{LL_QKVW, LL_ATTPROJW, LL_GATEUPW, LL_DOWNW}, {-1, -1, -1, -1}, LL_LMHEADW, LL_WTE, -1},
 };
 
 // the low-precision state: strategies (and the buffers that share them across ranks), scratch, and the saved dW
@@ -530,12 +531,11 @@ static void gpt2_bucket_done(GPT2* m, int bucket) {
     if (m->reduce_now) { dp_reduce_bucket_async(m->dp, m->grads, &m->tensors, bucket, m->stream); }
 }
 
-// GPT-2's blocks backward, from d(A_LNF) in A_DC and a zeroed A_DRES down to the embedding
+// GPT-2's blocks backward, from d(A_LNF) in A_DC and a zeroed A_DRES to d(embedding output) in A_DRES
 static void gpt2_blocks_backward(GPT2* m, int B, int T) {
     const ModelConfig* c = &m->config;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, N = B * T;
-    size_t nc = (size_t)N * C, offs[6];
-    staging_layout(N, offs);
+    size_t nc = (size_t)N * C;
     Activations* a = &m->acts;
     floatX** w = m->w;
     float** g = m->g;
@@ -560,17 +560,13 @@ static void gpt2_blocks_backward(GPT2* m, int B, int T) {
                            a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
         gpt2_bucket_done(m, l);
     }
-    encoder_backward(g[P_WTE], g[P_WPE], dres, m->staging_dev + offs[2], m->staging_dev + offs[3],
-                     m->staging_dev + offs[4], m->num_distinct_tokens, B, T, C, s);
-    gpt2_bucket_done(m, L);
 }
 
-// LLaMA's blocks backward, from d(A_LNF) in A_DC and a zeroed A_DRES down to the token embedding
+// LLaMA's blocks backward, from d(A_LNF) in A_DC and a zeroed A_DRES to d(embedding output) in A_DRES
 static void llama_blocks_backward(GPT2* m, int B, int T) {
     const ModelConfig* c = &m->config;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, NKV = c->num_kv_heads, N = B * T;
-    size_t nc = (size_t)N * C, offs[6];
-    staging_layout(N, offs);
+    size_t nc = (size_t)N * C;
     Activations* a = &m->acts;
     floatX** w = m->w;
     float** g = m->g;
@@ -592,22 +588,25 @@ static void llama_blocks_backward(GPT2* m, int B, int T) {
         rmsnorm_backward(dres, g[LL_RMS1W] + l * C, m->scratch, dc, la.res_in, a->ln1_rstd + l * N, w[LL_RMS1W] + l * C, N, C, s);
         gpt2_bucket_done(m, l);
     }
-    encoder_backward(g[LL_WTE], NULL, dres, m->staging_dev + offs[2], m->staging_dev + offs[3], m->staging_dev + offs[4],
-                     m->num_distinct_tokens, B, T, C, s);
-    gpt2_bucket_done(m, L);
 }
 
-// the classifier (the logits buffer holds dlogits now), then the family's blocks down to the embedding; each
+// the classifier (the logits buffer holds dlogits now), then the family's blocks, then the embeddings; each
 // gradient bucket goes to the all-reduce as soon as it is final (gpt2_bucket_done)
 static void gpt2_backward(GPT2* m, int B, int T) {
     const ModelConfig* c = &m->config;
-    int head = family_tensors[c->family].head, N = B * T;
+    const FamilyTensors* ft = &family_tensors[c->family];
+    int N = B * T;
+    size_t offs[6];
+    staging_layout(N, offs);
     Activations* a = &m->acts;
-    linear_backward(a->t[A_DC], m->g[head], NULL, m->scratch, a->t[A_LOGITS], a->t[A_LNF], m->w[head], N, c->channels,
-                    c->padded_vocab_size, m->stream);
+    linear_backward(a->t[A_DC], m->g[ft->head], NULL, m->scratch, a->t[A_LOGITS], a->t[A_LNF], m->w[ft->head], N,
+                    c->channels, c->padded_vocab_size, m->stream);
     cudaCheck(cudaMemsetAsync(a->t[A_DRES], 0, (size_t)N * c->channels * sizeof(floatX), m->stream));
     if (c->family == FAMILY_LLAMA) { llama_blocks_backward(m, B, T); }
     else { gpt2_blocks_backward(m, B, T); }
+    encoder_backward(m->g[ft->wte], ft->wpe < 0 ? NULL : m->g[ft->wpe], a->t[A_DRES], m->staging_dev + offs[2],
+                     m->staging_dev + offs[3], m->staging_dev + offs[4], m->num_distinct_tokens, B, T, c->channels, m->stream);
+    gpt2_bucket_done(m, c->num_layers);
 }
 
 // ----------------------------------------------------------------------------
@@ -633,7 +632,8 @@ static float gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps,
                         &a, m->stream);
 }
 
-// every rank takes rank 0's AdaHOP state (votes, patterns, strategies), so all run the same strategies
+// every rank takes rank 0's AdaHOP state (votes, patterns, strategies), so all run the same strategies: after each
+// vote, the only time strategies can change (waits for the GPU)
 static void gpt2_share_adahop(GPT2* m) {
     size_t bytes = adahop_state_words(&m->adahop) * sizeof(int32_t);
     adahop_save(&m->adahop, m->adahop_words);
@@ -1001,8 +1001,9 @@ int main(int argc, char** argv) {
         float norm = gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.grad_clip, step + 1);
         float loss = gpt2_mean_loss(&model, o.B, o.T, micro_steps);
         double dt = now_seconds() - t0;
+        bool voted = adahop_is_vote_step(&model.adahop, step);
         bool changed = adahop_end_step(&model.adahop, step, logf ? logf : stdout) > 0;
-        gpt2_share_adahop(&model);
+        if (voted && model.dp->world_size > 1) { gpt2_share_adahop(&model); }   // only rank 0 recorded the patterns
         char strat[32] = "";   // when the strategies changed: their table, and their checksum on the step's lines
         if (changed) {
             adahop_print_table(&model.adahop, stdout);

@@ -181,12 +181,16 @@ static inline int adahop_vote(AdahopState* st, int step, FILE* log) {
     return changes;
 }
 
+// 1 if a strategy vote follows the update of `step`: the end of calibration or of a re-classification interval,
+// in adahop precision
+static inline int adahop_is_vote_step(const AdahopState* st, int step) {
+    return st->precision == PREC_ADAHOP && (step == st->calib_steps - 1 || adahop_is_reclass_end(st, step));
+}
+
 // after the update of `step`: votes at the end of calibration and at re-classification points; returns the
 // number of GEMMs whose strategy changed (0 at other steps and for the fixed precisions)
 static inline int adahop_end_step(AdahopState* st, int step, FILE* log) {
-    if (st->precision != PREC_ADAHOP) { return 0; }
-    if (step != st->calib_steps - 1 && !adahop_is_reclass_end(st, step)) { return 0; }
-    return adahop_vote(st, step, log);
+    return adahop_is_vote_step(st, step) ? adahop_vote(st, step, log) : 0;
 }
 
 // prints one line per layer (per linear: strategy codes of fwd/dx/dw, voted patterns of x/W/dY), a legend,

@@ -207,6 +207,19 @@ __global__ void mx_to_e4m3_kernel(uint8_t* out, int* inexact_blocks, const uint8
     if ((g & 3) == 0 && s != 0xFF && shift < -8) { atomicAdd(inexact_blocks, 1); }
 }
 
+// writes 32-block b as E4M3 against the largest scale byte emax of its row or group (and, when codes is given, its
+// MXFP4 codes and scale byte). Traffic: 32 bytes (+ 17) written.
+__device__ __forceinline__ void mx_store_e4m3_block(uint8_t* e4m3, uint8_t* codes, uint8_t* scales, size_t b, uint4 packed,
+                                                    uint8_t scale, int emax) {
+    uint2 table = mx_e4m3_table(scale, emax);
+    uint64_t* out = reinterpret_cast<uint64_t*>(e4m3 + b * 32);
+    out[0] = mx_codes_to_e4m3(packed.x, table, scale);
+    out[1] = mx_codes_to_e4m3(packed.y, table, scale);
+    out[2] = mx_codes_to_e4m3(packed.z, table, scale);
+    out[3] = mx_codes_to_e4m3(packed.w, table, scale);
+    if (codes) { reinterpret_cast<uint4*>(codes)[b] = packed; scales[b] = scale; }
+}
+
 // Fast path in one pass: x [R x K] BF16 -> E4M3 [R x K] + FP32 row scales, identical to mx_quantize_rows
 // followed by mx_to_e4m3 (and optionally also writing the MXFP4 codes and scales). One warp per row, one
 // 32-block per lane per sweep: the first sweep finds the row's largest finite block magnitude (the row scale
@@ -234,13 +247,7 @@ __global__ void mx_quantize_rows_e4m3_kernel(uint8_t* e4m3, float* row_scale, in
         uint8_t scale;
         size_t b = ((size_t)row * K + k) / 32;
         uint4 packed = mx_quantize_block32(v, opt, (uint64_t)b * 32, &scale);
-        uint2 table = mx_e4m3_table(scale, emax);
-        uint64_t* out = reinterpret_cast<uint64_t*>(e4m3 + b * 32);
-        out[0] = mx_codes_to_e4m3(packed.x, table, scale);
-        out[1] = mx_codes_to_e4m3(packed.y, table, scale);
-        out[2] = mx_codes_to_e4m3(packed.z, table, scale);
-        out[3] = mx_codes_to_e4m3(packed.w, table, scale);
-        if (codes) { reinterpret_cast<uint4*>(codes)[b] = packed; scales[b] = scale; }
+        mx_store_e4m3_block(e4m3, codes, scales, b, packed, scale, emax);
         inexact += scale != 0xFF && scale - emax + 6 < -8;
     }
     inexact = __reduce_add_sync(0xffffffffu, inexact);
@@ -270,13 +277,7 @@ __global__ void mx_quantize_rows_e4m3_g128_kernel(uint8_t* e4m3, float* group_sc
     int inexact = __reduce_add_sync(0xffffffffu, active && scale != 0xFF && scale - emax + 6 < -8);
     if (threadIdx.x % 32 == 0 && inexact) { atomicAdd(inexact_blocks, inexact); }
     if (!active) { return; }
-    uint2 table = mx_e4m3_table(scale, emax);
-    uint64_t* out = reinterpret_cast<uint64_t*>(e4m3 + b * 32);
-    out[0] = mx_codes_to_e4m3(packed.x, table, scale);
-    out[1] = mx_codes_to_e4m3(packed.y, table, scale);
-    out[2] = mx_codes_to_e4m3(packed.z, table, scale);
-    out[3] = mx_codes_to_e4m3(packed.w, table, scale);
-    if (codes) { reinterpret_cast<uint4*>(codes)[b] = packed; scales[b] = scale; }
+    mx_store_e4m3_block(e4m3, codes, scales, b, packed, scale, emax);
     if ((b & 3) == 0) { group_scale[b / 4] = ldexpf(1.0f, emax - 127 - 6); }
 }
 

@@ -10,13 +10,8 @@
 #include "llmc/flash_attention.cuh"
 
 int main(int argc, char** argv) {
-    int reps = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 20;
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the benchmark needs one"); }
-    cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, 0));
-    matmul_init();
-    printf("GPU: %s, %d SMs, median of %d runs\n\n", prop.name, prop.multiProcessorCount, reps);
+    int reps = bench_start(argc, argv);
+    printf("\n");
     printf("| B, T, C, NH | pass | cuBLASLt ms | TFLOP/s | flash ms | TFLOP/s | speed-up |\n|---|---|---|---|---|---|---|\n");
     int shapes[][4] = {{64, 1024, 768, 12}, {32, 1024, 1024, 16}, {16, 1024, 1600, 25}};
     for (int s = 0; s < 3; s++) {

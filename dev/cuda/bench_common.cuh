@@ -4,6 +4,7 @@
 #define DEV_CUDA_BENCH_COMMON_CUH
 
 #include "llmc/cuda_common.cuh"
+#include "llmc/matmul.cuh"
 
 // median time in ms of `reps` runs of fn (after 3 warm-ups)
 template <class F>
@@ -36,6 +37,20 @@ __global__ void fill_uniform_kernel(floatX* x, long n, uint32_t seed, float half
     uint32_t h = (uint32_t)i * 2654435761u ^ seed;
     h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; h ^= h >> 16;
     x[i] = (floatX)(((h >> 8) * (2.0f / 16777216.0f) - 1.0f) * half_width);
+}
+
+// the start of every benchmark: the repeat count from argv[1] (default 20), a GPU or a clear error, cuBLASLt, and
+// a line naming the GPU
+static int bench_start(int argc, char** argv) {
+    int reps = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 20;
+    if (reps < 1) { die("repeats must be a positive integer, got '%s'", argv[1]); }
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the benchmark needs one"); }
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    matmul_init();
+    printf("GPU: %s, %d SMs, median of %d runs\n", prop.name, prop.multiProcessorCount, reps);
+    return reps;
 }
 
 // a new device buffer of n BF16 values uniform in [-half_width, half_width)

@@ -63,10 +63,7 @@ static double corner_error(const floatX* d_out, int N, const float* d_ref, int c
 }
 
 int main(int argc, char** argv) {
-    int reps = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 20;
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the benchmark needs one"); }
-    matmul_init();
+    int reps = bench_start(argc, argv);
     // M = rows of A (tokens), N = rows of B (output features), K = the reduction
     const int shapes[][3] = {{65536, 2304, 768}, {65536, 3072, 768}, {65536, 768, 3072}, {32768, 1024, 4096},
                              {32768, 6400, 1600}, {32768, 1600, 6400}, {768, 3072, 65536}};

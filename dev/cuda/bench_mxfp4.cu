@@ -10,13 +10,7 @@
 #include "llmc/mxfp4.cuh"
 
 int main(int argc, char** argv) {
-    int reps = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 20;
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the benchmark needs one"); }
-    cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, 0));
-    matmul_init();
-    printf("GPU: %s, %d SMs, median of %d runs\n", prop.name, prop.multiProcessorCount, reps);
+    int reps = bench_start(argc, argv);
 
     // 1. bandwidth
     const int R = 65536, K = 3072;
