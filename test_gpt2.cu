@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     DPOptions one_rank = {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S};
     dp_init(&dp, &one_rank);   // the trainer's model runs on a communicator; one rank, so every collective is a copy
     GPT2 model;
-    LinearOptions bf16 = {PREC_BF16, GEMM_PATH_EXACT, 0, 1, 0, 1, 64};
+    LinearOptions bf16 = {PREC_BF16, GEMM_PATH_EXACT, 0, 1, STRAT_PLAIN, 0, 1, 64};
     gpt2_build(&model, &dp, &config, params, B, T, &bf16, 0);
     gpt2_sync_params(&model);
 

@@ -35,7 +35,7 @@ typedef struct {
     const char* output;
     const char* tokenizer;
     int B, T, max_steps, val_every, val_batches, checkpoint_every, gen_tokens;
-    int precision, calib_steps, reclass_every, reclass_window, oe_k;
+    int precision, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
     float lr, weight_decay, grad_clip;
     uint64_t seed;
 } TrainArgs;
@@ -60,7 +60,8 @@ static void usage(const char* prog) {
         "  -m <int>   val batches per evaluation (default 4)\n"
         "  -g <int>   tokens to sample at the end, 0 = none (default 32)\n"
         "  -p <mode>  block linears: bf16 (FP32 here) | mxfp4 | hadamard | adahop, emulated (default bf16)\n"
-        "  -w <int>   AdaHOP calibration steps of plain MXFP4 before the first strategy vote (default 30)\n"
+        "  -w <int>   AdaHOP calibration steps before the first strategy vote (default 30)\n"
+        "  -C <str>   precision of the calibration steps: plain (MXFP4, ADAHOP.md) | iht (with the Hadamard) (default plain)\n"
         "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 0)\n"
         "  -W <int>   steps of pattern statistics before each re-classification (default 5)\n"
         "  -K <int>   rows/columns taken out by outlier extraction, at most the operand's (default 64)\n"
@@ -77,7 +78,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->B = 4; a->T = 64; a->max_steps = 40; a->val_every = 10; a->val_batches = 4;
     a->checkpoint_every = 0; a->gen_tokens = 32;
     a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337;
-    a->precision = PREC_BF16; a->calib_steps = 30; a->reclass_every = 0; a->reclass_window = 5; a->oe_k = 64;
+    a->precision = PREC_BF16; a->calib_steps = 30; a->calib_strategy = STRAT_PLAIN; a->reclass_every = 0; a->reclass_window = 5; a->oe_k = 64;
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
@@ -103,6 +104,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
                 if (a->precision < 0) { die("flag -p: '%s' is not one of bf16, mxfp4, hadamard, adahop", v); }
                 break;
             case 'w': a->calib_steps = (int)parse_int(f, v, 1, 1 << 30); break;
+            case 'C': a->calib_strategy = calib_strategy_from_flag(v); break;
             case 'R': a->reclass_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'W': a->reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'K': a->oe_k = (int)parse_int(f, v, 1, 1 << 20); break;
@@ -201,12 +203,12 @@ int main(int argc, char** argv) {
            c.num_heads, c.vocab_size, c.padded_vocab_size, c.max_seq_len, m.num_params);
     if (a.precision != PREC_BF16 && c.channels % 32 != 0) { die("MXFP4 needs the channels (%d) to be a multiple of 32", c.channels); }
     AdahopState adahop;
-    adahop_init(&adahop, a.precision, c.num_layers, a.calib_steps, a.reclass_every, a.reclass_window, a.oe_k);
+    adahop_init(&adahop, a.precision, c.num_layers, a.calib_steps, a.calib_strategy, a.reclass_every, a.reclass_window, a.oe_k);
     gpt2cpu_set_precision(&m, &adahop);
     printf("block linears: %s\n", a.precision == PREC_BF16 ? "bf16 mode = FP32" : precision_names[a.precision]);
     if (a.precision == PREC_ADAHOP) {
-        printf("AdaHOP: %d calibration steps of plain MXFP4, re-classification every %d steps over %d steps, OE k=%d\n",
-               a.calib_steps, a.reclass_every, a.reclass_window, a.oe_k);
+        printf("AdaHOP: %d calibration steps of %s MXFP4, re-classification every %d steps over %d steps, OE k=%d\n",
+               a.calib_steps, adahop_strategy_names[a.calib_strategy], a.reclass_every, a.reclass_window, a.oe_k);
     }
 
     DataLoader train, val;

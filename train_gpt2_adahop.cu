@@ -117,7 +117,7 @@ typedef struct {
 } GPT2;
 
 // precision options of the linear layers
-typedef struct { int precision, path, stochastic_grads, calib_steps, reclass_every, reclass_window, oe_k; } LinearOptions;
+typedef struct { int precision, path, stochastic_grads, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k; } LinearOptions;
 
 static void staging_layout(int BT, size_t offs[6]) {
     // inputs, targets, tokens, offsets (BT+1), positions; offs[5] = total ints
@@ -168,7 +168,7 @@ static const FamilyTensors family_tensors[NUM_FAMILIES] = {
 static void gpt2_build_linears(GPT2* m, const LinearOptions* lo, uint64_t seed) {
     const ModelConfig* c = &m->config;
     int L = c->num_layers, N = m->max_B * m->max_T, widest = model_widest_linear(c);
-    adahop_init(&m->adahop, lo->precision, L, lo->calib_steps, lo->reclass_every, lo->reclass_window, lo->oe_k);
+    adahop_init(&m->adahop, lo->precision, L, lo->calib_steps, lo->calib_strategy, lo->reclass_every, lo->reclass_window, lo->oe_k);
     if (c->family == FAMILY_LLAMA) { m->adahop.linear_names = llama_linear_names; }
     size_t words = adahop_state_words(&m->adahop);
     m->adahop_words = (int32_t*)malloc_check(words * sizeof(int32_t));
@@ -705,7 +705,8 @@ static void usage(const char* prog) {
            "  -p <mode>  bf16 | mxfp4 (no transform) | hadamard (IHT on every GEMM) | adahop (default adahop)\n"
            "  -P <path>  MXFP4 GEMM path: fast (E4M3 on FP8 tensor cores) | exact (dequantize + BF16) (default fast)\n"
            "  -S <0|1>   stochastic rounding of the gradient operands (default 0)\n"
-           "  -w <int>   AdaHOP calibration steps of plain MXFP4 before the first strategy vote (default 30)\n"
+           "  -w <int>   AdaHOP calibration steps before the first strategy vote (default 30)\n"
+           "  -C <str>   precision of the calibration steps: plain (MXFP4, ADAHOP.md) | iht (with the Hadamard) (default plain)\n"
            "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 250)\n"
            "  -W <int>   steps of pattern statistics before each re-classification (default 10)\n"
            "  -K <int>   rows/columns taken out by outlier extraction (default 64)\n"
@@ -723,7 +724,7 @@ static void usage(const char* prog) {
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
                  16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
-                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, 250, 10, 64}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1};
+                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1};
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
@@ -761,6 +762,7 @@ static Options parse_options(int argc, char** argv) {
                 break;
             case 'S': o.lin.stochastic_grads = (int)parse_int(f, v, 0, 1); break;
             case 'w': o.lin.calib_steps = (int)parse_int(f, v, 1, 1 << 30); break;
+            case 'C': o.lin.calib_strategy = calib_strategy_from_flag(v); break;
             case 'R': o.lin.reclass_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'W': o.lin.reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'K': o.lin.oe_k = (int)parse_int(f, v, 1, 4096); break;
@@ -977,8 +979,8 @@ int main(int argc, char** argv) {
            o.lin.precision == PREC_BF16 ? "" : ", MXFP4 GEMM path ", o.lin.precision == PREC_BF16 ? "" : path_names[o.lin.path],
            o.lin.stochastic_grads ? "on" : "off");
     if (o.lin.precision == PREC_ADAHOP) {
-        printf("AdaHOP: %d calibration steps of plain MXFP4, re-classification every %d steps over %d steps, OE k=%d\n",
-               o.lin.calib_steps, o.lin.reclass_every, o.lin.reclass_window, o.lin.oe_k);
+        printf("AdaHOP: %d calibration steps of %s MXFP4, re-classification every %d steps over %d steps, OE k=%d\n",
+               o.lin.calib_steps, adahop_strategy_names[o.lin.calib_strategy], o.lin.reclass_every, o.lin.reclass_window, o.lin.oe_k);
         adahop_print_table(&model.adahop, stdout);
     }
 

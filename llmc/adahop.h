@@ -1,7 +1,8 @@
 // The AdaHOP controller (host C, shared by the CPU reference and the GPU trainer): the precision of the block
 // linears, the strategy table (ADAHOP.md section 5), and the choice of a strategy per (linear, GEMM) by majority
-// vote over recorded outlier patterns (section 7): a calibration of `calib_steps` steps in plain MXFP4, then
-// (ours) a re-classification every `reclass_every` steps over the `reclass_window` steps before it.
+// vote over recorded outlier patterns (section 7): a calibration of `calib_steps` steps in plain MXFP4 (the
+// reference; `calib_strategy` STRAT_IHT runs them with the Hadamard instead), then (ours) a re-classification
+// every `reclass_every` steps over the `reclass_window` steps before it.
 //
 // Steps are 0-based optimizer steps. Per step the trainer asks adahop_wants_stats(); if it says yes, it records
 // the patterns of x, W and dY of every linear with adahop_record(); after the update it calls adahop_end_step(),
@@ -31,8 +32,8 @@ static const char* const adahop_linear_names[NUM_LINEAR_KINDS] = {"qkv", "attpro
 static const char* const adahop_gemm_names[NUM_GEMMS] = {"fwd", "dx", "dw"};
 
 typedef struct {
-    int precision, num_layers, num_linears, calib_steps, reclass_every, reclass_window, oe_k;
-    int calibrated;   // 1 once the first vote is done (adahop precision); before it every GEMM runs plain MXFP4
+    int precision, num_layers, num_linears, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
+    int calibrated;   // 1 once the first vote is done (adahop precision); before it every GEMM runs calib_strategy
     int* votes;       // [num_linears][NUM_TENSORS][NUM_PATTERNS] patterns recorded since the last vote
     int* pattern;     // [num_linears][NUM_TENSORS] pattern of the last vote (PATTERN_NONE before the first)
     int* strategy;    // [num_linears][NUM_GEMMS] voted strategy, dW rule applied (STRAT_PLAIN before the first)
@@ -40,11 +41,19 @@ typedef struct {
 } AdahopState;
 
 #define ADAHOP_MAGIC 0x41484F50   // "AHOP": first word of the serialized state
-#define ADAHOP_HEADER_WORDS 8     // magic, the 6 settings of adahop_init, calibrated
+#define ADAHOP_HEADER_WORDS 9     // magic, the 7 settings of adahop_init, calibrated
 
 // PREC_* of a name in precision_names, -1 if unknown
 static inline int precision_from_name(const char* name) {
     for (int i = 0; i < NUM_PRECISIONS; i++) { if (strcmp(name, precision_names[i]) == 0) { return i; } }
+    return -1;
+}
+
+// the calibration strategy named by the value of flag -C ("plain" or "iht"); dies on any other name
+static inline int calib_strategy_from_flag(const char* value) {
+    if (strcmp(value, adahop_strategy_names[STRAT_PLAIN]) == 0) { return STRAT_PLAIN; }
+    if (strcmp(value, adahop_strategy_names[STRAT_IHT]) == 0) { return STRAT_IHT; }
+    die("flag -C: '%s' is not one of plain, iht", value);
     return -1;
 }
 
@@ -76,12 +85,16 @@ static inline int adahop_gemm_strategy(const int patterns[NUM_TENSORS], int gemm
     return gemm == GEMM_DW && s == STRAT_IHT_OE_ROWS_A ? STRAT_IHT : s;
 }
 
-// a state for num_layers blocks, nothing recorded, not calibrated; dies on invalid settings
-static inline void adahop_init(AdahopState* st, int precision, int num_layers, int calib_steps, int reclass_every,
-                               int reclass_window, int oe_k) {
+// a state for num_layers blocks, nothing recorded, not calibrated; dies on invalid settings; calib_strategy is
+// STRAT_PLAIN (ADAHOP.md's calibration) or STRAT_IHT
+static inline void adahop_init(AdahopState* st, int precision, int num_layers, int calib_steps, int calib_strategy,
+                               int reclass_every, int reclass_window, int oe_k) {
     if (precision < 0 || precision >= NUM_PRECISIONS) { die("adahop_init: unknown precision %d", precision); }
     if (num_layers < 1) { die("adahop_init: num_layers %d must be >= 1", num_layers); }
     if (calib_steps < 1) { die("adahop_init: calibration steps %d must be >= 1", calib_steps); }
+    if (calib_strategy != STRAT_PLAIN && calib_strategy != STRAT_IHT) {
+        die("adahop_init: calibration strategy %d must be plain (%d) or iht (%d)", calib_strategy, STRAT_PLAIN, STRAT_IHT);
+    }
     if (reclass_every < 0) { die("adahop_init: re-classification interval %d must be >= 0 (0 = off)", reclass_every); }
     if (reclass_every > 0 && (reclass_window < 1 || reclass_window > reclass_every)) {
         die("adahop_init: re-classification window %d must be in [1, %d] (the interval)", reclass_window, reclass_every);
@@ -92,6 +105,7 @@ static inline void adahop_init(AdahopState* st, int precision, int num_layers, i
     st->num_layers = num_layers;
     st->num_linears = num_layers * NUM_LINEAR_KINDS;
     st->calib_steps = calib_steps;
+    st->calib_strategy = calib_strategy;
     st->reclass_every = reclass_every;
     st->reclass_window = reclass_window;
     st->oe_k = oe_k;
@@ -124,7 +138,7 @@ static inline int adahop_strategy_of(const AdahopState* st, int linear, int gemm
         case PREC_BF16: return STRAT_BF16;
         case PREC_MXFP4: return STRAT_PLAIN;
         case PREC_HADAMARD: return STRAT_IHT;
-        default: return st->calibrated ? st->strategy[linear * NUM_GEMMS + gemm] : STRAT_PLAIN;
+        default: return st->calibrated ? st->strategy[linear * NUM_GEMMS + gemm] : st->calib_strategy;
     }
 }
 
@@ -237,8 +251,8 @@ static inline size_t adahop_state_words(const AdahopState* st) {
 
 // the header words: magic, settings, calibrated
 static inline void adahop_header(const AdahopState* st, int32_t h[ADAHOP_HEADER_WORDS]) {
-    int32_t v[ADAHOP_HEADER_WORDS] = {ADAHOP_MAGIC, st->precision, st->num_layers, st->calib_steps, st->reclass_every,
-                                      st->reclass_window, st->oe_k, st->calibrated};
+    int32_t v[ADAHOP_HEADER_WORDS] = {ADAHOP_MAGIC, st->precision, st->num_layers, st->calib_steps, st->calib_strategy,
+                                      st->reclass_every, st->reclass_window, st->oe_k, st->calibrated};
     memcpy(h, v, sizeof(v));
 }
 
@@ -272,7 +286,7 @@ static inline void adahop_check_range(const char* what, const int* v, size_t n, 
 // restores a state saved by adahop_save into st (initialised with the same settings); dies on any mismatch
 static inline void adahop_load(AdahopState* st, const int32_t* words, size_t n) {
     static const char* const fields[ADAHOP_HEADER_WORDS - 1] = {"magic", "precision", "num_layers",
-        "calibration steps (-w)", "re-classification interval (-R)", "re-classification window (-W)",
+        "calibration steps (-w)", "calibration strategy (-C)", "re-classification interval (-R)", "re-classification window (-W)",
         "outlier extraction k (-K)"};
     if (n != adahop_state_words(st)) {
         die("adahop_load: the saved AdaHOP state has %zu words, this run needs %zu (a different model depth?)", n,

@@ -26,7 +26,7 @@ static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const flo
     if (c->stochastic) { return; }   // the trainer seeds its stochastic rounding per step and linear, not per case
     int N = c->N, Cin = c->Cin, Cout = c->Cout;
     AdahopState st;
-    adahop_init(&st, PREC_ADAHOP, 1, 1, 0, 1, c->oe_k);
+    adahop_init(&st, PREC_ADAHOP, 1, 1, STRAT_PLAIN, 0, 1, c->oe_k);
     st.calibrated = 1;
     for (int g = 0; g < NUM_GEMMS; g++) { st.strategy[LIN_FC * NUM_GEMMS + g] = c->strategy[g]; }
     LinearSaved saved;

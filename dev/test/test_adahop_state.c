@@ -51,7 +51,7 @@ static void test_fixed_precisions(void) {
     int want[3] = {STRAT_BF16, STRAT_PLAIN, STRAT_IHT};
     for (int p = PREC_BF16; p <= PREC_HADAMARD; p++) {
         AdahopState st;
-        adahop_init(&st, p, 3, 2, 4, 2, 8);
+        adahop_init(&st, p, 3, 2, STRAT_PLAIN, 4, 2, 8);
         int same = 1, stats = 0, changes = 0;
         for (int step = 0; step < 20; step++) {
             stats += adahop_wants_stats(&st, step);
@@ -70,7 +70,7 @@ static void test_fixed_precisions(void) {
 // majority per (linear, tensor); ties -> None if tied, else the lower enum; no votes -> the previous pattern
 static void test_majority(void) {
     AdahopState st;
-    adahop_init(&st, PREC_ADAHOP, 2, 1, 0, 1, 4);
+    adahop_init(&st, PREC_ADAHOP, 2, 1, STRAT_PLAIN, 0, 1, 4);
     struct { int none, row, col, want; } cases[] = {
         {0, 3, 1, PATTERN_ROW}, {1, 0, 2, PATTERN_COL}, {2, 2, 0, PATTERN_NONE}, {0, 2, 2, PATTERN_ROW},
         {3, 3, 3, PATTERN_NONE}, {1, 2, 2, PATTERN_ROW}, {2, 1, 2, PATTERN_NONE}, {0, 0, 0, PATTERN_NONE}};
@@ -89,7 +89,7 @@ static void test_majority(void) {
     CHECK(votes_clear(&st), "a vote clears the counters");
     adahop_free(&st);
     // no votes keeps the previous pattern (R = 2: re-classification at steps 1, 3, ...)
-    adahop_init(&st, PREC_ADAHOP, 1, 1, 2, 1, 4);
+    adahop_init(&st, PREC_ADAHOP, 1, 1, STRAT_PLAIN, 2, 1, 4);
     vote(&st, LIN_FC, TENSOR_X, PATTERN_COL, 1);
     adahop_end_step(&st, 0, NULL);
     adahop_end_step(&st, 1, NULL);
@@ -97,24 +97,28 @@ static void test_majority(void) {
     adahop_free(&st);
 }
 
-// plain MXFP4 until the end of calibration (step calib - 1), the voted strategies after it
-static void test_calibration_boundary(void) {
+// the calibration strategy (plain MXFP4 or IHT) until the end of calibration (step calib - 1), the voted
+// strategies after it
+static void test_calibration_boundary(int calib_strategy) {
     AdahopState st;
-    adahop_init(&st, PREC_ADAHOP, 1, 3, 0, 1, 4);
+    adahop_init(&st, PREC_ADAHOP, 1, 3, calib_strategy, 0, 1, 4);
     int plain = 1, no_vote = 1;
     for (int step = 0; step < 2; step++) {
         vote3(&st, LIN_QKV, PATTERN_COL, PATTERN_ROW, PATTERN_NONE);
         no_vote &= adahop_end_step(&st, step, NULL) == 0 && !st.calibrated;
-        for (int g = 0; g < NUM_GEMMS; g++) { plain &= adahop_strategy_of(&st, LIN_QKV, g) == STRAT_PLAIN; }
+        for (int g = 0; g < NUM_GEMMS; g++) { plain &= adahop_strategy_of(&st, LIN_QKV, g) == calib_strategy; }
     }
-    CHECK(plain && no_vote, "before the last calibration step: plain MXFP4, no vote");
+    CHECK(plain && no_vote, "before the last calibration step: %s, no vote", adahop_strategy_names[calib_strategy]);
     vote3(&st, LIN_QKV, PATTERN_COL, PATTERN_ROW, PATTERN_NONE);
     int changes = adahop_end_step(&st, 2, NULL);
     // x Column, W Row, dY None: fwd (Col, Col) -> BF16; dX (None, Row) -> IHT; dW (None, Col) -> OE cols of B
     CHECK(st.calibrated && adahop_strategy_of(&st, LIN_QKV, GEMM_FWD) == STRAT_BF16
           && adahop_strategy_of(&st, LIN_QKV, GEMM_DX) == STRAT_IHT
           && adahop_strategy_of(&st, LIN_QKV, GEMM_DW) == STRAT_IHT_OE_COLS_B, "voted strategies after calibration");
-    CHECK(changes == NUM_LINEAR_KINDS * NUM_GEMMS, "every GEMM leaves plain at calibration: %d changes", changes);
+    // the linears without observations vote None everywhere = IHT: under IHT calibration only qkv's fwd and dW change
+    int want_changes = calib_strategy == STRAT_IHT ? 2 : NUM_LINEAR_KINDS * NUM_GEMMS;
+    CHECK(changes == want_changes, "GEMMs that leave %s at calibration: %d, want %d", adahop_strategy_names[calib_strategy],
+          changes, want_changes);
     CHECK(adahop_end_step(&st, 3, NULL) == 0 && adahop_end_step(&st, 100, NULL) == 0, "no further votes with R = 0");
     adahop_free(&st);
 }
@@ -132,7 +136,7 @@ static void test_windows(void) {
     for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
         int calib = cfg[c][0], R = cfg[c][1], w = cfg[c][2];
         AdahopState st;
-        adahop_init(&st, PREC_ADAHOP, 1, calib, R, w, 4);
+        adahop_init(&st, PREC_ADAHOP, 1, calib, STRAT_PLAIN, R, w, 4);
         int stats_ok = 1, votes_ok = 1;
         for (int step = 0; step < 1200; step++) {
             stats_ok &= adahop_wants_stats(&st, step) == want_stats_ref(calib, R, w, step);
@@ -146,7 +150,7 @@ static void test_windows(void) {
         adahop_free(&st);
     }
     AdahopState st;
-    adahop_init(&st, PREC_ADAHOP, 1, 5, 10, 3, 4);
+    adahop_init(&st, PREC_ADAHOP, 1, 5, STRAT_PLAIN, 10, 3, 4);
     int steps[] = {0, 4, 5, 6, 7, 9, 10, 16, 17, 19, 20};
     int want[] = {1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0};
     for (int i = 0; i < 11; i++) { CHECK(adahop_wants_stats(&st, steps[i]) == want[i], "calib 5 R 10 W 3: step %d", steps[i]); }
@@ -156,7 +160,7 @@ static void test_windows(void) {
 // one log line per changed GEMM, in the documented format
 static void test_change_log(void) {
     AdahopState st;
-    adahop_init(&st, PREC_ADAHOP, 2, 2, 4, 2, 4);
+    adahop_init(&st, PREC_ADAHOP, 2, 2, STRAT_PLAIN, 4, 2, 4);
     FILE* fp = tmpfile();
     for (int lin = 0; lin < st.num_linears; lin++) { vote3(&st, lin, PATTERN_NONE, PATTERN_NONE, PATTERN_NONE); }
     adahop_end_step(&st, 0, fp);
@@ -178,7 +182,7 @@ static void test_change_log(void) {
 // dW never extracts rows of dY^T; fwd and dX keep OE on rows of A
 static void test_dw_rule(void) {
     AdahopState st;
-    adahop_init(&st, PREC_ADAHOP, 1, 1, 0, 1, 4);
+    adahop_init(&st, PREC_ADAHOP, 1, 1, STRAT_PLAIN, 0, 1, 4);
     vote3(&st, LIN_ATTPROJ, PATTERN_ROW, PATTERN_NONE, PATTERN_ROW);   // x Row, W None, dY Row
     vote3(&st, LIN_FC, PATTERN_NONE, PATTERN_NONE, PATTERN_COL);       // dY Column: dW A = flip(dY) = Row, B = x None
     adahop_end_step(&st, 0, NULL);
@@ -194,7 +198,7 @@ static void test_dw_rule(void) {
 // the table: one line per layer with codes and patterns, a legend, the counts
 static void test_table(void) {
     AdahopState st;
-    adahop_init(&st, PREC_ADAHOP, 2, 1, 0, 1, 4);
+    adahop_init(&st, PREC_ADAHOP, 2, 1, STRAT_PLAIN, 0, 1, 4);
     char buf[4096];
     capture(buf, sizeof(buf), print_table_fn, &st);
     CHECK(strstr(buf, "calibrating") && strstr(buf, "    1 | PPP NNN | PPP NNN | PPP NNN | PPP NNN\n")
@@ -233,8 +237,8 @@ static void test_round_trip(void) {
     int splits[] = {2, 12, 18, 27};   // in calibration, after it, inside a window, just before a vote
     for (int i = 0; i < 4; i++) {
         AdahopState a, b;
-        adahop_init(&a, PREC_ADAHOP, 3, 10, 6, 4, 16);
-        adahop_init(&b, PREC_ADAHOP, 3, 10, 6, 4, 16);
+        adahop_init(&a, PREC_ADAHOP, 3, 10, STRAT_PLAIN, 6, 4, 16);
+        adahop_init(&b, PREC_ADAHOP, 3, 10, STRAT_PLAIN, 6, 4, 16);
         uint32_t s = 12345;
         run_steps(&a, 0, splits[i], &s);
         size_t n = adahop_state_words(&a);
@@ -261,7 +265,7 @@ static void test_round_trip(void) {
 // the strategy checksum: a fixed value for a fresh state, changed by any single strategy, and by its position
 static void test_checksum(void) {
     AdahopState st;
-    adahop_init(&st, PREC_ADAHOP, 2, 10, 0, 1, 16);
+    adahop_init(&st, PREC_ADAHOP, 2, 10, STRAT_PLAIN, 0, 1, 16);
     uint32_t fresh = adahop_strategy_checksum(&st), want = 2166136261u;
     for (int i = 0; i < st.num_linears * NUM_GEMMS; i++) { want = (want ^ STRAT_PLAIN) * 16777619u; }
     CHECK(fresh == want, "fresh state: checksum %08x, FNV-1a of %d plain strategies %08x", fresh, st.num_linears * NUM_GEMMS, want);
@@ -282,7 +286,7 @@ static size_t saved_n;
 // a saved adahop state of 2 layers, calib 30, R 100, W 5, k 64, in saved_words
 static void make_saved(void) {
     AdahopState st;
-    adahop_init(&st, PREC_ADAHOP, 2, 30, 100, 5, 64);
+    adahop_init(&st, PREC_ADAHOP, 2, 30, STRAT_PLAIN, 100, 5, 64);
     saved_n = adahop_state_words(&st);
     saved_words = (int32_t*)malloc_check(saved_n * sizeof(int32_t));
     adahop_save(&st, saved_words);
@@ -290,36 +294,40 @@ static void make_saved(void) {
 }
 
 // loads saved_words into a state built with these settings
-static void load_into(int precision, int layers, int calib, int R, int W, int k) {
+static void load_into(int precision, int layers, int calib, int calib_strategy, int R, int W, int k) {
     AdahopState st;
-    adahop_init(&st, precision, layers, calib, R, W, k);
+    adahop_init(&st, precision, layers, calib, calib_strategy, R, W, k);
     adahop_load(&st, saved_words, saved_n);
 }
 
-static void load_layers(void) { load_into(PREC_ADAHOP, 3, 30, 100, 5, 64); }
-static void load_precision(void) { load_into(PREC_HADAMARD, 2, 30, 100, 5, 64); }
-static void load_calib(void) { load_into(PREC_ADAHOP, 2, 20, 100, 5, 64); }
-static void load_reclass(void) { load_into(PREC_ADAHOP, 2, 30, 50, 5, 64); }
-static void load_window(void) { load_into(PREC_ADAHOP, 2, 30, 100, 4, 64); }
-static void load_k(void) { load_into(PREC_ADAHOP, 2, 30, 100, 5, 32); }
-static void load_short(void) { saved_n--; load_into(PREC_ADAHOP, 2, 30, 100, 5, 64); }
-static void load_magic(void) { saved_words[0] = 7; load_into(PREC_ADAHOP, 2, 30, 100, 5, 64); }
-static void load_corrupt(void) { saved_words[saved_n - 1] = 9; load_into(PREC_ADAHOP, 2, 30, 100, 5, 64); }
-static void init_calib0(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 2, 0, 0, 1, 64); }
-static void init_window(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 2, 30, 10, 11, 64); }
-static void init_window0(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 2, 30, 10, 0, 64); }
-static void init_reclass(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 2, 30, -1, 5, 64); }
-static void init_k(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 2, 30, 10, 5, 0); }
-static void init_precision(void) { AdahopState st; adahop_init(&st, 4, 2, 30, 10, 5, 64); }
-static void init_layers(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 0, 30, 10, 5, 64); }
-static void record_bad(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 1, 30, 10, 5, 64); adahop_record(&st, 4, 0, 0); }
-static void record_pattern(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 1, 30, 10, 5, 64); adahop_record(&st, 0, 0, 3); }
+static void load_layers(void) { load_into(PREC_ADAHOP, 3, 30, STRAT_PLAIN, 100, 5, 64); }
+static void load_precision(void) { load_into(PREC_HADAMARD, 2, 30, STRAT_PLAIN, 100, 5, 64); }
+static void load_calib(void) { load_into(PREC_ADAHOP, 2, 20, STRAT_PLAIN, 100, 5, 64); }
+static void load_reclass(void) { load_into(PREC_ADAHOP, 2, 30, STRAT_PLAIN, 50, 5, 64); }
+static void load_window(void) { load_into(PREC_ADAHOP, 2, 30, STRAT_PLAIN, 100, 4, 64); }
+static void load_k(void) { load_into(PREC_ADAHOP, 2, 30, STRAT_PLAIN, 100, 5, 32); }
+static void load_calib_strategy(void) { load_into(PREC_ADAHOP, 2, 30, STRAT_IHT, 100, 5, 64); }
+static void load_short(void) { saved_n--; load_into(PREC_ADAHOP, 2, 30, STRAT_PLAIN, 100, 5, 64); }
+static void load_magic(void) { saved_words[0] = 7; load_into(PREC_ADAHOP, 2, 30, STRAT_PLAIN, 100, 5, 64); }
+static void load_corrupt(void) { saved_words[saved_n - 1] = 9; load_into(PREC_ADAHOP, 2, 30, STRAT_PLAIN, 100, 5, 64); }
+static void init_calib0(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 2, 0, STRAT_PLAIN, 0, 1, 64); }
+static void init_calib_strategy(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 2, 30, STRAT_BF16, 0, 1, 64); }
+static void flag_calib_strategy(void) { calib_strategy_from_flag("hadamard"); }
+static void init_window(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 2, 30, STRAT_PLAIN, 10, 11, 64); }
+static void init_window0(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 2, 30, STRAT_PLAIN, 10, 0, 64); }
+static void init_reclass(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 2, 30, STRAT_PLAIN, -1, 5, 64); }
+static void init_k(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 2, 30, STRAT_PLAIN, 10, 5, 0); }
+static void init_precision(void) { AdahopState st; adahop_init(&st, 4, 2, 30, STRAT_PLAIN, 10, 5, 64); }
+static void init_layers(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 0, 30, STRAT_PLAIN, 10, 5, 64); }
+static void record_bad(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 1, 30, STRAT_PLAIN, 10, 5, 64); adahop_record(&st, 4, 0, 0); }
+static void record_pattern(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 1, 30, STRAT_PLAIN, 10, 5, 64); adahop_record(&st, 0, 0, 3); }
 
 static void test_errors(void) {
     make_saved();
-    CHECK(child_fails_with(load_layers, "has 128 words, this run needs 188"), "a different depth dies");
+    CHECK(child_fails_with(load_layers, "has 129 words, this run needs 189"), "a different depth dies");
     CHECK(child_fails_with(load_precision, "has precision 3, this run 2"), "a different precision dies");
     CHECK(child_fails_with(load_calib, "calibration steps (-w) 30, this run 20"), "a different calibration dies");
+    CHECK(child_fails_with(load_calib_strategy, "calibration strategy (-C) 4, this run 0"), "a different -C dies");
     CHECK(child_fails_with(load_reclass, "re-classification interval (-R) 100, this run 50"), "a different -R dies");
     CHECK(child_fails_with(load_window, "re-classification window (-W) 5, this run 4"), "a different -W dies");
     CHECK(child_fails_with(load_k, "outlier extraction k (-K) 64, this run 32"), "a different k dies");
@@ -327,6 +335,9 @@ static void test_errors(void) {
     CHECK(child_fails_with(load_magic, "has magic 7"), "a wrong magic dies");
     CHECK(child_fails_with(load_corrupt, "corrupt AdaHOP state: strategy 9"), "a corrupt strategy dies");
     CHECK(child_fails_with(init_calib0, "calibration steps 0 must be >= 1"), "calib 0 dies");
+    CHECK(child_fails_with(init_calib_strategy, "calibration strategy 3 must be plain (4) or iht (0)"), "calibration in bf16 dies");
+    CHECK(child_fails_with(flag_calib_strategy, "flag -C: 'hadamard' is not one of plain, iht"), "an unknown -C value dies");
+    CHECK(calib_strategy_from_flag("plain") == STRAT_PLAIN && calib_strategy_from_flag("iht") == STRAT_IHT, "-C plain / iht");
     CHECK(child_fails_with(init_window, "window 11 must be in [1, 10]"), "window > R dies");
     CHECK(child_fails_with(init_window0, "window 0 must be in [1, 10]"), "window 0 dies");
     CHECK(child_fails_with(init_reclass, "interval -1 must be >= 0"), "negative R dies");
@@ -342,7 +353,8 @@ int main(void) {
     test_names();
     test_fixed_precisions();
     test_majority();
-    test_calibration_boundary();
+    test_calibration_boundary(STRAT_PLAIN);
+    test_calibration_boundary(STRAT_IHT);
     test_windows();
     test_change_log();
     test_dw_rule();

@@ -41,7 +41,7 @@ static double max_rel(const float* got, const double* want, size_t n) {
 
 // an AdaHOP state of one layer whose GEMMs all run `strategy` (set directly, as after a vote)
 static void forced_state(AdahopState* st, int strategy, int oe_k) {
-    adahop_init(st, PREC_ADAHOP, 1, 1, 0, 1, oe_k);
+    adahop_init(st, PREC_ADAHOP, 1, 1, STRAT_PLAIN, 0, 1, oe_k);
     st->calibrated = 1;
     for (int i = 0; i < st->num_linears * NUM_GEMMS; i++) { st->strategy[i] = strategy; }
 }
@@ -102,7 +102,7 @@ static void test_linear_gemms(void) {
 static void test_dw_rule(void) {
     int N = 64, Cin = 32, Cout = 64;
     AdahopState st;
-    adahop_init(&st, PREC_ADAHOP, 1, 1, 0, 1, 8);
+    adahop_init(&st, PREC_ADAHOP, 1, 1, STRAT_PLAIN, 0, 1, 8);
     adahop_record(&st, LIN_QKV, TENSOR_X, PATTERN_NONE);
     adahop_record(&st, LIN_QKV, TENSOR_W, PATTERN_NONE);
     adahop_record(&st, LIN_QKV, TENSOR_DY, PATTERN_COL);   // dW: A = dY^T Row, B = x None -> table: OE rows of A
@@ -189,8 +189,8 @@ static void test_bf16_identical(void) {
     GPT2CPU ref, m;
     train_model(&ref, NULL, 3, 0);
     AdahopState bf, forced;
-    adahop_init(&bf, PREC_BF16, cfg.num_layers, 30, 0, 5, 64);
-    adahop_init(&forced, PREC_ADAHOP, cfg.num_layers, 30, 0, 5, 64);
+    adahop_init(&bf, PREC_BF16, cfg.num_layers, 30, STRAT_PLAIN, 0, 5, 64);
+    adahop_init(&forced, PREC_ADAHOP, cfg.num_layers, 30, STRAT_PLAIN, 0, 5, 64);
     forced.calibrated = 1;
     for (int i = 0; i < forced.num_linears * NUM_GEMMS; i++) { forced.strategy[i] = STRAT_BF16; }
     AdahopState* states[2] = {&bf, &forced};
@@ -211,7 +211,7 @@ static void test_bf16_identical(void) {
 // x, W and dY of every linear are recorded once per forward/backward with stats_now, never without
 static void test_recording(void) {
     AdahopState st;
-    adahop_init(&st, PREC_ADAHOP, cfg.num_layers, 30, 0, 5, 64);
+    adahop_init(&st, PREC_ADAHOP, cfg.num_layers, 30, STRAT_PLAIN, 0, 5, 64);
     GPT2CPU m;
     train_model(&m, &st, 1, 0);
     int none = 1, once = 1;
@@ -235,7 +235,7 @@ static void test_modes_run(void) {
     gpt2cpu_free(&m);
     for (int p = 0; p < NUM_PRECISIONS; p++) {
         AdahopState st;
-        adahop_init(&st, p, cfg.num_layers, 2, 0, 1, 4);
+        adahop_init(&st, p, cfg.num_layers, 2, STRAT_PLAIN, 0, 1, 4);
         float first = 0.0f, loss = 0.0f;
         gpt2cpu_build(&m, &cfg, init_params);
         gpt2cpu_set_precision(&m, &st);

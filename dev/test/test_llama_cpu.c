@@ -304,7 +304,7 @@ static void test_recording(void) {
     int steps = 2;
     for (int p = 0; p < NUM_PRECISIONS; p++) {
         AdahopState st;
-        adahop_init(&st, p, fixture->llama.num_layers, steps + 1, 0, 1, 4);
+        adahop_init(&st, p, fixture->llama.num_layers, steps + 1, STRAT_PLAIN, 0, 1, 4);
         LlamaCPU m;
         train_model(&m, &st, steps);
         int want = p == PREC_ADAHOP ? steps : 0, ok = 1;
@@ -327,7 +327,7 @@ static void test_modes_run(void) {
     train_model(&base, NULL, steps);
     for (int p = 0; p < NUM_PRECISIONS; p++) {
         AdahopState st;
-        adahop_init(&st, p, fixture->llama.num_layers, 2, 0, 1, 4);
+        adahop_init(&st, p, fixture->llama.num_layers, 2, STRAT_PLAIN, 0, 1, 4);
         LlamaCPU m;
         float first = train_model(&m, &st, steps), loss = m.mean_loss, ref = base.mean_loss;
         int same = memcmp(m.params_memory, base.params_memory, m.num_params * sizeof(float)) == 0 && loss == ref;
@@ -354,7 +354,7 @@ static void wrong_state(void) {
     LlamaCPU m;
     AdahopState st;
     llamacpu_build(&m, &fixture->llama, fixture->params);
-    adahop_init(&st, PREC_MXFP4, fixture->llama.num_layers + 1, 1, 0, 1, 4);
+    adahop_init(&st, PREC_MXFP4, fixture->llama.num_layers + 1, 1, STRAT_PLAIN, 0, 1, 4);
     llamacpu_set_precision(&m, &st);
 }
 
