@@ -3,12 +3,13 @@
 # tok/s is the mean over steps 6..STEPS (after AdaHOP's 3 calibration steps, with re-classification off, so
 # the steady state is timed); GiB is what the trainer allocates (all of it up front: the peak); "saved inputs"
 # is what the block linears keep from forward to backward (train_gpt2_adahop.cu, gpt2_saved_input_bytes).
-# Usage: dev/bench_modes.sh [depth:batch ...]   (default 12:64 24:32 48:16; STEPS=15, MODES="bf16 mxfp4 hadamard adahop")
+# Usage: dev/bench_modes.sh [model:batch ...]   (model = a trainer -e preset: d12, llama:d12, ...; a bare depth N
+# means dN; default d12:64 d24:32 d48:16; STEPS=15, MODES="bf16 mxfp4 hadamard adahop")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source dev/test/nccl_path.sh ./train_gpt2_adahop   # NCCL may live only in PyTorch's wheels
 configs=("$@")
-[ ${#configs[@]} -eq 0 ] && configs=(12:64 24:32 48:16)
+[ ${#configs[@]} -eq 0 ] && configs=(d12:64 d24:32 d48:16)
 steps=${STEPS:-15}
 modes=(${MODES:-bf16 mxfp4 hadamard adahop})
 out=${OUT:-build}/bench_modes
@@ -17,12 +18,14 @@ table="$out/table.md"
 echo "| model | B | mode | tok/s | / bf16 | GiB allocated | / bf16 | saved inputs GiB | bf16 / mode |" > "$table"
 echo "|---|---|---|---|---|---|---|---|---|" >> "$table"
 for cfg in "${configs[@]}"; do
-    d=${cfg%%:*}; b=${cfg##*:}
+    model=${cfg%:*}; b=${cfg##*:}
+    [[ $model =~ ^[0-9]+$ ]] && model="d$model"
+    name=${model//:/_}
     base_tok=""; base_mem=""; base_saved=""
     for mode in "${modes[@]}"; do
-        log="$out/d${d}_${mode}.txt"
-        ./train_gpt2_adahop -e "d$d" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -p "$mode" -w 3 -R 0 > "$log" 2>&1 || {
-            echo "d$d $mode FAILED:"; tail -n 3 "$log"; continue; }
+        log="$out/${name}_${mode}.txt"
+        ./train_gpt2_adahop -e "$model" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -p "$mode" -w 3 -R 0 > "$log" 2>&1 || {
+            echo "$model $mode FAILED:"; tail -n 3 "$log"; continue; }
         tok=$(awk -v tokens=$((b * 1024)) '/^step +[0-9]+\/[0-9]+ \| loss/ { split($2, s, "/"); if (s[1] + 0 >= 6) {
                   for (i = 1; i <= NF; i++) if ($(i + 1) == "ms") { ms += $i; n++ } } }
               END { if (n > 0) printf "%.0f", tokens * n / (ms / 1000) }' "$log")
@@ -33,8 +36,8 @@ for cfg in "${configs[@]}"; do
                      r = (bt > 0) ? sprintf("%.2f", t / bt) : "-"; q = (bm > 0) ? sprintf("%.2f", m / bm) : "-";
                      u = (s > 0 && bs > 0) ? sprintf("%.2f", bs / s) : "-"; print r, q, u }')
         read -r rt rm rs <<< "$ratios"
-        echo "| d$d | $b | $mode | $tok | $rt | $mem | $rm | $saved | $rs |" >> "$table"
-        echo "d$d B=$b $mode: $tok tok/s ($rt), $mem GiB ($rm), saved inputs $saved GiB ($rs)"
+        echo "| $model | $b | $mode | $tok | $rt | $mem | $rm | $saved | $rs |" >> "$table"
+        echo "$model B=$b $mode: $tok tok/s ($rt), $mem GiB ($rm), saved inputs $saved GiB ($rs)"
         [ "$mode" = adahop ] && grep "^counts:" "$log" | tail -n 1
     done
 done

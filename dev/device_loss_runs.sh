@@ -5,12 +5,14 @@
 # scripts/run_modes.sh trains the comparison runs for MINUTES and the runs' logs are copied to $OUT/runs/.
 # Call it again (machine still warm) until run_modes.sh reports every run finished.
 # Usage: [SHARDS=12] [MINUTES=9] [MODES=bf16,adahop,hadamard,mxfp4] [SEED2=42, empty = none]
-#        [ROOT=build/runs/gutenberg_d12] [EXTRA="more trainer flags, e.g. -C iht"] bash dev/device_loss_runs.sh
+#        [ROOT=build/runs/gutenberg_d12] [MODEL="-e d12 -b 64 -d 524288 -x 200"] [EXTRA="more trainer flags, e.g. -C iht"]
+#        bash dev/device_loss_runs.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/out}; export OUT
 SHARDS=${SHARDS:-12}; MINUTES=${MINUTES:-9}; MODES=${MODES:-bf16,adahop,hadamard,mxfp4}
 SEED2=${SEED2-42}; ROOT=${ROOT:-build/runs/gutenberg_d12}; EXTRA=${EXTRA:-}
+MODEL=${MODEL:-"-e d12 -b 64 -d 524288 -x 200"}
 mkdir -p "$OUT" build/gutenberg
 for f in carry/gtok_*/*.bin.xz; do
     [ -e "$f" ] || continue
@@ -22,7 +24,7 @@ echo "token shards here: $have of $SHARDS"
 [ "$have" -lt "$SHARDS" ] && exit 0
 source dev/test/nccl_path.sh ./train_gpt2_adahop
 scripts/run_modes.sh --root "$ROOT" --modes "$MODES" --seed 1337 ${SEED2:+--seed2 "$SEED2"} --minutes "$MINUTES" -- \
-    -e d12 -b 64 -t 1024 -d 524288 -x 200 -l 6e-4 -u 20 -q 0.1 -v 25 -m -1 -n 50 -s 0 \
+    $MODEL -t 1024 -l 6e-4 -u 20 -q 0.1 -v 25 -m -1 -n 50 -s 0 \
     -i "build/gutenberg/gutenberg_train_*.bin" -j "build/gutenberg/gutenberg_val_*.bin" $EXTRA
 rc=$?
 for d in "$ROOT"/*/; do
