@@ -42,6 +42,18 @@ template <class T> __device__ __forceinline__ Packed128<T> load128cs(const T* p)
 }
 template <class T> __device__ __forceinline__ void store128(T* p, Packed128<T> x) { *reinterpret_cast<Packed128<T>*>(p) = x; }
 
+// the 8 values at offset i of a, plus those of b when b is given (the sum then also stored at offset i of res):
+// the residual add in front of LayerNorm and RMSNorm
+__device__ __forceinline__ x128 residual_add_load8(const floatX* a, const floatX* b, floatX* res, size_t i) {
+    x128 av = load128(a + i);
+    if (b) {
+        x128 bv = load128(b + i);
+        for (int j = 0; j < 8; j++) { av[j] = (floatX)((float)av[j] + (float)bv[j]); }
+        store128(res + i, av);
+    }
+    return av;
+}
+
 __device__ __forceinline__ float warp_sum(float x) {
     for (int o = 16; o > 0; o >>= 1) { x += __shfl_xor_sync(0xffffffffu, x, o); }
     return x;

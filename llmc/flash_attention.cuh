@@ -449,9 +449,14 @@ static inline void flash_attention_check_shape(int T, int NH, int NKV, int HS) {
 // floats of the backward's scratch_delta: one per (b, h, t)
 static inline size_t flash_attention_delta_floats(int B, int T, int NH) { return (size_t)B * NH * T; }
 
+// allows `kernel` its dynamic shared memory (a fixed size per kernel), once per kernel and process
 template <class Kernel>
 static inline void flash_set_smem(Kernel kernel, int bytes) {
+    static const void* done[16];
+    static int ndone = 0;
+    for (int i = 0; i < ndone; i++) { if (done[i] == (const void*)kernel) { return; } }
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    if (ndone < 16) { done[ndone++] = (const void*)kernel; }
 }
 
 template <int HS>

@@ -18,20 +18,14 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= N) { return; }
-    const floatX* ar = a + (size_t)row * C;
-    const floatX* br = b ? b + (size_t)row * C : NULL;
+    size_t base = (size_t)row * C;
     float sum = 0.0f;
     for (int c = lane * 8; c < C; c += 32 * 8) {
-        x128 av = load128(ar + c);
-        if (br) {
-            x128 bv = load128(br + c);
-            for (int i = 0; i < 8; i++) { av[i] = (floatX)((float)av[i] + (float)bv[i]); }
-            store128(res_out + (size_t)row * C + c, av);
-        }
+        x128 av = residual_add_load8(a, b, res_out, base + c);
         for (int i = 0; i < 8; i++) { sum += (float)av[i]; }
     }
     float mu = warp_sum(sum) / C;
-    const floatX* xr = br ? res_out + (size_t)row * C : ar;   // each lane re-reads only what it wrote
+    const floatX* xr = (b ? res_out : a) + base;   // each lane re-reads only what it wrote
     float var = 0.0f;
     for (int c = lane * 8; c < C; c += 32 * 8) {
         x128 xv = load128(xr + c);
@@ -41,7 +35,7 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
     for (int c = lane * 8; c < C; c += 32 * 8) {
         x128 xv = load128(xr + c), wv = load128(weight + c), bv = load128(bias + c), ov;
         for (int i = 0; i < 8; i++) { ov[i] = (floatX)layernorm_value((float)xv[i], mu, rs, (float)wv[i], (float)bv[i]); }
-        store128(out + (size_t)row * C + c, ov);
+        store128(out + base + c, ov);
     }
     if (lane == 0) { mean[row] = mu; rstd[row] = rs; }
 }

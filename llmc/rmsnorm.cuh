@@ -20,24 +20,18 @@ __global__ void rmsnorm_forward_kernel(floatX* out, float* rstd, floatX* res_out
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= N) { return; }
-    const floatX* ar = a + (size_t)row * C;
-    const floatX* br = b ? b + (size_t)row * C : NULL;
+    size_t base = (size_t)row * C;
     float ss = 0.0f;
     for (int c = lane * 8; c < C; c += 32 * 8) {
-        x128 xv = load128(ar + c);
-        if (br) {
-            x128 bv = load128(br + c);
-            for (int i = 0; i < 8; i++) { xv[i] = (floatX)((float)xv[i] + (float)bv[i]); }
-            store128(res_out + (size_t)row * C + c, xv);
-        }
+        x128 xv = residual_add_load8(a, b, res_out, base + c);
         for (int i = 0; i < 8; i++) { float x = (float)xv[i]; ss += x * x; }
     }
     float rs = rsqrtf(warp_sum(ss) / C + LLAMA_RMS_EPS);
-    const floatX* xr = br ? res_out + (size_t)row * C : ar;   // each lane re-reads only what it wrote
+    const floatX* xr = (b ? res_out : a) + base;   // each lane re-reads only what it wrote
     for (int c = lane * 8; c < C; c += 32 * 8) {
         x128 xv = load128(xr + c), wv = load128(weight + c), ov;
         for (int i = 0; i < 8; i++) { ov[i] = (floatX)rmsnorm_value((float)xv[i], rs, (float)wv[i]); }
-        store128(out + (size_t)row * C + c, ov);
+        store128(out + base + c, ov);
     }
     if (lane == 0) { rstd[row] = rs; }
 }
