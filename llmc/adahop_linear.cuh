@@ -26,6 +26,7 @@ typedef struct { const floatX* data; int rows, K; bool transposed; } Operand;
 // Scratch shared by every linear of the model, sized for the largest operand
 typedef struct {
     int path, stochastic_grads, oe_k;
+    int keep_codes;                   // fast path: also write the MXFP4 codes of one-pass operands into qa / qb (tests)
     uint64_t seed;
     size_t max_elems;                 // largest rows * K of any operand
     int max_rows;                     // largest operand row count
@@ -132,21 +133,50 @@ static inline void operand_quantize(MXOperand* q, Operand op, MXQuantOptions opt
     else { mx_quantize_cols(q, op.data, op.K, op.rows, opt, s); }
 }
 
-// out = Q(A) Q(B)^T on the workspace's GEMM path; bias (BF16 [N], may be NULL) added in the epilogue
-static inline void mx_gemm_nt(AdahopWorkspace* ws, void* out, bool out_fp32, float beta, const MXOperand* qa,
-                              const MXOperand* qb, const floatX* bias, cudaStream_t s) {
+// One operand of a GEMM made ready for the workspace's path, in the slot (q, e, deq): quantized with opt (or taken
+// from `saved`, an MXFP4 operand), its rows zero_idx[0..k) zeroed (OE), then E4M3 on the fast path or dequantized
+// BF16 on the exact path. A row-major operand goes BF16 -> E4M3 in one pass on the fast path (its MXFP4 codes are
+// then written only with ws->keep_codes).
+static inline void operand_prepare(AdahopWorkspace* ws, MXOperand* q, E4M3Operand* e, floatX* deq, Operand op,
+                                   const MXOperand* saved, MXQuantOptions opt, const int* zero_idx, int k, cudaStream_t s) {
+    bool fast = ws->path == GEMM_PATH_FAST;
+    if (fast && !saved && !op.transposed && op.K <= MX_E4M3_ONE_PASS_MAX_K) {
+        mx_quantize_rows_e4m3(e, ws->keep_codes ? q : NULL, op.data, op.rows, op.K, opt, s);
+        if (k > 0) {
+            e4m3_zero_rows(e, zero_idx, k, s);
+            if (ws->keep_codes) { mx_zero_rows(q, zero_idx, k, s); }
+        }
+        return;
+    }
+    if (!saved) {
+        operand_quantize(q, op, opt, s);
+        if (k > 0) { mx_zero_rows(q, zero_idx, k, s); }
+    }
+    const MXOperand* src = saved ? saved : q;
+    if (fast) { mx_to_e4m3(e, src, s); } else { mx_dequantize(deq, src, s); }
+}
+
+// out [M x N] = A B^T of the operands prepared in the workspace's A and B slots (K inner); bias (BF16 [N], may be
+// NULL) added in the epilogue
+static inline void prepared_gemm(AdahopWorkspace* ws, void* out, bool out_fp32, float beta, int M, int N, int K,
+                                 const floatX* bias, cudaStream_t s) {
     if (ws->path == GEMM_PATH_FAST) {
-        E4M3Operand ea = e4m3_view(&ws->ea, qa->rows, qa->K), eb = e4m3_view(&ws->eb, qb->rows, qb->K);
-        mx_to_e4m3(&ea, qa, s);
-        mx_to_e4m3(&eb, qb, s);
-        GemmSpec g = {out, out_fp32 ? CUDA_R_32F : CUDA_R_16BF, eb.values, ea.values, CUDA_R_8F_E4M3, bias, qb->rows, qa->rows,
-                      qa->K, true, false, beta, gemm_single, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, eb.row_scale, ea.row_scale};
+        GemmSpec g = {out, out_fp32 ? CUDA_R_32F : CUDA_R_16BF, ws->eb.values, ws->ea.values, CUDA_R_8F_E4M3, bias, N, M, K,
+                      true, false, beta, gemm_single, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, ws->eb.row_scale, ws->ea.row_scale};
         cublaslt_gemm(&g, s);
     } else {
-        mx_dequantize(ws->deq_a, qa, s);
-        mx_dequantize(ws->deq_b, qb, s);
-        matmul(out, out_fp32, ws->deq_b, ws->deq_a, bias, qb->rows, qa->rows, qa->K, true, false, beta, gemm_single, s);
+        matmul(out, out_fp32, ws->deq_b, ws->deq_a, bias, N, M, K, true, false, beta, gemm_single, s);
     }
+}
+
+// out (+)= the FP32 product of the extracted part, ws->oe_part, added into rows idx of out [M x N] (rows_of_out;
+// part [k x N]) or into its columns idx (part [M x k])
+static inline void oe_scatter_add(AdahopWorkspace* ws, void* out, bool out_fp32, const int* idx, int k, int M, int N,
+                                  bool rows_of_out, cudaStream_t s) {
+    long n = rows_of_out ? (long)k * N : (long)M * k;
+    if (out_fp32) { scatter_add_kernel<float><<<ceil_div(n, 256), 256, 0, s>>>((float*)out, ws->oe_part, idx, k, M, N, rows_of_out); }
+    else { scatter_add_kernel<floatX><<<ceil_div(n, 256), 256, 0, s>>>((floatX*)out, ws->oe_part, idx, k, M, N, rows_of_out); }
+    cudaCheckLaunch();
 }
 
 // One GEMM out [M x N] = A B^T (+ beta out) (+ bias) under `strategy`. qb_saved, when given, is B already
@@ -158,41 +188,30 @@ static inline void adahop_gemm(AdahopWorkspace* ws, int strategy, void* out, boo
     if (strategy == STRAT_BF16) { gemm_nt_bf16(out, out_fp32, beta, a, b, bias, s); return; }
     MXQuantOptions oa = {strategy != STRAT_PLAIN, MX_SCALE_OCP, a_is_grad && ws->stochastic_grads, seed};
     MXQuantOptions ob = {strategy != STRAT_PLAIN, MX_SCALE_OCP, b_is_grad && ws->stochastic_grads, seed ^ 0xB};
-    MXOperand qa = mx_view(&ws->qa, a.rows, a.K), qb = mx_view(&ws->qb, b.rows, b.K);
-    operand_quantize(&qa, a, oa, s);
-    if (qb_saved) { qb = *qb_saved; } else { operand_quantize(&qb, b, ob, s); }
     int M = a.rows, N = b.rows;
-    if (strategy == STRAT_IHT_OE_ROWS_A) {
-        int k = min(ws->oe_k, M);
-        topk_rows(ws->oe_idx, operand_row_norms(ws, a, s), M, k, s);
-        mx_zero_rows_kernel<<<k, 256, 0, s>>>(qa.codes, qa.scales, ws->oe_idx, k, a.K);
-        cudaCheckLaunch();
-        mx_gemm_nt(ws, out, out_fp32, beta, &qa, &qb, bias, s);
-        gemm_nt_bf16(ws->oe_part, true, 0.0f, operand_gather_rows(ws, a, ws->oe_idx, k, s), b, NULL, s);
-        if (out_fp32) { scatter_add_kernel<float><<<ceil_div((long)k * N, 256), 256, 0, s>>>((float*)out, ws->oe_part, ws->oe_idx, k, M, N, true); }
-        else { scatter_add_kernel<floatX><<<ceil_div((long)k * N, 256), 256, 0, s>>>((floatX*)out, ws->oe_part, ws->oe_idx, k, M, N, true); }
-        cudaCheckLaunch();
-        return;
+    int ka = strategy == STRAT_IHT_OE_ROWS_A ? min(ws->oe_k, M) : 0;
+    int kb = strategy == STRAT_IHT_OE_COLS_B ? min(ws->oe_k, N) : 0;
+    if (ka > 0) { topk_rows(ws->oe_idx, operand_row_norms(ws, a, s), M, ka, s); }
+    const int* idx_b = b_idx;
+    if (kb > 0 && !qb_saved) {
+        topk_rows(ws->oe_idx, operand_row_norms(ws, b, s), N, kb, s);
+        idx_b = ws->oe_idx;
     }
-    if (strategy == STRAT_IHT_OE_COLS_B) {
-        int k = min(ws->oe_k, N);
-        const int* idx = b_idx;
-        if (!qb_saved) {
-            topk_rows(ws->oe_idx, operand_row_norms(ws, b, s), N, k, s);
-            mx_zero_rows_kernel<<<k, 256, 0, s>>>(qb.codes, qb.scales, ws->oe_idx, k, b.K);
-            cudaCheckLaunch();
-            idx = ws->oe_idx;
-        }
-        Operand ext = {b_rows, k, b.K, false};
-        if (!qb_saved || !b_rows) { ext = operand_gather_rows(ws, b, idx, k, s); }
-        mx_gemm_nt(ws, out, out_fp32, beta, &qa, &qb, bias, s);
+    MXOperand qa = mx_view(&ws->qa, M, a.K), qb = mx_view(&ws->qb, N, b.K);
+    E4M3Operand ea = e4m3_view(&ws->ea, M, a.K), eb = e4m3_view(&ws->eb, N, b.K);
+    operand_prepare(ws, &qa, &ea, ws->deq_a, a, NULL, oa, ws->oe_idx, ka, s);
+    operand_prepare(ws, &qb, &eb, ws->deq_b, b, qb_saved, ob, ws->oe_idx, qb_saved ? 0 : kb, s);
+    prepared_gemm(ws, out, out_fp32, beta, M, N, a.K, bias, s);
+    if (ka > 0) {
+        gemm_nt_bf16(ws->oe_part, true, 0.0f, operand_gather_rows(ws, a, ws->oe_idx, ka, s), b, NULL, s);   // [k x N]
+        oe_scatter_add(ws, out, out_fp32, ws->oe_idx, ka, M, N, true, s);
+    }
+    if (kb > 0) {
+        Operand ext = {b_rows, kb, b.K, false};
+        if (!qb_saved || !b_rows) { ext = operand_gather_rows(ws, b, idx_b, kb, s); }
         gemm_nt_bf16(ws->oe_part, true, 0.0f, a, ext, NULL, s);   // [M x k]
-        if (out_fp32) { scatter_add_kernel<float><<<ceil_div((long)M * k, 256), 256, 0, s>>>((float*)out, ws->oe_part, idx, k, M, N, false); }
-        else { scatter_add_kernel<floatX><<<ceil_div((long)M * k, 256), 256, 0, s>>>((floatX*)out, ws->oe_part, idx, k, M, N, false); }
-        cudaCheckLaunch();
-        return;
+        oe_scatter_add(ws, out, out_fp32, idx_b, kb, M, N, false, s);
     }
-    mx_gemm_nt(ws, out, out_fp32, beta, &qa, &qb, bias, s);
 }
 
 // Row / Column / None of a BF16 tensor [R x C] (statistics on the GPU, classification on the host; waits)
@@ -229,8 +248,7 @@ static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, L
             Operand xt = {x, Cin, N, true};
             int k = min(ws->oe_k, Cin);
             topk_rows(saved->x_channel_idx, operand_row_norms(ws, xt, s), Cin, k, s);
-            mx_zero_rows_kernel<<<k, 256, 0, s>>>(saved->x_t.codes, saved->x_t.scales, saved->x_channel_idx, k, N);
-            cudaCheckLaunch();
+            mx_zero_rows(&xt_view, saved->x_channel_idx, k, s);
         }
     }
     if (stats) {

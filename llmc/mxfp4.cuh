@@ -221,38 +221,44 @@ __device__ __forceinline__ void mx_store_e4m3_block(uint8_t* e4m3, uint8_t* code
 }
 
 // Fast path in one pass: x [R x K] BF16 -> E4M3 [R x K] + FP32 row scales, identical to mx_quantize_rows
-// followed by mx_to_e4m3 (and optionally also writing the MXFP4 codes and scales). One warp per row, one
-// 32-block per lane per sweep: the first sweep finds the row's largest finite block magnitude (the row scale
-// depends only on it, the scale rule being monotone), the second quantizes. Traffic: reads 2 bytes per
-// element from DRAM (the second sweep hits the cache), writes 1 byte (+ 0.53 with codes).
+// followed by mx_to_e4m3 (and optionally also writing the MXFP4 codes and scales). One warp per row, lane l
+// quantizes blocks l, l + 32, ... (at most MAXB) and keeps their codes in registers until the warp knows the row's
+// largest finite scale byte; then it writes them as E4M3. Traffic: reads 2 bytes, writes 1 byte (+ 0.53 with
+// codes) per element.
+template <int MAXB>
 __global__ void mx_quantize_rows_e4m3_kernel(uint8_t* e4m3, float* row_scale, int* inexact_blocks, uint8_t* codes,
                                              uint8_t* scales, const floatX* x, int R, int K, MXQuantOptions opt) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= R) { return; }   // whole warps leave together
-    const floatX* xr = x + (size_t)row * K;
-    float row_amax = 0.0f, v[32];
-    for (int k = lane * 32; k < K; k += 32 * 32) {
-        mx_load32(v, xr + k);
-        if (opt.hadamard) { hadamard32(v); }
-        int bad;
-        float amax = mx_block_amax(v, &bad);
-        if (!bad) { row_amax = fmaxf(row_amax, amax); }
+    size_t b0 = (size_t)row * (K / 32);
+    uint4 packed[MAXB];
+    uint8_t scale[MAXB];
+    int emax = 0;
+    #pragma unroll
+    for (int j = 0; j < MAXB; j++) {
+        int k = (lane + 32 * j) * 32;
+        if (k < K) {
+            float v[32];
+            mx_load32(v, x + b0 * 32 + k);
+            packed[j] = mx_quantize_block32(v, opt, (uint64_t)(b0 + k / 32) * 32, &scale[j]);
+            if (scale[j] != 0xFF) { emax = max(emax, (int)scale[j]); }
+        }
     }
-    row_amax = warp_max(row_amax);
-    int emax = mx_scale_byte(mx_block_exponent(row_amax, opt.rule));
+    emax = __reduce_max_sync(0xffffffffu, emax);
     if (lane == 0) { row_scale[row] = ldexpf(1.0f, emax - 127 - 6); }
     int inexact = 0;
-    for (int k = lane * 32; k < K; k += 32 * 32) {
-        mx_load32(v, xr + k);
-        uint8_t scale;
-        size_t b = ((size_t)row * K + k) / 32;
-        uint4 packed = mx_quantize_block32(v, opt, (uint64_t)b * 32, &scale);
-        mx_store_e4m3_block(e4m3, codes, scales, b, packed, scale, emax);
-        inexact += scale != 0xFF && scale - emax + 6 < -8;
+    #pragma unroll
+    for (int j = 0; j < MAXB; j++) {
+        int k = (lane + 32 * j) * 32;
+        if (k < K) {
+            mx_store_e4m3_block(e4m3, codes, scales, b0 + k / 32, packed[j], scale[j], emax);
+            inexact += scale[j] != 0xFF && scale[j] - emax + 6 < -8;
+        }
     }
     inexact = __reduce_add_sync(0xffffffffu, inexact);
     if (lane == 0 && inexact) { atomicAdd(inexact_blocks, inexact); }
 }
+#define MX_E4M3_ONE_PASS_MAX_K (8 * 32 * 32)   // MAXB = 8 blocks per lane
 
 // Fast path with one FP32 scale per 128 elements along K instead of one per row (cuBLASLt's VEC128 scaling), in
 // one local pass: x [R x K] BF16 -> E4M3 [R x K] + group_scale [R x K/128] (2^(emax - 6), emax = the group's
@@ -347,15 +353,20 @@ static inline void mx_to_e4m3(E4M3Operand* out, const MXOperand* q, cudaStream_t
     cudaCheckLaunch();
 }
 
-// x [R x K] BF16 -> E4M3 operand (and, when codes_out is given, the same MXFP4 operand) in one pass
+// x [R x K] BF16 -> E4M3 operand (and, when codes_out is given, the same MXFP4 operand) in one pass; K at most
+// MX_E4M3_ONE_PASS_MAX_K
 static inline void mx_quantize_rows_e4m3(E4M3Operand* out, MXOperand* codes_out, const floatX* x, int R, int K,
                                          MXQuantOptions opt, cudaStream_t s) {
     mx_check_shape("mx_quantize_rows_e4m3", R, K);
     if (out->rows != R || out->K != K || (codes_out && (codes_out->rows != R || codes_out->K != K))) {
         die("mx_quantize_rows_e4m3: operand shapes do not match the %d x %d input", R, K);
     }
-    mx_quantize_rows_e4m3_kernel<<<ceil_div(R, 8), 256, 0, s>>>(out->values, out->row_scale, out->inexact_blocks,
-        codes_out ? codes_out->codes : NULL, codes_out ? codes_out->scales : NULL, x, R, K, opt);
+    if (K > MX_E4M3_ONE_PASS_MAX_K) { die("mx_quantize_rows_e4m3: K=%d is above %d (quantize, then mx_to_e4m3)", K, MX_E4M3_ONE_PASS_MAX_K); }
+    int blocks_per_lane = ceil_div(K, 32 * 32);
+    auto kernel = blocks_per_lane <= 1 ? mx_quantize_rows_e4m3_kernel<1> : blocks_per_lane <= 2 ? mx_quantize_rows_e4m3_kernel<2>
+                : blocks_per_lane <= 4 ? mx_quantize_rows_e4m3_kernel<4> : mx_quantize_rows_e4m3_kernel<8>;
+    kernel<<<ceil_div(R, 8), 256, 0, s>>>(out->values, out->row_scale, out->inexact_blocks, codes_out ? codes_out->codes : NULL,
+                                          codes_out ? codes_out->scales : NULL, x, R, K, opt);
     cudaCheckLaunch();
 }
 

@@ -127,11 +127,24 @@ __global__ void gather_cols_kernel(floatX* out, const floatX* x, const int* idx,
     out[t] = x[(size_t)r * C + idx[i]];
 }
 
-// zeroes rows idx of an MXFP4 operand (codes 0, scale byte 0). Traffic: k * K * 17/32 bytes written.
-__global__ void mx_zero_rows_kernel(uint8_t* codes, uint8_t* scales, const int* idx, int k, int K) {
-    int i = blockIdx.x;
-    for (int j = threadIdx.x; j < K / 2; j += blockDim.x) { codes[(size_t)idx[i] * (K / 2) + j] = 0; }
-    for (int j = threadIdx.x; j < K / 32; j += blockDim.x) { scales[(size_t)idx[i] * (K / 32) + j] = 0; }
+// zeroes rows idx[0..k) of a byte matrix with row_bytes bytes per row (one block per row). Traffic: k * row_bytes
+// bytes written.
+__global__ void zero_rows_kernel(uint8_t* data, const int* idx, int row_bytes) {
+    uint8_t* row = data + (size_t)idx[blockIdx.x] * row_bytes;
+    for (int j = threadIdx.x; j < row_bytes; j += blockDim.x) { row[j] = 0; }
+}
+
+// zeroes rows idx[0..k) of an MXFP4 operand (codes 0, scale byte 0)
+static inline void mx_zero_rows(MXOperand* q, const int* idx, int k, cudaStream_t s) {
+    zero_rows_kernel<<<k, 256, 0, s>>>(q->codes, idx, q->K / 2);
+    zero_rows_kernel<<<k, 256, 0, s>>>(q->scales, idx, q->K / 32);
+    cudaCheckLaunch();
+}
+
+// zeroes rows idx[0..k) of an E4M3 operand (their row scales are left as they are: the rows are zero)
+static inline void e4m3_zero_rows(E4M3Operand* e, const int* idx, int k, cudaStream_t s) {
+    zero_rows_kernel<<<k, 256, 0, s>>>(e->values, idx, e->K);
+    cudaCheckLaunch();
 }
 
 // out[idx[i], :] += part[i, :] (rows_of_out) or out[:, idx[i]] += part[:, i]; out is [M x N] row-major FP32

@@ -83,6 +83,7 @@ static void run_case(const char* path, int gemm_path) {
     size_t max_elems = (size_t)max_rows * max_rows;
     AdahopWorkspace ws;
     adahop_workspace_init(&ws, max_elems, max_rows, max_rows, gemm_path, c.stochastic, c.oe_k, 0);
+    ws.keep_codes = 1;   // the MXFP4 codes of the fast path's one-pass operands too, to compare them below
     Operand a[3] = {{x, N, Cin, false}, {dy, N, Cout, false}, {dy, Cout, N, true}};
     Operand b[3] = {{w, Cout, Cin, false}, {w, Cin, Cout, true}, {x, Cin, N, true}};
     const float* want[3] = {c.y, c.dX, c.dW};
@@ -110,6 +111,15 @@ static void run_case(const char* path, int gemm_path) {
             cudaCheck(cudaMemcpy(idx, ws.oe_idx, c.k[g] * sizeof(int), cudaMemcpyDeviceToHost));
             CHECK(memcmp(idx, c.idx[g], c.k[g] * sizeof(int)) == 0, "%s %s: OE indices differ", path, case_gemm_names[g]);
             free(idx);
+        }
+        if (gemm_path == GEMM_PATH_FAST) {   // without the codes (as the trainer runs): the same output bit for bit
+            ws.keep_codes = 0;
+            adahop_gemm(&ws, st, out, true, 0.0f, a[g], b[g], NULL, NULL, NULL, NULL, g > 0, 0, seed, 0);
+            float* again = (float*)download(out, (size_t)M * Nn * sizeof(float));
+            CHECK(memcmp(again, got, (size_t)M * Nn * sizeof(float)) == 0, "%s %s (strategy %d): the fast path without "
+                  "MXFP4 codes gives another output", path, case_gemm_names[g], st);
+            free(again);
+            ws.keep_codes = 1;
         }
         printf("  %s %-3s strategy %d %-5s path: rel. error %.2e\n", path, case_gemm_names[g], st, gemm_path ? "fast" : "exact", rel);
         free(got);

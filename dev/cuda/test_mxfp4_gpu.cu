@@ -254,8 +254,7 @@ static void test_outlier_extraction(int M, int N, int K, int k) {
     float* dout = (float*)device_malloc((size_t)M * N * 4, "out");
     mx_gemm_exact(dout, true, &oa, &ob, sa, sb, 0.0f, 0);
     float* plain = (float*)download(dout, (size_t)M * N * 4);
-    mx_zero_rows_kernel<<<k, 256>>>(oa.codes, oa.scales, didx, k, K);
-    cudaCheckLaunch();
+    mx_zero_rows(&oa, didx, k, 0);
     mx_gemm_exact(dout, true, &oa, &ob, sa, sb, 0.0f, 0);
     floatX* ga = (floatX*)device_malloc((size_t)k * K * 2, "gathered");
     gather_rows_kernel<<<ceil_div((long)k * K / 8, 256), 256>>>(ga, da, didx, k, K);
@@ -329,11 +328,17 @@ static void test_fast_encoder_exhaustive(void) {
 
 static void bad_rows_shape(void) { MXOperand op = {4, 48, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_rows(&op, NULL, 4, 48, o, 0); }
 static void bad_cols_shape(void) { MXOperand op = {16, 40, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_cols(&op, NULL, 40, 16, o, 0); }
+static void bad_one_pass_k(void) {
+    MXQuantOptions o = {0, 0, 0, 0};
+    E4M3Operand e = {4, 8224, NULL, NULL, NULL, NULL};
+    mx_quantize_rows_e4m3(&e, NULL, NULL, 4, 8224, o, 0);
+}
 static void bad_g128_shape(void) { MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_rows_e4m3_g128(NULL, NULL, NULL, NULL, NULL, 4, 96, o, 0); }
 
 int main(void) {
     CHECK(child_fails_with(bad_rows_shape, "multiple of 32"), "K=48 is refused with a clear message");
     CHECK(child_fails_with(bad_cols_shape, "multiple of 32"), "R=40 for column quantization is refused with a clear message");
+    CHECK(child_fails_with(bad_one_pass_k, "K=8224 is above 8192"), "K above the one-pass quantizer's limit is refused with a clear message");
     CHECK(child_fails_with(bad_g128_shape, "multiple of 128"), "K=96 for per-128 E4M3 scales is refused with a clear message");
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the MXFP4 tests need one"); }
@@ -342,9 +347,10 @@ int main(void) {
     printf("seed %llu\n", (unsigned long long)seed);
     matmul_init();
     test_fast_encoder_exhaustive();
-    int shapes[3][2] = {{96, 256}, {64, 96}, {200, 1024}};
+    // K = 3072 and 6400: 3 and 7 blocks per lane in the one-pass E4M3 quantizer (the d12 and d48 MLP widths)
+    int shapes[5][2] = {{96, 256}, {64, 96}, {200, 1024}, {40, 3072}, {64, 6400}};
     for (int kind = 0; kind < NUM_DATA; kind++) {
-        for (int s = 0; s < 3; s++) {
+        for (int s = 0; s < 5; s++) {
             for (int h = 0; h < 2; h++) {
                 for (int rule = 0; rule < 2; rule++) {
                     for (int sr = 0; sr < 2; sr++) {
