@@ -176,7 +176,14 @@ static void gpt2_build_linears(GPT2* m, const LinearOptions* lo, uint64_t seed) 
     m->saved = (LinearSaved*)calloc_check((size_t)4 * L, sizeof(LinearSaved));
     if (lo->precision == PREC_BF16) { return; }
     int max_rows = N > widest ? N : widest;
-    adahop_workspace_init(&m->ws, (size_t)N * widest, max_rows, max_rows, lo->path, lo->stochastic_grads, lo->oe_k, seed);
+    size_t stats_floats = 0;   // the row and column variances of x [N x cin], W [cout x cin], dY [N x cout] of every linear
+    for (int kind = 0; kind < NUM_LINEAR_KINDS; kind++) {
+        int cin, cout;
+        linear_shape(c, kind, &cin, &cout);
+        stats_floats += (size_t)L * (2 * (size_t)N + 2 * cin + 2 * cout);
+    }
+    adahop_workspace_init(&m->ws, (size_t)N * widest, max_rows, max_rows, lo->path, lo->stochastic_grads, lo->oe_k, seed,
+                          NUM_TENSORS * 4 * L, stats_floats);
     for (int i = 0; i < 4 * L; i++) {
         int cin, cout;
         linear_shape(c, i % 4, &cin, &cout);
@@ -870,6 +877,7 @@ static void step_gradients(GPT2* m, DataLoader* train, const Options* o, int mic
         gpt2_backward(m, o->B, o->T);
     }
     m->stats_now = false;
+    if (m->adahop.precision != PREC_BF16) { adahop_flush_patterns(&m->ws, &m->adahop, m->stream); }
     gpt2_reduce_grads(m, o->overlap);
 }
 

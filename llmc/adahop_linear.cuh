@@ -23,6 +23,9 @@ enum { GEMM_PATH_EXACT = 0, GEMM_PATH_FAST = 1 };
 // transposed, the transpose of `data` [K x rows].
 typedef struct { const floatX* data; int rows, K; bool transposed; } Operand;
 
+// one tensor's pattern statistics waiting in the pinned buffer: row variances [R] at offset, column variances [C] after
+typedef struct { int linear, tensor, R, C; size_t offset; } PendingPattern;
+
 // Scratch shared by every linear of the model, sized for the largest operand
 typedef struct {
     int path, stochastic_grads, oe_k;
@@ -37,8 +40,13 @@ typedef struct {
     float* oe_part;                   // [oe_k x max rows] FP32 product of the extracted rows
     int* oe_idx;                      // [oe_k]
     float *row_var, *row_sq, *col_var, *col_sq, *col_sum, *colsum_scratch;   // statistics
-    float* host_stats;                // pinned, for the pattern classification
-    double* host_stats_f64;           // the same in double, as the classifier takes them
+    // pattern statistics of a step: row and column variances of each recorded tensor, copied to pinned host memory
+    // without waiting and classified together by adahop_flush_patterns at the end of the step
+    float* host_stats;                // pinned, host_stats_cap floats
+    size_t host_stats_cap, host_stats_used;
+    PendingPattern* pending;          // [max_pending]
+    int num_pending, max_pending;
+    double* host_stats_f64;           // one tensor's variances in double, as the classifier takes them
 } AdahopWorkspace;
 
 // one linear's state kept from forward to backward: x^T in MXFP4 (the dW operand) and, for OE on x's
@@ -58,8 +66,9 @@ static inline E4M3Operand e4m3_view(const E4M3Operand* buf, int rows, int K) {
     return v;
 }
 
+// max_pending tensors of pattern statistics per step holding at most stats_floats row and column variances together
 static inline void adahop_workspace_init(AdahopWorkspace* ws, size_t max_elems, int max_rows, int max_k, int path,
-                                         int stochastic_grads, int oe_k, uint64_t seed) {
+                                         int stochastic_grads, int oe_k, uint64_t seed, int max_pending, size_t stats_floats) {
     memset(ws, 0, sizeof(*ws));
     ws->path = path; ws->stochastic_grads = stochastic_grads; ws->oe_k = oe_k; ws->seed = seed;
     ws->max_elems = max_elems; ws->max_rows = max_rows;
@@ -81,7 +90,10 @@ static inline void adahop_workspace_init(AdahopWorkspace* ws, size_t max_elems, 
     ws->col_sq = (float*)device_malloc((size_t)max_rows * sizeof(float), "column squares");
     ws->col_sum = (float*)device_malloc((size_t)max_rows * sizeof(float), "column sums");
     ws->colsum_scratch = (float*)device_malloc(column_sums_scratch_bytes(max_rows), "column sum scratch");
-    cudaCheck(cudaMallocHost((void**)&ws->host_stats, 2 * (size_t)max_rows * sizeof(float)));
+    cudaCheck(cudaMallocHost((void**)&ws->host_stats, stats_floats * sizeof(float)));
+    ws->host_stats_cap = stats_floats;
+    ws->max_pending = max_pending;
+    ws->pending = (PendingPattern*)malloc_check((size_t)max_pending * sizeof(PendingPattern));
     ws->host_stats_f64 = (double*)malloc_check(2 * (size_t)max_rows * sizeof(double));
 }
 
@@ -93,6 +105,7 @@ static inline void adahop_workspace_free(AdahopWorkspace* ws) {
                     ws->col_sq, ws->col_sum, ws->colsum_scratch};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
     cudaCheck(cudaFreeHost(ws->host_stats));
+    free(ws->pending);
     free(ws->host_stats_f64);
 }
 
@@ -214,15 +227,34 @@ static inline void adahop_gemm(AdahopWorkspace* ws, int strategy, void* out, boo
     }
 }
 
-// Row / Column / None of a BF16 tensor [R x C] (statistics on the GPU, classification on the host; waits)
-static inline int classify_tensor(AdahopWorkspace* ws, const floatX* x, int R, int C, cudaStream_t s) {
+// queues the Row / Column / None pattern of x [R x C], tensor `tensor` of `linear`: its row and column variances are
+// computed on the GPU and copied to pinned host memory without waiting (adahop_flush_patterns classifies them)
+static inline void adahop_queue_pattern(AdahopWorkspace* ws, int linear, int tensor, const floatX* x, int R, int C, cudaStream_t s) {
+    if (ws->num_pending == ws->max_pending || ws->host_stats_used + R + C > ws->host_stats_cap) {
+        die("AdaHOP statistics: more than %d tensors or %zu variances in one step", ws->max_pending, ws->host_stats_cap);
+    }
+    float* dst = ws->host_stats + ws->host_stats_used;
     outlier_stats(ws->row_var, ws->row_sq, ws->col_var, ws->col_sq, ws->col_sum, ws->colsum_scratch, x, R, C, s);
-    cudaCheck(cudaMemcpyAsync(ws->host_stats, ws->row_var, R * sizeof(float), cudaMemcpyDeviceToHost, s));
-    cudaCheck(cudaMemcpyAsync(ws->host_stats + R, ws->col_var, C * sizeof(float), cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaMemcpyAsync(dst, ws->row_var, R * sizeof(float), cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaMemcpyAsync(dst + R, ws->col_var, C * sizeof(float), cudaMemcpyDeviceToHost, s));
+    PendingPattern p = {linear, tensor, R, C, ws->host_stats_used};
+    ws->pending[ws->num_pending++] = p;
+    ws->host_stats_used += (size_t)R + C;
+}
+
+// waits for the queued statistics, classifies each tensor and records its pattern in st; empties the queue
+static inline void adahop_flush_patterns(AdahopWorkspace* ws, AdahopState* st, cudaStream_t s) {
+    if (ws->num_pending == 0) { return; }
     cudaCheck(cudaStreamSynchronize(s));
-    double* rv = ws->host_stats_f64;
-    for (int i = 0; i < R + C; i++) { rv[i] = ws->host_stats[i]; }
-    return classify_pattern_cpu(rv, rv + R, R, C, 2.0);
+    for (int i = 0; i < ws->num_pending; i++) {
+        const PendingPattern* p = &ws->pending[i];
+        const float* v = ws->host_stats + p->offset;
+        double* rv = ws->host_stats_f64;
+        for (int j = 0; j < p->R + p->C; j++) { rv[j] = v[j]; }
+        adahop_record(st, p->linear, p->tensor, classify_pattern_cpu(rv, rv + p->R, p->R, p->C, ADAHOP_TAU));
+    }
+    ws->num_pending = 0;
+    ws->host_stats_used = 0;
 }
 
 // seed of one quantization: differs per step, linear and GEMM so stochastic rounding draws fresh numbers
@@ -231,7 +263,7 @@ static inline uint64_t adahop_seed(const AdahopWorkspace* ws, int step, int line
 }
 
 // forward: out [N x Cout] = x W^T + b; with need_backward, prepares saved->x_t for the dW GEMM; with stats,
-// records the patterns of x and W.
+// queues the patterns of x and W (adahop_flush_patterns records them).
 static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, LinearSaved* saved, int linear,
                                          int step, bool need_backward, bool stats, floatX* out, const floatX* x,
                                          const floatX* w, const floatX* bias, int N, int Cin, int Cout, cudaStream_t s) {
@@ -252,8 +284,8 @@ static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, L
         }
     }
     if (stats) {
-        adahop_record(st, linear, TENSOR_X, classify_tensor(ws, x, N, Cin, s));
-        adahop_record(st, linear, TENSOR_W, classify_tensor(ws, w, Cout, Cin, s));
+        adahop_queue_pattern(ws, linear, TENSOR_X, x, N, Cin, s);
+        adahop_queue_pattern(ws, linear, TENSOR_W, w, Cout, Cin, s);
     }
 }
 
@@ -289,7 +321,7 @@ static inline void adahop_linear_backward(AdahopWorkspace* ws, AdahopState* st, 
     adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_DX), dinp, false, 0.0f, dy, wt, NULL, NULL, NULL, NULL, 1, 0,
                 adahop_seed(ws, step, linear, GEMM_DX), s);
     if (dbias) { bias_backward(dbias, scratch, dout, N, Cout, s); }
-    if (stats) { adahop_record(st, linear, TENSOR_DY, classify_tensor(ws, dout, N, Cout, s)); }
+    if (stats) { adahop_queue_pattern(ws, linear, TENSOR_DY, dout, N, Cout, s); }
 }
 
 #endif

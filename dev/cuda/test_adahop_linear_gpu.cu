@@ -73,6 +73,28 @@ static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const flo
     adahop_free(&st);
 }
 
+// the deferred pattern statistics: x, W and dY queued, then flushed, give one vote each, for the pattern the C
+// reference finds in the same BF16 tensors
+static void check_pattern_queue(AdahopWorkspace* ws, const char* path, const floatX* x, const floatX* w, const floatX* dy,
+                                int N, int Cin, int Cout) {
+    AdahopState st;
+    adahop_init(&st, PREC_ADAHOP, 1, 1, STRAT_PLAIN, 0, 1, ws->oe_k);
+    const floatX* t[NUM_TENSORS] = {x, w, dy};
+    int R[NUM_TENSORS] = {N, Cout, N}, C[NUM_TENSORS] = {Cin, Cin, Cout};
+    for (int i = 0; i < NUM_TENSORS; i++) { adahop_queue_pattern(ws, LIN_FC, i, t[i], R[i], C[i], 0); }
+    adahop_flush_patterns(ws, &st, 0);
+    for (int i = 0; i < NUM_TENSORS; i++) {
+        float* h = from_device_bf16(t[i], (size_t)R[i] * C[i]);
+        int want = tensor_pattern_cpu(h, R[i], C[i]);
+        const int* v = st.votes + (LIN_FC * NUM_TENSORS + i) * NUM_PATTERNS;
+        CHECK(v[want] == 1 && v[0] + v[1] + v[2] == 1, "%s: queued pattern of tensor %d: votes %d/%d/%d, reference pattern %d",
+              path, i, v[0], v[1], v[2], want);
+        free(h);
+    }
+    CHECK(ws->num_pending == 0 && ws->host_stats_used == 0, "%s: the flush empties the queue", path);
+    adahop_free(&st);
+}
+
 static void run_case(const char* path, int gemm_path) {
     AdahopCase c;
     adahop_case_read(path, &c);
@@ -82,7 +104,7 @@ static void run_case(const char* path, int gemm_path) {
     max_rows = max_rows > Cout ? max_rows : Cout;
     size_t max_elems = (size_t)max_rows * max_rows;
     AdahopWorkspace ws;
-    adahop_workspace_init(&ws, max_elems, max_rows, max_rows, gemm_path, c.stochastic, c.oe_k, 0);
+    adahop_workspace_init(&ws, max_elems, max_rows, max_rows, gemm_path, c.stochastic, c.oe_k, 0, NUM_TENSORS, 6 * (size_t)max_rows);
     ws.keep_codes = 1;   // the MXFP4 codes of the fast path's one-pass operands too, to compare them below
     Operand a[3] = {{x, N, Cin, false}, {dy, N, Cout, false}, {dy, Cout, N, true}};
     Operand b[3] = {{w, Cout, Cin, false}, {w, Cin, Cout, true}, {x, Cin, N, true}};
@@ -124,6 +146,7 @@ static void run_case(const char* path, int gemm_path) {
         printf("  %s %-3s strategy %d %-5s path: rel. error %.2e\n", path, case_gemm_names[g], st, gemm_path ? "fast" : "exact", rel);
         free(got);
     }
+    check_pattern_queue(&ws, path, x, w, dy, N, Cin, Cout);
     check_saved_path(&ws, &c, x, w, dy, gemm_path, false);
     check_saved_path(&ws, &c, x, w, dy, gemm_path, true);
     adahop_workspace_free(&ws);
