@@ -40,6 +40,7 @@ typedef struct {
     float* oe_part;                   // [oe_k x max rows] FP32 product of the extracted rows
     int* oe_idx;                      // [oe_k]
     float *row_var, *row_sq, *col_var, *col_sq, *col_sum, *colsum_scratch;   // statistics
+    float* col_sq_part;               // per-tile column sums of squares from the column quantizer
     // pattern statistics of a step: row and column variances of each recorded tensor, copied to pinned host memory
     // without waiting and classified together by adahop_flush_patterns at the end of the step
     float* host_stats;                // pinned, host_stats_cap floats
@@ -90,6 +91,7 @@ static inline void adahop_workspace_init(AdahopWorkspace* ws, size_t max_elems, 
     ws->col_sq = (float*)device_malloc((size_t)max_rows * sizeof(float), "column squares");
     ws->col_sum = (float*)device_malloc((size_t)max_rows * sizeof(float), "column sums");
     ws->colsum_scratch = (float*)device_malloc(column_sums_scratch_bytes(max_rows), "column sum scratch");
+    ws->col_sq_part = (float*)device_malloc((max_elems / 64 + max_rows) * sizeof(float), "column square partials");
     cudaCheck(cudaMallocHost((void**)&ws->host_stats, stats_floats * sizeof(float)));
     ws->host_stats_cap = stats_floats;
     ws->max_pending = max_pending;
@@ -102,7 +104,7 @@ static inline void adahop_workspace_free(AdahopWorkspace* ws) {
     mx_operand_free(&ws->qb);
     if (ws->path == GEMM_PATH_FAST) { e4m3_operand_free(&ws->ea); e4m3_operand_free(&ws->eb); }
     void* bufs[] = {ws->deq_a, ws->deq_b, ws->oe_rows, ws->oe_part, ws->oe_idx, ws->row_var, ws->row_sq, ws->col_var,
-                    ws->col_sq, ws->col_sum, ws->colsum_scratch};
+                    ws->col_sq, ws->col_sum, ws->colsum_scratch, ws->col_sq_part};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
     cudaCheck(cudaFreeHost(ws->host_stats));
     free(ws->pending);
@@ -143,11 +145,11 @@ static inline Operand operand_gather_rows(AdahopWorkspace* ws, Operand op, const
 // quantizes the operand into q (a view of the right shape), with or without the Hadamard
 static inline void operand_quantize(MXOperand* q, Operand op, MXQuantOptions opt, cudaStream_t s) {
     if (!op.transposed) { mx_quantize_rows(q, op.data, op.rows, op.K, opt, s); }
-    else { mx_quantize_cols(q, op.data, op.K, op.rows, opt, s); }
+    else { mx_quantize_cols(q, op.data, op.K, op.rows, opt, NULL, NULL, s); }
 }
 
 // One operand of a GEMM made ready for the workspace's path, in the slot (q, e, deq): quantized with opt (or taken
-// from `saved`, an MXFP4 operand), its rows zero_idx[0..k) zeroed (OE), then E4M3 on the fast path or dequantized
+// from `saved`, an MXFP4 operand already quantized), its rows zero_idx[0..k) zeroed (OE), then E4M3 on the fast path or dequantized
 // BF16 on the exact path. A row-major operand goes BF16 -> E4M3 in one pass on the fast path (its MXFP4 codes are
 // then written only with ws->keep_codes).
 static inline void operand_prepare(AdahopWorkspace* ws, MXOperand* q, E4M3Operand* e, floatX* deq, Operand op,
@@ -205,15 +207,23 @@ static inline void adahop_gemm(AdahopWorkspace* ws, int strategy, void* out, boo
     int ka = strategy == STRAT_IHT_OE_ROWS_A ? min(ws->oe_k, M) : 0;
     int kb = strategy == STRAT_IHT_OE_COLS_B ? min(ws->oe_k, N) : 0;
     if (ka > 0) { topk_rows(ws->oe_idx, operand_row_norms(ws, a, s), M, ka, s); }
-    const int* idx_b = b_idx;
-    if (kb > 0 && !qb_saved) {
-        topk_rows(ws->oe_idx, operand_row_norms(ws, b, s), N, kb, s);
-        idx_b = ws->oe_idx;
-    }
     MXOperand qa = mx_view(&ws->qa, M, a.K), qb = mx_view(&ws->qb, N, b.K);
     E4M3Operand ea = e4m3_view(&ws->ea, M, a.K), eb = e4m3_view(&ws->eb, N, b.K);
+    const int* idx_b = b_idx;
+    const MXOperand* qb_ready = qb_saved;
+    if (kb > 0 && !qb_saved) {
+        idx_b = ws->oe_idx;
+        if (b.transposed) {   // the column quantizer gives the norms of B's rows on the way
+            mx_quantize_cols(&qb, b.data, b.K, b.rows, ob, ws->col_sq, ws->col_sq_part, s);
+            topk_rows(ws->oe_idx, ws->col_sq, N, kb, s);
+            mx_zero_rows(&qb, ws->oe_idx, kb, s);
+            qb_ready = &qb;
+        } else {
+            topk_rows(ws->oe_idx, operand_row_norms(ws, b, s), N, kb, s);
+        }
+    }
     operand_prepare(ws, &qa, &ea, ws->deq_a, a, NULL, oa, ws->oe_idx, ka, s);
-    operand_prepare(ws, &qb, &eb, ws->deq_b, b, qb_saved, ob, ws->oe_idx, qb_saved ? 0 : kb, s);
+    operand_prepare(ws, &qb, &eb, ws->deq_b, b, qb_ready, ob, ws->oe_idx, qb_ready ? 0 : kb, s);
     prepared_gemm(ws, out, out_fp32, beta, M, N, a.K, bias, s);
     if (ka > 0) {
         gemm_nt_bf16(ws->oe_part, true, 0.0f, operand_gather_rows(ws, a, ws->oe_idx, ka, s), b, NULL, s);   // [k x N]
@@ -275,11 +285,11 @@ static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, L
     if (need_backward && dw != STRAT_BF16 && !saved->input_kept) {
         MXQuantOptions opt = {dw != STRAT_PLAIN, MX_SCALE_OCP, 0, 0};
         MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
-        mx_quantize_cols(&xt_view, x, N, Cin, opt, s);
-        if (dw == STRAT_IHT_OE_COLS_B) {
-            Operand xt = {x, Cin, N, true};
+        bool oe = dw == STRAT_IHT_OE_COLS_B;   // x's outlier channels: the quantizer sums their squares on the way
+        mx_quantize_cols(&xt_view, x, N, Cin, opt, oe ? ws->col_sq : NULL, ws->col_sq_part, s);
+        if (oe) {
             int k = min(ws->oe_k, Cin);
-            topk_rows(saved->x_channel_idx, operand_row_norms(ws, xt, s), Cin, k, s);
+            topk_rows(saved->x_channel_idx, ws->col_sq, Cin, k, s);
             mx_zero_rows(&xt_view, saved->x_channel_idx, k, s);
         }
     }

@@ -143,8 +143,10 @@ __global__ void mx_quantize_rows_kernel(uint8_t* codes, uint8_t* scales, const f
 // (b) Quantize along columns: x [R x C] BF16 row-major, blocks of 32 consecutive rows in one column, written
 // transposed as out [C x R] (K = R contiguous). A 64 x 128 tile goes through shared memory; a thread quantizes
 // one column block, and the two blocks of a column sit in adjacent lanes, so their 32 code bytes are written
-// together. Traffic: reads 2 bytes, writes 0.53 bytes per element.
-__global__ void mx_quantize_cols_kernel(uint8_t* codes, uint8_t* scales, const floatX* x, int R, int C, MXQuantOptions opt) {
+// together. With col_sq_part, also the sum of squares of each column of the tile (of x, before the Hadamard) into
+// col_sq_part[tile row][column]. Traffic: reads 2 bytes, writes 0.53 bytes per element (+ 4 bytes per 64).
+__global__ void mx_quantize_cols_kernel(uint8_t* codes, uint8_t* scales, float* col_sq_part, const floatX* x, int R, int C,
+                                        MXQuantOptions opt) {
     __shared__ floatX tile[64][128 + 2];
     int r0 = blockIdx.y * 64, c0 = blockIdx.x * 128;
     x128 in[4];                                                   // 64 rows x 16 vectors of 8 columns, loads first
@@ -159,13 +161,28 @@ __global__ void mx_quantize_cols_kernel(uint8_t* codes, uint8_t* scales, const f
     __syncthreads();
     int half = threadIdx.x & 1, c = threadIdx.x >> 1;
     int col = c0 + c, row = r0 + half * 32;
-    if (col >= C || row >= R) { return; }
     float v[32];
-    for (int j = 0; j < 32; j++) { v[j] = (float)tile[half * 32 + j][c]; }
+    for (int j = 0; j < 32; j++) { v[j] = (float)tile[half * 32 + j][c]; }   // zeros outside x
+    if (col_sq_part) {   // the whole warp takes part in the shuffle: the two halves of a column in fixed order
+        float sq = 0.0f;
+        for (int j = 0; j < 32; j++) { sq += v[j] * v[j]; }
+        sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+        if (half == 0 && col < C) { col_sq_part[(size_t)blockIdx.y * C + col] = sq; }
+    }
+    if (col >= C || row >= R) { return; }
     uint8_t scale;
     size_t out = (size_t)col * R + row;
     reinterpret_cast<uint4*>(codes)[out / 32] = mx_quantize_block32(v, opt, (uint64_t)out, &scale);
     scales[out / 32] = scale;
+}
+
+// col_sq[c] = sum over the tiles t < tiles of part[t][c], in order. Traffic: reads 4 * tiles, writes 4 bytes per column.
+__global__ void sum_tile_partials_kernel(float* col_sq, const float* part, int tiles, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) { return; }
+    float sum = 0.0f;
+    for (int t = 0; t < tiles; t++) { sum += part[(size_t)t * C + c]; }
+    col_sq[c] = sum;
 }
 
 // (c) Dequantize to BF16: one thread per 8 elements. Traffic: reads 0.53 bytes, writes 2 bytes per element.
@@ -302,14 +319,23 @@ static inline void mx_quantize_rows(MXOperand* out, const floatX* x, int R, int 
     cudaCheckLaunch();
 }
 
-// x [R x C] BF16 -> out [C x R] MXFP4 along R (the transposed operand)
-static inline void mx_quantize_cols(MXOperand* out, const floatX* x, int R, int C, MXQuantOptions opt, cudaStream_t s) {
+// floats of the scratch mx_quantize_cols needs for the column sums of squares of an R x C input
+static inline size_t mx_col_sq_scratch_floats(int R, int C) { return (size_t)ceil_div(R, 64) * C; }
+
+// x [R x C] BF16 -> out [C x R] MXFP4 along R (the transposed operand); with col_sq, also col_sq[c] = sum over r of
+// x[r][c]^2 (scratch: mx_col_sq_scratch_floats(R, C) floats)
+static inline void mx_quantize_cols(MXOperand* out, const floatX* x, int R, int C, MXQuantOptions opt, float* col_sq,
+                                    float* scratch, cudaStream_t s) {
     mx_check_shape("mx_quantize_cols", C, R);
     if (C % 8 != 0) { die("mx_quantize_cols: C=%d must be a multiple of 8", C); }
     if (out->rows != C || out->K != R) { die("mx_quantize_cols: operand is %d x %d, want %d x %d", out->rows, out->K, C, R); }
     dim3 grid(ceil_div(C, 128), ceil_div(R, 64));
-    mx_quantize_cols_kernel<<<grid, 256, 0, s>>>(out->codes, out->scales, x, R, C, opt);
+    mx_quantize_cols_kernel<<<grid, 256, 0, s>>>(out->codes, out->scales, col_sq ? scratch : NULL, x, R, C, opt);
     cudaCheckLaunch();
+    if (col_sq) {
+        sum_tile_partials_kernel<<<ceil_div(C, 256), 256, 0, s>>>(col_sq, scratch, (int)grid.y, C);
+        cudaCheckLaunch();
+    }
 }
 
 static inline void mx_dequantize(floatX* out, const MXOperand* q, cudaStream_t s) {

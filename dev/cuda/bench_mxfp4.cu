@@ -23,15 +23,22 @@ int main(int argc, char** argv) {
     MXOperand q = mx_operand_alloc(R, K), qt = mx_operand_alloc(K, R);
     E4M3Operand e8 = e4m3_operand_alloc(R, K);
     double mx_bytes = n * (2.0 + 0.5 + 1.0 / 32);   // BF16 in, codes + scales out
-    struct { const char* name; double bytes; float ms; } rows[10];
+    struct { const char* name; double bytes; float ms; } rows[12];
     int nr = 0;
     for (int h = 0; h < 2; h++) {
         MXQuantOptions opt = {h, MX_SCALE_OCP, 0, 0};
         rows[nr++] = {h ? "quantize rows + Hadamard" : "quantize rows", mx_bytes,
                       time_ms([&] { mx_quantize_rows(&q, x, R, K, opt, 0); }, reps)};
         rows[nr++] = {h ? "quantize cols (transposed) + Hadamard" : "quantize cols (transposed)", mx_bytes,
-                      time_ms([&] { mx_quantize_cols(&qt, x, R, K, opt, 0); }, reps)};
+                      time_ms([&] { mx_quantize_cols(&qt, x, R, K, opt, NULL, NULL, 0); }, reps)};
     }
+    float* col_sq = (float*)device_malloc((size_t)K * sizeof(float), "column squares");
+    float* col_part = (float*)device_malloc(mx_col_sq_scratch_floats(R, K) * sizeof(float), "column square partials");
+    MXQuantOptions had = {1, MX_SCALE_OCP, 0, 0};
+    rows[nr++] = {"quantize cols + Hadamard + column sums of squares (OE)", mx_bytes,
+                  time_ms([&] { mx_quantize_cols(&qt, x, R, K, had, col_sq, col_part, 0); }, reps)};
+    rows[nr++] = {"column sums of squares alone (the separate OE pass)", n * 2.0, time_ms([&] {
+                      column_sums<COLSUM_SQUARES>(col_sq, col_part, (float*)y, x, NULL, NULL, NULL, R, K, 0); }, reps)};
     MXQuantOptions sr = {1, MX_SCALE_OCP, 1, 7};
     rows[nr++] = {"quantize rows + Hadamard + SR", mx_bytes, time_ms([&] { mx_quantize_rows(&q, x, R, K, sr, 0); }, reps)};
     rows[nr++] = {"dequantize to BF16", mx_bytes, time_ms([&] { mx_dequantize(y, &q, 0); }, reps)};
@@ -47,7 +54,7 @@ int main(int argc, char** argv) {
         printf("| %s | %.3f | %.0f | %.0f%% |\n", rows[i].name, rows[i].ms, gbs, 100.0 * gbs / copy_gbs);
     }
     mx_operand_free(&q); mx_operand_free(&qt); e4m3_operand_free(&e8);
-    cudaCheck(cudaFree(x)); cudaCheck(cudaFree(y)); cudaCheck(cudaFree(group_scale));
+    cudaCheck(cudaFree(x)); cudaCheck(cudaFree(y)); cudaCheck(cudaFree(group_scale)); cudaCheck(cudaFree(col_sq)); cudaCheck(cudaFree(col_part));
 
     // 2. GEMMs: out [M x N] = A [M x K] (activation, quantized in the timed region) x B [N x K]^T (weight)
     struct { int M, N, K; const char* what; } shapes[] = {

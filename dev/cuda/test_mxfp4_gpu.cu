@@ -3,6 +3,7 @@
 // dequantization and E4M3 re-expression bit for bit, the fused one-pass E4M3 quantizer, both GEMM paths
 // against an FP64 product of the dequantized operands, the Hadamard's error reduction on in-block outliers,
 // outlier statistics and classification, top-k and outlier extraction. Unsupported shapes exit with a message.
+#include <float.h>
 #include "llmc/cuda_common.cuh"
 #include "llmc/matmul.cuh"
 #include "llmc/mxfp4.cuh"
@@ -125,8 +126,28 @@ static void test_quantize(int kind, int R, int C, MXQuantOptions opt) {
         MXTensor ht = host_tensor(C, R);
         quantize_cols_cpu(&ht, x, R, C, opt.hadamard, opt.rule, opt.stochastic, opt.seed);
         MXOperand dt = mx_operand_alloc(C, R);
-        mx_quantize_cols(&dt, dx, R, C, opt, 0);
+        mx_quantize_cols(&dt, dx, R, C, opt, NULL, NULL, 0);
         CHECK(same_operand("cols", &dt, &ht), "%s: quantize columns differs from the reference", what);
+        // the same with the column sums of squares on the way: same codes, sums within FP32 rounding of FP64 ones
+        MXOperand dn = mx_operand_alloc(C, R);
+        float* dsq = (float*)device_malloc(C * sizeof(float), "column squares");
+        float* dpart = (float*)device_malloc(mx_col_sq_scratch_floats(R, C) * sizeof(float), "column square partials");
+        mx_quantize_cols(&dn, dx, R, C, opt, dsq, dpart, 0);
+        float* gsq = (float*)download(dsq, C * sizeof(float));
+        float* xb = from_device_bf16(dx, (size_t)R * C);
+        int sq_ok = 1;
+        for (int c = 0; c < C; c++) {
+            double want = 0.0;
+            for (int r = 0; r < R; r++) { want += (double)xb[(size_t)r * C + c] * xb[(size_t)r * C + c]; }
+            // FP32 overflows above FLT_MAX (Inf expected) and loses squares below 1e-30 (tiny values)
+            int ok = isnan(want) ? isnan(gsq[c]) : want > FLT_MAX ? isinf(gsq[c]) : fabs(gsq[c] - want) <= 1e-5 * want + 1e-30;
+            sq_ok &= ok;
+        }
+        CHECK(same_operand("cols with norms", &dn, &ht) && sq_ok, "%s: quantize columns with the column sums of squares "
+              "differs (codes or sums)", what);
+        free(gsq); free(xb);
+        mx_operand_free(&dn);
+        cudaCheck(cudaFree(dsq)); cudaCheck(cudaFree(dpart));
         mxtensor_free(&ht);
         mx_operand_free(&dt);
     }
@@ -327,7 +348,7 @@ static void test_fast_encoder_exhaustive(void) {
 }
 
 static void bad_rows_shape(void) { MXOperand op = {4, 48, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_rows(&op, NULL, 4, 48, o, 0); }
-static void bad_cols_shape(void) { MXOperand op = {16, 40, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_cols(&op, NULL, 40, 16, o, 0); }
+static void bad_cols_shape(void) { MXOperand op = {16, 40, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_cols(&op, NULL, 40, 16, o, NULL, NULL, 0); }
 static void bad_one_pass_k(void) {
     MXQuantOptions o = {0, 0, 0, 0};
     E4M3Operand e = {4, 8224, NULL, NULL, NULL, NULL};
