@@ -138,6 +138,7 @@ static size_t gpt2_device_bytes(const ModelConfig* c, int B, int T, const Linear
     if (lo->precision != PREC_BF16) {
         size_t N = (size_t)B * T, C = c->channels, max_elems = N * model_widest_linear(c);
         lowp = 2 * max_elems * 17 / 32 + 2 * max_elems * (lo->path == GEMM_PATH_FAST ? 1 : 2)   // workspace operands
+             + (max_elems / 64 + N + model_widest_linear(c)) * sizeof(float)                    // OE column-sum partials
              + (size_t)c->num_layers * (2 * C + c->hidden) * N * 17 / 32;   // saved x^T of qkv, fc, fcproj (attproj reads atty)
     }
     size_t rope = c->family == FAMILY_LLAMA ? (size_t)c->max_seq_len * (c->channels / c->num_heads) : 0;   // cos, sin
