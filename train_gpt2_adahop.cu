@@ -641,7 +641,7 @@ static float gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps,
 }
 
 // every rank takes rank 0's AdaHOP state (votes, patterns, strategies), so all run the same strategies: after each
-// vote, the only time strategies can change (waits for the GPU)
+// vote, the only time strategies can change; then checks that all ranks hold the same strategies (waits for the GPU)
 static void gpt2_share_adahop(GPT2* m) {
     size_t bytes = adahop_state_words(&m->adahop) * sizeof(int32_t);
     adahop_save(&m->adahop, m->adahop_words);
@@ -650,6 +650,11 @@ static void gpt2_share_adahop(GPT2* m) {
     cudaCheck(cudaMemcpyAsync(m->adahop_words, m->adahop_words_dev, bytes, cudaMemcpyDeviceToHost, m->stream));
     cudaCheck(cudaStreamSynchronize(m->stream));
     adahop_load(&m->adahop, m->adahop_words, bytes / sizeof(int32_t));
+    uint32_t sum = adahop_strategy_checksum(&m->adahop);
+    if (!dp_same_on_all_ranks(m->dp, sum, (uint32_t*)m->adahop_words_dev, m->stream)) {
+        die("rank %d: the AdaHOP strategies differ between ranks after the broadcast (this rank's checksum %08x)", m->dp->rank, sum);
+    }
+    printf("AdaHOP strategies %08x on all %d ranks\n", sum, m->dp->world_size);
 }
 
 // mean of the per-token losses summed into acts.losses by `batches` micro-batches, over all ranks together

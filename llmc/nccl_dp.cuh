@@ -167,6 +167,16 @@ static inline void dp_broadcast(const DataParallel* dp, void* buf, size_t bytes,
     ncclCheck(ncclBroadcast(buf, buf, bytes, ncclUint8, 0, dp->comm, s));
 }
 
+// 1 if every rank passed the same v (waits for the GPU); dev2 is device scratch for 2 uint32
+static inline int dp_same_on_all_ranks(const DataParallel* dp, uint32_t v, uint32_t* dev2, cudaStream_t s) {
+    uint32_t h[2] = {v, ~v};
+    cudaCheck(cudaMemcpyAsync(dev2, h, sizeof(h), cudaMemcpyHostToDevice, s));
+    ncclCheck(ncclAllReduce(dev2, dev2, 2, ncclUint32, ncclMax, dp->comm, s));
+    cudaCheck(cudaMemcpyAsync(h, dev2, sizeof(h), cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaStreamSynchronize(s));
+    return h[0] == v && h[1] == ~v;   // the largest v and the largest ~v (= ~ the smallest v) are both v
+}
+
 // ----------------------------------------------------------------------------
 // gradient all-reduce overlapped with the backward pass
 

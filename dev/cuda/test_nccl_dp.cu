@@ -84,6 +84,18 @@ static void test_broadcast(size_t bytes) {
     free(h); free(got); cudaCheck(cudaFree(d));
 }
 
+// a value is the same on all ranks exactly when every rank passes the same one
+static void test_same_on_all_ranks(void) {
+    uint32_t* d = (uint32_t*)device_malloc(2 * sizeof(uint32_t), "agreement scratch");
+    CHECK(dp_same_on_all_ranks(&dp, 0x9e3779b9u, d, stream), "the same value on every rank agrees");
+    CHECK(dp_same_on_all_ranks(&dp, 0u, d, stream) && dp_same_on_all_ranks(&dp, 0xffffffffu, d, stream), "0 and ~0 agree");
+    if (dp.world_size > 1) {
+        CHECK(!dp_same_on_all_ranks(&dp, (uint32_t)dp.rank, d, stream), "one value per rank does not agree");
+        CHECK(!dp_same_on_all_ranks(&dp, dp.rank == 1 ? 5u : 7u, d, stream), "one rank apart does not agree");
+    }
+    cudaCheck(cudaFree(d));
+}
+
 // the trainer's backward in miniature: gradients appear bucket by bucket on the compute stream (blocks L-1 .. 0,
 // then wte/wpe/lnf), each bucket is reduced on the comm stream right away; two steps reuse the events
 static void test_bucket_overlap(const GPT2Config* c) {
@@ -301,6 +313,7 @@ int main(int argc, char** argv) {
         test_all_gather(sizes[i]);
     }
     test_broadcast(4097);
+    test_same_on_all_ranks();
     test_bucket_overlap(&tiny);
     test_bucket_overlap(&small);
     test_zero_adamw_shards(&tiny);

@@ -6,7 +6,8 @@
 #   resuming from its step-5 checkpoint continues bit for bit (same log lines, same final checkpoint);
 #   with 2+ GPUs: 2 ranks (rendezvous file) against 1 rank with twice the accumulation, and resuming across world
 #   sizes (1 -> 2, 2 -> 1): numbers within 1e-4 relative (only the summation order of the all-reduce differs),
-#   everything else (strategy checksums, AdaHOP change lines) identical; the same 2 ranks started by mpirun when the
+#   everything else (strategy checksums, AdaHOP change lines) identical, and after every vote the trainer's
+#   cross-rank check of the strategies passed; the same 2 ranks started by mpirun when the
 #   trainer was built with OpenMPI.
 # usage: dp_test.sh [INIT]   INIT is the trainer's -e: d6 (GPT-2, the default) or e.g. llama:d8
 set -uo pipefail
@@ -104,6 +105,11 @@ if [ "$gpus" -ge 2 ]; then
     result "2 ranks through a rendezvous file" $?
     same_logs "$out/plain" "$out/dp2" $tol
     result "2 ranks vs 1 rank with twice the accumulation, within $tol relative" $?
+    votes=$(grep -c "^adahop step" "$out/dp2/main.log"; true)
+    agreed=$(grep -c "AdaHOP strategies [0-9a-f]* on all 2 ranks" "$out/dp2.txt"; true)
+    echo "  AdaHOP strategy changes logged: $votes; votes after which the trainer checked both ranks' strategies: $agreed"
+    [ "$agreed" -ge 3 ]
+    result "after each of the 3 votes both ranks hold the same AdaHOP strategies (checked by the trainer)" $?
     mkdir -p "$out/resume_1to2" "$out/resume_2to1"
     cp "$out/dp1/state_00000005.bin" "$out/resume_1to2/"
     cp "$out/dp2/state_00000005.bin" "$out/resume_2to1/"
