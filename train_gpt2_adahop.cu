@@ -54,6 +54,7 @@ enum { A_ENCODED, A_LN1, A_QKV, A_ATTY, A_RES2, A_LN2, A_FCH, A_FCH_GELU, A_RES3
 typedef struct {
     floatX* t[NUM_ACT_TENSORS];
     bool linear_inputs_kept;   // ln1, ln2, fch_gelu of every layer (bf16); else one layer's worth, recomputed
+    bool fch_recomputed;       // fch of one layer, recomputed in the backward pass (-A 1); else of every layer
     int qkv_ch, fc_ch, hidden; // widths of the rows of qkv, fch and fch_gelu (GPT-2: 3C, 4C, 4C)
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd;   // the means: LayerNorm only
     float* losses;     // [B*T], summed over the micro-steps of one optimizer step
@@ -67,13 +68,15 @@ typedef struct {
 // their dW operands in MXFP4 instead (llmc/adahop_linear.cuh): in the forward pass ln1 and ln2 share one
 // layer's buffer and fch_gelu goes to the backward scratch A_D4C; a backward that reads the BF16 input
 // recomputes it into its own output buffer (see linear_backward_input). The attention projection's input
-// atty stays, as attention's own output.
-static void activation_sizes(const ModelConfig* c, int B, int T, bool linear_inputs_kept, size_t sizes[NUM_ACT_TENSORS]) {
+// atty stays, as attention's own output. With fch_recomputed, fch (the MLP's pre-activation) is one layer's
+// buffer, recomputed by the backward pass (recompute_fch).
+static void activation_sizes(const ModelConfig* c, int B, int T, bool linear_inputs_kept, bool fch_recomputed,
+                             size_t sizes[NUM_ACT_TENSORS]) {
     size_t L = c->num_layers, C = c->channels, BT = (size_t)B * T, LK = linear_inputs_kept ? L : 0;
     size_t QKV = model_qkv_channels(c), FC = model_fc_channels(c), H = c->hidden;
     sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = (LK ? LK : 1) * BT * C; sizes[A_QKV] = L * BT * QKV;
     sizes[A_ATTY] = L * BT * C;     sizes[A_RES2] = L * BT * C;
-    sizes[A_LN2] = LK * BT * C;     sizes[A_FCH] = L * BT * FC;      sizes[A_FCH_GELU] = LK * BT * H;
+    sizes[A_LN2] = LK * BT * C;     sizes[A_FCH] = (fch_recomputed ? 1 : L) * BT * FC;      sizes[A_FCH_GELU] = LK * BT * H;
     sizes[A_RES3] = L * BT * C;     sizes[A_LNF] = BT * C;           sizes[A_LOGITS] = BT * c->padded_vocab_size;
     sizes[A_DRES] = BT * C;         sizes[A_D4C] = BT * model_widest_linear(c);
     sizes[A_DC] = BT * C;
@@ -117,7 +120,10 @@ typedef struct {
 } GPT2;
 
 // precision options of the linear layers
-typedef struct { int precision, path, stochastic_grads, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k; } LinearOptions;
+typedef struct {
+    int precision, path, stochastic_grads, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
+    int recompute_fch;   // keep one layer's fc (gate/up) output and recompute it in the backward pass
+} LinearOptions;
 
 static void staging_layout(int BT, size_t offs[6]) {
     // inputs, targets, tokens, offsets (BT+1), positions; offs[5] = total ints
@@ -130,7 +136,7 @@ static void staging_layout(int BT, size_t offs[6]) {
 static size_t gpt2_device_bytes(const ModelConfig* c, int B, int T, const LinearOptions* lo, int world) {
     size_t n = model_num_params(c), sizes[NUM_ACT_TENSORS], act = 0, offs[6];
     size_t shard = zero_shard_size(n, world), padded = shard * world;
-    activation_sizes(c, B, T, lo->precision == PREC_BF16, sizes);
+    activation_sizes(c, B, T, lo->precision == PREC_BF16, lo->recompute_fch, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { act += sizes[i]; }
     staging_layout(B * T, offs);
     size_t stats = (size_t)c->num_layers * (4 + c->num_heads) * B * T + (3 + (size_t)c->num_heads) * B * T;   // norms, losses, lse, delta
@@ -231,10 +237,11 @@ static void gpt2_build(GPT2* m, DataParallel* dp, const ModelConfig* c, const fl
     }
     size_t sizes[NUM_ACT_TENSORS];
     m->acts.linear_inputs_kept = lo->precision == PREC_BF16;
+    m->acts.fch_recomputed = lo->recompute_fch;
     m->acts.qkv_ch = model_qkv_channels(c);
     m->acts.fc_ch = model_fc_channels(c);
     m->acts.hidden = c->hidden;
-    activation_sizes(c, B, T, m->acts.linear_inputs_kept, sizes);
+    activation_sizes(c, B, T, m->acts.linear_inputs_kept, m->acts.fch_recomputed, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { m->acts.t[i] = (floatX*)device_malloc(sizes[i] * sizeof(floatX), "activations"); }
     size_t LBT = (size_t)c->num_layers * B * T, BT = (size_t)B * T;
     float** stats[6] = {&m->acts.ln1_mean, &m->acts.ln1_rstd, &m->acts.ln2_mean, &m->acts.ln2_rstd,
@@ -267,7 +274,7 @@ static void gpt2_build(GPT2* m, DataParallel* dp, const ModelConfig* c, const fl
 static size_t gpt2_saved_input_bytes(const GPT2* m) {
     size_t sizes[NUM_ACT_TENSORS], bytes = 0;
     if (m->acts.linear_inputs_kept) {
-        activation_sizes(&m->config, m->max_B, m->max_T, true, sizes);
+        activation_sizes(&m->config, m->max_B, m->max_T, true, m->acts.fch_recomputed, sizes);
         return (sizes[A_LN1] + sizes[A_LN2] + sizes[A_FCH_GELU]) * sizeof(floatX);
     }
     for (int i = 0; i < 4 * m->config.num_layers; i++) {
@@ -350,7 +357,7 @@ static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, in
     la.res_in = l == 0 ? a->t[A_ENCODED] : a->t[A_RES3] + (l - 1) * nc;
     la.res2 = a->t[A_RES2] + l * nc;
     la.ln2 = kept ? a->t[A_LN2] + l * nc : la.ln1;
-    la.fch = a->t[A_FCH] + l * BT * a->fc_ch;
+    la.fch = a->t[A_FCH] + (a->fch_recomputed ? 0 : l * BT * a->fc_ch);
     la.fch_gelu = kept ? a->t[A_FCH_GELU] + l * BT * a->hidden : a->t[A_D4C];
     la.res3 = a->t[A_RES3] + l * nc;
     return la;
@@ -360,13 +367,13 @@ static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, in
 // forward pass: the blocks of the model's family, then the classifier
 
 // forward of linear `kind` of layer l, y = x W^T (+ b), in the run's precision (llmc/adahop_linear.cuh); with bw
-// (a backward pass follows) it keeps its dW operand
+// (a backward pass follows) it keeps its dW operand and, at statistics steps, records the patterns of x and W
 static void block_linear_forward(GPT2* m, int l, int kind, floatX* out, const floatX* x, int N, bool bw) {
     const FamilyTensors* ft = &family_tensors[m->config.family];
     int cin, cout, b = ft->linear_b[kind];
     linear_shape(&m->config, kind, &cin, &cout);
     const floatX* bias = b < 0 ? NULL : m->w[b] + (size_t)l * cout;
-    adahop_linear_forward(&m->ws, &m->adahop, m->saved + 4 * l + kind, 4 * l + kind, m->step, bw, m->stats_now, out, x,
+    adahop_linear_forward(&m->ws, &m->adahop, m->saved + 4 * l + kind, 4 * l + kind, m->step, bw, bw && m->stats_now, out, x,
                           m->w[ft->linear_w[kind]] + (size_t)l * cin * cout, bias, N, cin, cout, m->stream);
 }
 
@@ -505,6 +512,19 @@ static void recompute_norm(GPT2* m, const LayerActs* la, int l, bool first, cons
     else { layernorm_forward(into, mean, rstd, NULL, src, NULL, w, b, N, C, s); }
 }
 
+// with -A 1: fch of layer l again, bit for bit as the forward pass computed it: the norm in front of the fc (gate/up)
+// linear from the residual stream into A_LN1 (free during the backward pass) unless the norms are kept, then that
+// linear, which keeps its dW operand from the forward pass
+static void recompute_fch(GPT2* m, const LayerActs* la, int l, int N) {
+    if (!m->acts.fch_recomputed) { return; }
+    const floatX* x = la->ln2;
+    if (!m->acts.linear_inputs_kept) {
+        recompute_norm(m, la, l, false, NULL, false, 0, N, m->acts.t[A_LN1]);
+        x = m->acts.t[A_LN1];
+    }
+    block_linear_forward(m, l, LIN_FC, la->fch, x, N, false);
+}
+
 static LinearInput linear_backward_input(GPT2* m, const LayerActs* la, int l, int kind, int N, floatX* into) {
     const Activations* a = &m->acts;
     const LinearSaved* sv = m->saved + 4 * l + kind;
@@ -555,6 +575,7 @@ static void gpt2_blocks_backward(GPT2* m, int B, int T) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
         floatX *qkv = la.qkv, *res_in = la.res_in, *res2 = la.res2, *fch = la.fch;
         // MLP
+        recompute_fch(m, &la, l, N);
         block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N);
         gelu_backward(d4c, fch, (long)N * 4 * C, s);
         block_linear_backward(m, &la, l, LIN_FC, dc, d4c, N);
@@ -584,6 +605,7 @@ static void llama_blocks_backward(GPT2* m, int B, int T) {
     for (int l = L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
         // MLP: d(gate, up) overwrites the gate/up activation, which nothing reads afterwards
+        recompute_fch(m, &la, l, N);
         block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N);
         swiglu_backward(la.fch, d4c, la.fch, N, c->hidden, s);
         block_linear_backward(m, &la, l, LIN_FC, dc, la.fch, N);
@@ -723,6 +745,10 @@ static void usage(const char* prog) {
            "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 250)\n"
            "  -W <int>   steps of pattern statistics before each re-classification (default 10)\n"
            "  -K <int>   rows/columns taken out by outlier extraction (default 64)\n"
+           "Memory:\n"
+           "  -A <0|1>   recompute the MLP's pre-activation (fc / gate-up output) in the backward pass instead of keeping\n"
+           "             it for every layer: saves (layers - 1) x B x T x its width BF16 values, costs one more fc\n"
+           "             forward per layer; results are identical (default 0)\n"
            "Data parallel, one process per GPU: mpirun -np N <this program> ..., or without MPI N processes on one node\n"
            "started with -G N -I 0..N-1 -F <file> (the same batches, results and checkpoints as one GPU with N times the\n"
            "gradient accumulation; only rank 0 prints, samples and writes files):\n"
@@ -779,6 +805,7 @@ static Options parse_options(int argc, char** argv) {
             case 'R': o.lin.reclass_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'W': o.lin.reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'K': o.lin.oe_k = (int)parse_int(f, v, 1, 4096); break;
+            case 'A': o.lin.recompute_fch = (int)parse_int(f, v, 0, 1); break;
             case 'G': o.dp.world_size = (int)parse_int(f, v, 1, 1 << 16); break;
             case 'I': o.dp.rank = (int)parse_int(f, v, 0, 1 << 16); break;
             case 'F': o.dp.rendezvous = v; break;
@@ -989,9 +1016,9 @@ int main(int argc, char** argv) {
     if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
     printf("saved inputs of the block linears: %.2f GiB\n", gpt2_saved_input_bytes(&model) / 1073741824.0);
     static const char* path_names[2] = {"exact", "fast"};
-    printf("block linears: %s%s%s, stochastic rounding of gradients %s\n", precision_names[o.lin.precision],
+    printf("block linears: %s%s%s, stochastic rounding of gradients %s%s\n", precision_names[o.lin.precision],
            o.lin.precision == PREC_BF16 ? "" : ", MXFP4 GEMM path ", o.lin.precision == PREC_BF16 ? "" : path_names[o.lin.path],
-           o.lin.stochastic_grads ? "on" : "off");
+           o.lin.stochastic_grads ? "on" : "off", o.lin.recompute_fch ? ", MLP pre-activation recomputed in the backward (-A 1)" : "");
     if (o.lin.precision == PREC_ADAHOP) {
         printf("AdaHOP: %d calibration steps of %s MXFP4, re-classification every %d steps over %d steps, OE k=%d\n",
                o.lin.calib_steps, adahop_strategy_names[o.lin.calib_strategy], o.lin.reclass_every, o.lin.reclass_window, o.lin.oe_k);

@@ -4,7 +4,8 @@
 # the steady state is timed); GiB is what the trainer allocates (all of it up front: the peak); "saved inputs"
 # is what the block linears keep from forward to backward (train_gpt2_adahop.cu, gpt2_saved_input_bytes).
 # Usage: dev/bench_modes.sh [model:batch ...]   (model = a trainer -e preset: d12, llama:d12, ...; a bare depth N
-# means dN; default d12:64 d24:32 d48:16; STEPS=15, MODES="bf16 mxfp4 hadamard adahop")
+# means dN; default d12:64 d24:32 d48:16; STEPS=15, MODES="bf16 mxfp4 hadamard adahop"; a mode written MODE+A runs
+# with -A 1, the MLP pre-activation recomputed in the backward pass, e.g. MODES="bf16 adahop adahop+A")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source dev/test/nccl_path.sh ./train_gpt2_adahop   # NCCL may live only in PyTorch's wheels
@@ -24,7 +25,8 @@ for cfg in "${configs[@]}"; do
     base_tok=""; base_mem=""; base_saved=""
     for mode in "${modes[@]}"; do
         log="$out/${name}_${mode}.txt"
-        ./train_gpt2_adahop -e "$model" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -p "$mode" -w 3 -R 0 > "$log" 2>&1 || {
+        recompute=0; [[ $mode == *+A ]] && recompute=1
+        ./train_gpt2_adahop -e "$model" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -p "${mode%+A}" -A $recompute -w 3 -R 0 > "$log" 2>&1 || {
             echo "$model $mode FAILED:"; tail -n 3 "$log"; continue; }
         tok=$(awk -v tokens=$((b * 1024)) '/^step +[0-9]+\/[0-9]+ \| loss/ { split($2, s, "/"); if (s[1] + 0 >= 6) {
                   for (i = 1; i <= NF; i++) if ($(i + 1) == "ms") { ms += $i; n++ } } }

@@ -63,6 +63,10 @@ echo "== resume from a checkpoint gives the same losses bit for bit"
 bash dev/test/resume_test.sh d6 || failed+=(resume_test)
 bash dev/test/resume_test.sh llama:d8 || failed+=(resume_test_llama)
 
+echo "== -A 1 (MLP pre-activation recomputed in the backward pass) gives the same numbers with less memory"
+bash dev/test/recompute_test.sh d6 || failed+=(recompute_test)
+bash dev/test/recompute_test.sh llama:d8 || failed+=(recompute_test_llama)
+
 echo "== data parallel: world size 1 through the DP flags equals a plain run; 2 ranks equal 1 rank with twice the accumulation"
 bash dev/test/dp_test.sh d6 || failed+=(dp_test)
 bash dev/test/dp_test.sh llama:d8 || failed+=(dp_test_llama)
