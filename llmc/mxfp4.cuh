@@ -145,9 +145,12 @@ __global__ void mx_quantize_rows_kernel(uint8_t* codes, uint8_t* scales, const f
 // one column block, and the two blocks of a column sit in adjacent lanes, so their 32 code bytes are written
 // together. With col_sq_part, also the sum of squares of each column of the tile (of x, before the Hadamard) into
 // col_sq_part[tile row][column]. Traffic: reads 2 bytes, writes 0.53 bytes per element (+ 4 bytes per 64).
+// Shared memory: rows of 136 elements, the lower 32 rows shifted by 32 more, so that the 16-byte stores of a
+// quarter warp cover the 32 banks once and a warp's column reads (16 columns, both halves) hit 16 distinct banks.
+__host__ __device__ constexpr int mx_cols_tile_at(int r, int c) { return r * 136 + (r >> 5) * 32 + c; }
 __global__ void mx_quantize_cols_kernel(uint8_t* codes, uint8_t* scales, float* col_sq_part, const floatX* x, int R, int C,
                                         MXQuantOptions opt) {
-    __shared__ floatX tile[64][128 + 2];
+    __shared__ __align__(16) floatX tile[mx_cols_tile_at(64, 0)];
     int r0 = blockIdx.y * 64, c0 = blockIdx.x * 128;
     x128 in[4];                                                   // 64 rows x 16 vectors of 8 columns, loads first
     for (int u = 0; u < 4; u++) {
@@ -156,13 +159,13 @@ __global__ void mx_quantize_cols_kernel(uint8_t* codes, uint8_t* scales, float* 
     }
     for (int u = 0; u < 4; u++) {
         int i = threadIdx.x + u * 256, r = i / 16, cv = (i % 16) * 8;
-        for (int j = 0; j < 8; j++) { tile[r][cv + j] = in[u][j]; }
+        store128(tile + mx_cols_tile_at(r, cv), in[u]);
     }
     __syncthreads();
     int half = threadIdx.x & 1, c = threadIdx.x >> 1;
     int col = c0 + c, row = r0 + half * 32;
     float v[32];
-    for (int j = 0; j < 32; j++) { v[j] = (float)tile[half * 32 + j][c]; }   // zeros outside x
+    for (int j = 0; j < 32; j++) { v[j] = (float)tile[mx_cols_tile_at(half * 32 + j, c)]; }   // zeros outside x
     if (col_sq_part) {   // the whole warp takes part in the shuffle: the two halves of a column in fixed order
         float sq = 0.0f;
         for (int j = 0; j < 32; j++) { sq += v[j] * v[j]; }
