@@ -219,8 +219,9 @@ __global__ void mx_to_e4m3_kernel(uint8_t* out, int* inexact_blocks, const uint8
                                   const int* row_exp, int K, long n) {
     long g = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (g * 8 >= n) { return; }
-    int row = (int)(g * 8 / K);
-    int s = scales[g * 8 / 32];
+    uint32_t block = (uint32_t)(g >> 2);   // 32-bit division: fewer than 2^32 blocks
+    int row = (int)(block / (uint32_t)(K / 32));
+    int s = scales[block];
     uint32_t packed = reinterpret_cast<const uint32_t*>(codes)[g];
     int shift = s - row_exp[row] + 6;
     reinterpret_cast<uint64_t*>(out)[g] = mx_codes_to_e4m3(packed, mx_e4m3_table(s, row_exp[row]), s);
@@ -232,11 +233,11 @@ __global__ void mx_to_e4m3_kernel(uint8_t* out, int* inexact_blocks, const uint8
 __device__ __forceinline__ void mx_store_e4m3_block(uint8_t* e4m3, uint8_t* codes, uint8_t* scales, size_t b, uint4 packed,
                                                     uint8_t scale, int emax) {
     uint2 table = mx_e4m3_table(scale, emax);
-    uint64_t* out = reinterpret_cast<uint64_t*>(e4m3 + b * 32);
-    out[0] = mx_codes_to_e4m3(packed.x, table, scale);
-    out[1] = mx_codes_to_e4m3(packed.y, table, scale);
-    out[2] = mx_codes_to_e4m3(packed.z, table, scale);
-    out[3] = mx_codes_to_e4m3(packed.w, table, scale);
+    uint64_t e[4] = {mx_codes_to_e4m3(packed.x, table, scale), mx_codes_to_e4m3(packed.y, table, scale),
+                     mx_codes_to_e4m3(packed.z, table, scale), mx_codes_to_e4m3(packed.w, table, scale)};
+    uint4* out = reinterpret_cast<uint4*>(e4m3 + b * 32);   // two 16-byte stores
+    out[0] = make_uint4((uint32_t)e[0], (uint32_t)(e[0] >> 32), (uint32_t)e[1], (uint32_t)(e[1] >> 32));
+    out[1] = make_uint4((uint32_t)e[2], (uint32_t)(e[2] >> 32), (uint32_t)e[3], (uint32_t)(e[3] >> 32));
     if (codes) { reinterpret_cast<uint4*>(codes)[b] = packed; scales[b] = scale; }
 }
 
