@@ -199,6 +199,30 @@ __device__ __forceinline__ void store_rows(floatX* dst, long stride, const float
 // out and lse of one query tile of one (b, h): online softmax over the key tiles of kv head h / (NH / NKV) up to
 // the diagonal, K/V double-buffered. Traffic: reads the tile's q rows once and k, v up to the diagonal (mostly
 // from L2), writes out, lse.
+// where query head h of sequence b and its key/value head kvh sit in qkv [B, T, (NH + 2 nkv) HS]: q at `q` = qkv +
+// off, k and v at k = q + koff and v = q + voff, rows `stride` apart (the same offsets address dqkv)
+struct FlashHeads { const floatX *q, *k, *v; long stride, off; int koff, voff; };
+template <int HS>
+__device__ __forceinline__ FlashHeads flash_heads(const floatX* qkv, int b, int h, int kvh, int T, int NH, int nkv) {
+    FlashHeads f;
+    f.stride = (long)(NH + 2 * nkv) * HS;
+    f.off = (long)b * T * f.stride + h * HS;
+    f.q = qkv + f.off;
+    f.koff = (NH + kvh - h) * HS;
+    f.voff = f.koff + nkv * HS;
+    f.k = f.q + f.koff;
+    f.v = f.q + f.voff;
+    return f;
+}
+
+// key/value tile j of the heads f into the double buffers sk, sv (buffer j % 2), as one cp.async group
+template <int HS, int BN>
+__device__ __forceinline__ void load_kv_tile(floatX* sk, floatX* sv, const FlashHeads& f, int j, int T) {
+    load_tile<HS, BN>(sk + j % 2 * BN * HS, f.k, f.stride, j * BN, T);
+    load_tile<HS, BN>(sv + j % 2 * BN * HS, f.v, f.stride, j * BN, T);
+    cp_async_commit();
+}
+
 template <int HS, int MT, bool GQA>
 __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH,
                                                                       int NKV, float scale_log2) {
@@ -209,22 +233,15 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
     int q0 = (gridDim.x - 1 - blockIdx.x) * BM;   // the longest tiles start first
     int wq0 = q0 + warp * 16 * MT;                // this warp's first query row
-    int nkv = GQA ? NKV : NH, kvh = GQA ? h / (NH / NKV) : h;
-    long stride = (long)(NH + 2 * nkv) * HS;
-    const floatX* q = qkv + (long)b * T * stride + h * HS;
-    int koff = (NH + kvh - h) * HS, voff = koff + nkv * HS;   // k, v of kv head kvh at q + koff, q + voff
+    int nkv = GQA ? NKV : NH;
+    FlashHeads f = flash_heads<HS>(qkv, b, h, GQA ? h / (NH / NKV) : h, T, NH, nkv);
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    auto load_kv = [&](int j) {   // key tile j into buffer j % 2
-        load_tile<HS, BN>(sk + j % 2 * BN * HS, q + koff, stride, j * BN, T);
-        load_tile<HS, BN>(sv + j % 2 * BN * HS, q + voff, stride, j * BN, T);
-        cp_async_commit();
-    };
-    load_tile<HS, BM>(sq, q, stride, q0, T);
-    load_kv(0);
+    load_tile<HS, BM>(sq, f.q, f.stride, q0, T);
+    load_kv_tile<HS, BN>(sk, sv, f, 0, T);
     float o[MT][HS / 8][4] = {}, mrow[MT][2], lrow[MT][2];   // row max (log2 units) and this thread's partial row sum
     for (int m = 0; m < MT; m++) { mrow[m][0] = mrow[m][1] = -INFINITY; lrow[m][0] = lrow[m][1] = 0.0f; }
     for (int j = 0; j < ntiles; j++) {
-        if (j + 1 < ntiles) { load_kv(j + 1); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+        if (j + 1 < ntiles) { load_kv_tile<HS, BN>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
         __syncthreads();
         int k0 = j * BN;
         if (k0 <= wq0 + 16 * MT - 1) {   // some key of the tile is visible to this warp
@@ -317,21 +334,20 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = blockIdx.y, b = blockIdx.z, C = NH * HS;
     int nkv = GQA ? NKV : NH, group = GQA ? NH / NKV : 1, h = g * group;   // the group's query heads h .. h + group
     int k0 = blockIdx.x * BM, wk0 = k0 + warp * 16;   // the longest tiles (first keys) start first
-    long stride = (long)(NH + 2 * nkv) * HS, rows = ((long)b * NH + h) * T;
-    const floatX* q = qkv + (long)b * T * stride + h * HS;
+    long rows = ((long)b * NH + h) * T;
+    FlashHeads f = flash_heads<HS>(qkv, b, h, g, T, NH, nkv);   // k, v of kv head g
     const floatX* dob = dout + (long)b * T * C + h * HS;
-    int koff = (NH + g - h) * HS, voff = koff + nkv * HS;   // k, v of kv head g at q + koff, q + voff
     int i0 = k0 / BN, ntiles = (T + BN - 1) / BN - i0;
     auto load_q = [&](int i) {   // step i: query tile i0 + i % ntiles of query head h + i / ntiles, into buffer i % 2
         int hg = GQA ? i / ntiles : 0, t0 = (i0 + i - hg * ntiles) * BN, buf = i % 2;
-        load_tile<HS, BN>(sq + buf * BN * HS, q + hg * HS, stride, t0, T);
+        load_tile<HS, BN>(sq + buf * BN * HS, f.q + hg * HS, f.stride, t0, T);
         load_tile<HS, BN>(sdo + buf * BN * HS, dob + hg * HS, C, t0, T);
         load_row_values<BN>(slse + buf * BN, lse + rows + (long)hg * T, t0, T);
         load_row_values<BN>(sdelta + buf * BN, delta + rows + (long)hg * T, t0, T);
         cp_async_commit();
     };
-    load_tile<HS, BM>(sk, q + koff, stride, k0, T);
-    load_tile<HS, BM>(sv, q + voff, stride, k0, T);
+    load_tile<HS, BM>(sk, f.k, f.stride, k0, T);
+    load_tile<HS, BM>(sv, f.v, f.stride, k0, T);
     load_q(0);
     float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
     for (int i = 0; i < group * ntiles; i++) {   // head-major: the fixed summation order of dk, dv over the group
@@ -364,9 +380,9 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
         }
         __syncthreads();
     }
-    floatX* dkb = dqkv + (long)b * T * stride + h * HS + koff;
-    store_rows<HS, 1>(dkb, stride, dk, scale_log2 / FLASH_LOG2E, wk0, T);
-    store_rows<HS, 1>(dkb + nkv * HS, stride, dv, 1.0f, wk0, T);
+    floatX* dkb = dqkv + f.off + f.koff;
+    store_rows<HS, 1>(dkb, f.stride, dk, scale_log2 / FLASH_LOG2E, wk0, T);
+    store_rows<HS, 1>(dkb + nkv * HS, f.stride, dv, 1.0f, wk0, T);
 }
 
 // dq of one 64-query tile of one (b, h): loops over the key tiles of kv head h / (NH / NKV) up to the diagonal
@@ -383,19 +399,13 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
     floatX* sv = sk + 2 * BN * HS;    // 2 buffers
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
     int q0 = (gridDim.x - 1 - blockIdx.x) * BM, wq0 = q0 + warp * 16;   // the longest tiles start first
-    int nkv = GQA ? NKV : NH, kvh = GQA ? h / (NH / NKV) : h;
-    long stride = (long)(NH + 2 * nkv) * HS, rows = ((long)b * NH + h) * T;
-    const floatX* q = qkv + (long)b * T * stride + h * HS;
-    int koff = (NH + kvh - h) * HS, voff = koff + nkv * HS;   // k, v of kv head kvh at q + koff, q + voff
+    int nkv = GQA ? NKV : NH;
+    long rows = ((long)b * NH + h) * T;
+    FlashHeads f = flash_heads<HS>(qkv, b, h, GQA ? h / (NH / NKV) : h, T, NH, nkv);
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    auto load_kv = [&](int j) {   // key tile j into buffer j % 2
-        load_tile<HS, BN>(sk + j % 2 * BN * HS, q + koff, stride, j * BN, T);
-        load_tile<HS, BN>(sv + j % 2 * BN * HS, q + voff, stride, j * BN, T);
-        cp_async_commit();
-    };
-    load_tile<HS, BM>(sq, q, stride, q0, T);
+    load_tile<HS, BM>(sq, f.q, f.stride, q0, T);
     load_tile<HS, BM>(sdo, dout + (long)b * T * C + h * HS, C, q0, T);
-    load_kv(0);
+    load_kv_tile<HS, BN>(sk, sv, f, 0, T);
     float nlse[2], dlt[2];   // this thread's two rows: -lse in log2 units, delta (0 past T, where nothing is written)
     for (int half = 0; half < 2; half++) {
         int t = wq0 + lane / 4 + 8 * half;
@@ -404,7 +414,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
     }
     float dq[1][HS / 8][4] = {};
     for (int j = 0; j < ntiles; j++) {
-        if (j + 1 < ntiles) { load_kv(j + 1); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+        if (j + 1 < ntiles) { load_kv_tile<HS, BN>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
         __syncthreads();
         int k0 = j * BN;
         const floatX* skj = sk + j % 2 * BN * HS;
@@ -427,7 +437,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
         }
         __syncthreads();
     }
-    store_rows<HS, 1>(dqkv + (long)b * T * stride + h * HS, stride, dq, scale_log2 / FLASH_LOG2E, wq0, T);
+    store_rows<HS, 1>(dqkv + f.off, f.stride, dq, scale_log2 / FLASH_LOG2E, wq0, T);
 }
 
 // ----------------------------------------------------------------------------
