@@ -49,7 +49,7 @@ __device__ __forceinline__ uint32_t e2m1_encode_rne_fast(float v) {
     float a = fabsf(v);
     uint32_t u = __float_as_uint(a);
     uint32_t r = u + 0x1FFFFFu + ((u >> 22) & 1u);
-    int big = min(7, 2 * (int)(r >> 23) + (int)((r >> 22) & 1u) - 252);   // 2 + 2 (exponent - 127) + bit
+    int big = min(7, (int)(r >> 22) - 252);   // 2 + 2 (exponent - 127) + bit: r >> 22 is 2 exponent + bit
     int small = (a > 0.25f) + (a >= 0.75f);
     return (uint32_t)(a < 1.0f ? small : big) | ((__float_as_uint(v) >> 31) << 3);
 }
