@@ -20,6 +20,7 @@ import sys
 
 MODES = ("bf16", "mxfp4", "hadamard", "adahop")
 COLORS = {"bf16": "black", "mxfp4": "tab:red", "hadamard": "tab:blue", "adahop": "tab:green"}
+VARIANT_COLORS = ["tab:purple", "tab:orange", "tab:brown", "tab:olive", "tab:cyan"]   # more runs of one mode
 RE_TRAIN = re.compile(r"^s:(\d+) tl:(\S+)")
 RE_VAL = re.compile(r"^s:(\d+) vl:(\S+)")
 RE_ADAHOP = re.compile(r"^adahop step (\d+) layer (\d+) (\S+) (\S+): (.+?) -> (.+?)\s*$")
@@ -249,9 +250,13 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
         raise InputError("matplotlib is not installed: pip install -r scripts/requirements.txt (or use --no-plot)")
     fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
     ax_tr, ax_val, ax_gap = axes
-    seen_bf16 = 0
+    seen_bf16, seen_modes, variants = 0, set(), 0
     for r in runs:
         color = COLORS.get(r.mode, None)
+        if r.mode != "bf16" and r.mode in seen_modes:   # e.g. adahop with other flags: its own colour
+            color = VARIANT_COLORS[variants % len(VARIANT_COLORS)]
+            variants += 1
+        seen_modes.add(r.mode)
         style = "-"
         if r.mode == "bf16":
             style = "-" if r is ref or (ref is None and seen_bf16 == 0) else "--"
