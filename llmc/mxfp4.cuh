@@ -280,6 +280,10 @@ __global__ void mx_quantize_rows_e4m3_kernel(uint8_t* e4m3, float* row_scale, in
     if (lane == 0 && inexact) { atomicAdd(inexact_blocks, inexact); }
 }
 #define MX_E4M3_ONE_PASS_MAX_K (8 * 32 * 32)   // MAXB = 8 blocks per lane
+// Whether the fast path should take the one-pass quantizer for a row-major operand of this K: measured faster up to
+// K = 4096 and slower at K = 6400 (7 blocks of codes per lane in registers) than quantize + mx_to_e4m3, on the
+// H200 (dev/RESULTS.md, 2026-12-03 third session)
+static inline bool mx_e4m3_one_pass_pays(int K) { return K <= 4 * 32 * 32; }
 
 // Fast path with one FP32 scale per 128 elements along K instead of one per row (cuBLASLt's VEC128 scaling), in
 // one local pass: x [R x K] BF16 -> E4M3 [R x K] + group_scale [R x K/128] (2^(emax - 6), emax = the group's

@@ -1,7 +1,8 @@
 // Benchmarks of the MXFP4 kernels on the GPU, as ratios against ceilings measured in the same run:
 //  1. achieved bandwidth of each quantize / dequantize / E4M3 kernel vs a device-to-device copy;
 //  2. quantize + GEMM vs cuBLASLt BF16 at the GPT-2 shapes of ../shared/ANCHORS.md, for the exact path
-//     (dequantize + BF16 GEMM) and the fast path (one-pass Hadamard + MXFP4 -> E4M3, then FP8 tensor cores).
+//     (dequantize + BF16 GEMM) and the fast path (Hadamard + MXFP4 -> E4M3 as the trainer does it: in one pass
+//     where mx_e4m3_one_pass_pays, else quantize then convert; then FP8 tensor cores).
 //     The activation operand's quantization is included; the weight operand is quantized outside the timed region.
 // Prints a table. Usage: build/bench_mxfp4 [repeats]
 #include "llmc/cuda_common.cuh"
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
             matmul(out, false, bbf, abf, NULL, N, M, Kd, true, false, 0.0f, gemm_single, 0);
         }, reps);
         float fast_ms = time_ms([&] {   // the activation operand as the trainer prepares it (llmc/adahop_linear.cuh)
-            if (Kd <= MX_E4M3_ONE_PASS_MAX_K) { mx_quantize_rows_e4m3(&ea, NULL, a, M, Kd, opt, 0); }
+            if (mx_e4m3_one_pass_pays(Kd)) { mx_quantize_rows_e4m3(&ea, NULL, a, M, Kd, opt, 0); }
             else { mx_quantize_rows(&qa, a, M, Kd, opt, 0); mx_to_e4m3(&ea, &qa, 0); }
             mx_gemm_fast(out, false, &ea, &eb, 0.0f, 0);
         }, reps);
