@@ -31,7 +31,7 @@ CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/tes
 .PHONY: all cpu cuda test test-cpu test-python test-gpu train clean
 all: cpu cuda
 cpu: train_gpt2 test_gpt2 $(CPU_TESTS) $(BUILD)/bench_quant_error $(BUILD)/test_adahop_case
-cuda: $(CUDA_PROGRAMS)
+cuda: $(CUDA_PROGRAMS) $(BUILD)/libkernel_profile.so
 
 $(BUILD):
 	mkdir -p $(BUILD)
@@ -58,6 +58,12 @@ test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 $(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) $(wildcard dev/test/*.h dev/cuda/*.cuh) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
+# the CUPTI kernel profiler that dev/profile_step.sh loads into the trainer (CUDA_INJECTION64_PATH); CUPTI lies in
+# the toolkit's include/ and lib64/ or in extras/CUPTI/
+CUDA_ROOT = $(abspath $(dir $(shell command -v $(NVCC)))..)
+$(BUILD)/libkernel_profile.so: dev/cuda/kernel_profile.c | $(BUILD)
+	$(CC) $(CFLAGS) -fPIC -shared -I$(CUDA_ROOT)/include -I$(CUDA_ROOT)/extras/CUPTI/include $< -o $@ \
+	    -L$(CUDA_ROOT)/lib64 -L$(CUDA_ROOT)/extras/CUPTI/lib64 -lcupti
 
 # ---- tests
 $(BUILD)/.python-deps: dev/data/requirements.txt scripts/requirements.txt | $(BUILD)
