@@ -24,6 +24,9 @@ CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_toke
             $(BUILD)/test_mxfp4 $(BUILD)/test_adahop_cpu $(BUILD)/test_adahop_state $(BUILD)/test_cpu_modes \
             $(BUILD)/test_zero $(BUILD)/test_rendezvous
 CPU_TESTS += $(BUILD)/test_llama_cpu
+# the CUPTI kernel profiler is built when the toolkit has CUPTI (in include/ and lib64/, or in extras/CUPTI/)
+CUDA_ROOT = $(abspath $(dir $(shell command -v $(NVCC)))..)
+PROFILER = $(if $(wildcard $(CUDA_ROOT)/include/cupti.h $(CUDA_ROOT)/extras/CUPTI/include/cupti.h),$(BUILD)/libkernel_profile.so $(BUILD)/test_kernel_profile)
 CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/test_mxfp4_gpu $(BUILD)/bench_mxfp4 \
                 $(BUILD)/test_adahop_linear_gpu $(BUILD)/test_flash_attention $(BUILD)/bench_attention $(BUILD)/test_nccl_dp \
                 $(BUILD)/bench_fp8_scaling $(BUILD)/test_llama_kernels
@@ -31,7 +34,7 @@ CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/tes
 .PHONY: all cpu cuda test test-cpu test-python test-gpu train clean
 all: cpu cuda
 cpu: train_gpt2 test_gpt2 $(CPU_TESTS) $(BUILD)/bench_quant_error $(BUILD)/test_adahop_case
-cuda: $(CUDA_PROGRAMS) $(BUILD)/libkernel_profile.so
+cuda: $(CUDA_PROGRAMS) $(PROFILER)
 
 $(BUILD):
 	mkdir -p $(BUILD)
@@ -58,11 +61,12 @@ test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 $(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) $(wildcard dev/test/*.h dev/cuda/*.cuh) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
-# the CUPTI kernel profiler that dev/profile_step.sh loads into the trainer (CUDA_INJECTION64_PATH); CUPTI lies in
-# the toolkit's include/ and lib64/ or in extras/CUPTI/
-CUDA_ROOT = $(abspath $(dir $(shell command -v $(NVCC)))..)
+# the CUPTI kernel profiler that dev/profile_step.sh loads into the trainer (CUDA_INJECTION64_PATH), and its CPU test
 $(BUILD)/libkernel_profile.so: dev/cuda/kernel_profile.c | $(BUILD)
 	$(CC) $(CFLAGS) -fPIC -shared -I$(CUDA_ROOT)/include -I$(CUDA_ROOT)/extras/CUPTI/include $< -o $@ \
+	    -L$(CUDA_ROOT)/lib64 -L$(CUDA_ROOT)/extras/CUPTI/lib64 -lcupti
+$(BUILD)/test_kernel_profile: dev/cuda/test_kernel_profile.c dev/cuda/kernel_profile.c dev/test/test_common.h | $(BUILD)
+	$(CC) $(CFLAGS) -I$(CUDA_ROOT)/include -I$(CUDA_ROOT)/extras/CUPTI/include $< -o $@ \
 	    -L$(CUDA_ROOT)/lib64 -L$(CUDA_ROOT)/extras/CUPTI/lib64 -lcupti
 
 # ---- tests
@@ -84,6 +88,8 @@ test-gpu: cuda
 	bash dev/test/run_gpu_tests.sh
 
 test: test-cpu test-python cuda
+	@if [ -n "$(PROFILER)" ]; then echo "== test_kernel_profile (the CUPTI profiler's table, no GPU)"; ./$(BUILD)/test_kernel_profile; \
+	 else echo "no CUPTI headers in $(CUDA_ROOT): kernel profiler not built"; fi
 	@if nvidia-smi -L >/dev/null 2>&1; then $(MAKE) --no-print-directory test-gpu; \
 	 else echo "no NVIDIA GPU here: CUDA programs compiled and linked for sm_90; GPU tests skipped"; fi
 

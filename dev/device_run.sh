@@ -4,7 +4,7 @@
 # Usage: dev/device_run.sh [tests] [train] [bench] [kbench] [modes]   (default: the first four; kbench = MXFP4
 # kernel benchmark, modes = dev/bench_modes.sh: tok/s and memory of every precision mode at d12/d24/d48,
 # reclass = dev/reclass_study.sh on the shards in carry/gut/, carried with the call; profile = dev/profile_step.sh,
-# GPU time per kernel group for bf16 and adahop at d12)
+# GPU time per kernel group for bf16 and adahop, at d12 or with the trainer flags in PROFILE_FLAGS)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/out}; export OUT
@@ -32,7 +32,7 @@ fi
 if want kbench; then ./build/bench_mxfp4 > "$OUT/bench_mxfp4.log" 2>&1 || echo "bench_mxfp4 failed"; fi
 if want bench; then bash dev/bench_gpt2.sh > "$OUT/bench.log" 2>&1; fi
 if want modes; then bash dev/bench_modes.sh ${MODES_CONFIGS:-} > "$OUT/bench_modes.log" 2>&1; fi
-if want profile; then for p in bf16 adahop; do bash dev/profile_step.sh $p > "$OUT/profile_$p.log" 2>&1; done; fi
+if want profile; then for p in bf16 adahop; do bash dev/profile_step.sh $p ${PROFILE_FLAGS:-} > "$OUT/profile_$p.log" 2>&1; done; fi
 if want reclass; then bash dev/reclass_study.sh "carry/gut/*train*.bin" "carry/gut/*val*.bin" ${RECLASS_ARGS:-} > "$OUT/reclass.log" 2>&1; fi
 echo
 echo "==== summary ($(date -u +%F))"
@@ -43,5 +43,5 @@ echo "default training run: $status_train   first/last train loss: $(grep -E '^s
 [ -f "$OUT/bench.log" ] && sed -n '/^| model/,$p' "$OUT/bench.log"
 [ -f "$OUT/bench_modes.log" ] && sed -n '/^| model/,$p' "$OUT/bench_modes.log"
 [ -f "$OUT/reclass.log" ] && cat "$OUT/reclass.log"
-for p in bf16 adahop; do [ -f "$OUT/profile_$p.log" ] && head -8 "$OUT/profile_$p.log"; done
+for p in bf16 adahop; do [ -f "$OUT/profile_$p.log" ] && sed -n '1,/^top 20/p' "$OUT/profile_$p.log"; done
 exit 0
