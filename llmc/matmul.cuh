@@ -46,9 +46,11 @@ typedef struct {
     GemmBatch batch;
     int32_t scale_mode;                  // -1: unscaled; else a cublasLtMatmulMatrixScale_t for A and B
     const void* a_scale; const void* b_scale;
+    int algo_rank;                       // which of cuBLASLt's heuristic results runs: 0 (its first choice) unless benchmarking
 } GemmSpec;
 
-// runs the GEMM g; returns false, running nothing, when cuBLASLt has no algorithm for it
+#define GEMM_MAX_ALGO_RANK 7
+// runs the GEMM g; returns false, running nothing, when cuBLASLt has no algorithm for it (or fewer than algo_rank + 1)
 static inline bool cublaslt_gemm_try(const GemmSpec* g, cudaStream_t stream) {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
@@ -86,14 +88,14 @@ static inline bool cublaslt_gemm_try(const GemmSpec* g, cudaStream_t stream) {
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &cublaslt_workspace_size, sizeof(cublaslt_workspace_size)));
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, la, lb, ld, ld, pref, 1, &heur, &found);
-    bool ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    cublasLtMatmulHeuristicResult_t heur[GEMM_MAX_ALGO_RANK + 1];
+    int found = 0, want = min(max(g->algo_rank, 0), GEMM_MAX_ALGO_RANK) + 1;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, la, lb, ld, ld, pref, want, heur, &found);
+    bool ok = st == CUBLAS_STATUS_SUCCESS && found == want;
     if (ok) {
         const float alpha = 1.0f;
         cublasCheck(cublasLtMatmul(cublaslt_handle, desc, &alpha, g->a, la, g->b, lb, &g->beta, g->d, ld, g->d, ld,
-                                   &heur.algo, cublaslt_workspace, cublaslt_workspace_size, stream));
+                                   &heur[want - 1].algo, cublaslt_workspace, cublaslt_workspace_size, stream));
     }
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     cublasCheck(cublasLtMatmulDescDestroy(desc));

@@ -3,7 +3,9 @@
 // MXFP4 in it needs the maximum block scale of the whole row first) and one FP32 scale per 128 elements along K
 // (VEC128_32F on both operands: each 128-element group could be written on its own, in one pass). For each
 // shape: whether cuBLASLt runs it, which scale layout it reads ([K/128 x rows] with rows fastest, or [rows x
-// K/128]; found by comparing a corner of the output with a direct sum), and the time against BF16.
+// K/128]; found by comparing a corner of the output with a direct sum), and the time against BF16; for reference
+// also one scale per tensor (SCALAR_32F, which cannot hold MXFP4 exactly), and whether another of cuBLASLt's
+// heuristic algorithms than its first choice runs BF16 or per-row FP8 faster (the trainer takes the first).
 // Usage: build/bench_fp8_scaling [repeats]
 #include <cuda_fp8.h>
 #include "llmc/cuda_common.cuh"
@@ -62,14 +64,27 @@ static double corner_error(const floatX* d_out, int N, const float* d_ref, int c
     return worst / (scale > 0.0 ? scale : 1.0);
 }
 
+// the fastest of cuBLASLt's first GEMM_MAX_ALGO_RANK + 1 heuristic algorithms for g: its time in ms (-1 when none
+// runs) and its rank
+static float fastest_algo_ms(GemmSpec g, int reps, int* rank) {
+    float best = -1.0f;
+    *rank = -1;
+    for (g.algo_rank = 0; g.algo_rank <= GEMM_MAX_ALGO_RANK && cublaslt_gemm_try(&g, 0); g.algo_rank++) {
+        float t = time_ms([&] { cublaslt_gemm_try(&g, 0); }, reps);
+        if (best < 0.0f || t < best) { best = t; *rank = g.algo_rank; }
+    }
+    return best;
+}
+
 int main(int argc, char** argv) {
     int reps = bench_start(argc, argv);
     // M = rows of A (tokens), N = rows of B (output features), K = the reduction
     const int shapes[][3] = {{65536, 2304, 768}, {65536, 3072, 768}, {65536, 768, 3072}, {32768, 1024, 4096},
                              {32768, 6400, 1600}, {32768, 1600, 6400}, {768, 3072, 65536}};
     const int corner = 64;
-    printf("| M x N x K | BF16 ms | per-row scales / BF16 (time) | per-128 scales / BF16 (time) | per-128 scale layout |\n");
-    printf("|---|---|---|---|---|\n");
+    printf("| M x N x K | BF16 ms | per-row scales / BF16 (time) | per-128 scales / BF16 (time) | per-128 scale layout |"
+           " one scale per tensor / BF16 | fastest of 8 algorithms: BF16 ms (rank), per-row / that BF16 (rank) |\n");
+    printf("|---|---|---|---|---|---|---|\n");
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], groups = ceil_div(K, 128);
         __nv_fp8_e4m3* a = (__nv_fp8_e4m3*)device_malloc((size_t)M * K, "A");
@@ -105,8 +120,15 @@ int main(int argc, char** argv) {
                      err[best], err[!best]);
             t_blk = time_ms([&] { cublaslt_gemm_try(&g, 0); }, reps);
         }
-        printf("| %d x %d x %d | %.3f | %s%.2f | %s%.2f | %s |\n", M, N, K, t_bf16, t_row < 0 ? "unsupported " : "",
-               t_row / t_bf16, t_blk < 0 ? "unsupported " : "", t_blk / t_bf16, layout);
+        g.scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;   // sa[0], sb[0]
+        float t_tensor = cublaslt_gemm_try(&g, 0) ? time_ms([&] { cublaslt_gemm_try(&g, 0); }, reps) : -1.0f;
+        g.scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        GemmSpec g16 = {out, CUDA_R_16BF, b16, a16, CUDA_R_16BF, NULL, N, M, K, true, false, 0.0f, gemm_single, -1, NULL, NULL};
+        int rank16, rank8;
+        float t_bf16_best = fastest_algo_ms(g16, reps, &rank16), t_row_best = fastest_algo_ms(g, reps, &rank8);
+        printf("| %d x %d x %d | %.3f | %s%.2f | %s%.2f | %s | %s%.2f | %.3f (%d), %.2f (%d) |\n", M, N, K, t_bf16,
+               t_row < 0 ? "unsupported " : "", t_row / t_bf16, t_blk < 0 ? "unsupported " : "", t_blk / t_bf16, layout,
+               t_tensor < 0 ? "unsupported " : "", t_tensor / t_bf16, t_bf16_best, rank16, t_row_best / t_bf16_best, rank8);
         void* bufs[] = {a, b, sa, sb, out, a16, b16, ref};
         for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
     }
