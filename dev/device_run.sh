@@ -2,7 +2,7 @@
 # One call on the GPU machine: build (unless the carried binaries load), GPU tests, a short training run on
 # the embedded data, then the throughput benchmark; logs go to $OUT (or build/), a short table comes last.
 # Usage: dev/device_run.sh [tests] [train] [bench] [kbench] [modes]   (default: the first four; kbench = MXFP4
-# kernel benchmark, modes = dev/bench_modes.sh: tok/s and memory of every precision mode at d12/d24/d48,
+# kernel benchmark and FP8 scaling / algorithm benchmark, modes = dev/bench_modes.sh: tok/s and memory of every precision mode at d12/d24/d48,
 # reclass = dev/reclass_study.sh on the shards in carry/gut/, carried with the call; profile = dev/profile_step.sh,
 # GPU time per kernel group for bf16 and adahop, at d12 or with the trainer flags in PROFILE_FLAGS)
 set -uo pipefail
@@ -29,7 +29,10 @@ if want train; then
     grep -E "^step +(1|50|100|150|200)/|val loss" "$OUT/train_default.log" | head -20
     sed -n '/---- sample ----/,/^-----/p' "$OUT/train_default.log" | tail -4
 fi
-if want kbench; then ./build/bench_mxfp4 > "$OUT/bench_mxfp4.log" 2>&1 || echo "bench_mxfp4 failed"; fi
+if want kbench; then
+    ./build/bench_mxfp4 > "$OUT/bench_mxfp4.log" 2>&1 || echo "bench_mxfp4 failed"
+    ./build/bench_fp8_scaling > "$OUT/bench_fp8_scaling.log" 2>&1 || echo "bench_fp8_scaling failed"
+fi
 if want bench; then bash dev/bench_gpt2.sh > "$OUT/bench.log" 2>&1; fi
 if want modes; then bash dev/bench_modes.sh ${MODES_CONFIGS:-} > "$OUT/bench_modes.log" 2>&1; fi
 if want profile; then for p in bf16 adahop; do bash dev/profile_step.sh $p ${PROFILE_FLAGS:-} > "$OUT/profile_$p.log" 2>&1; done; fi
@@ -40,6 +43,7 @@ echo "GPU: $(cat "$OUT/gpu.txt")"
 echo "GPU tests: $status_tests   ($(grep -h 'passed,' "$OUT/gpu_tests.log" 2>/dev/null | tr '\n' ';'))"
 echo "default training run: $status_train   first/last train loss: $(grep -E '^step +[0-9]+/' "$OUT/train_default.log" 2>/dev/null | sed -n '1p;$p' | awk '{print $5}' | tr '\n' ' ')"
 [ -f "$OUT/bench_mxfp4.log" ] && grep '^|' "$OUT/bench_mxfp4.log"
+[ -f "$OUT/bench_fp8_scaling.log" ] && grep '^|' "$OUT/bench_fp8_scaling.log"
 [ -f "$OUT/bench.log" ] && sed -n '/^| model/,$p' "$OUT/bench.log"
 [ -f "$OUT/bench_modes.log" ] && sed -n '/^| model/,$p' "$OUT/bench_modes.log"
 [ -f "$OUT/reclass.log" ] && cat "$OUT/reclass.log"
