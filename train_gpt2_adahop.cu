@@ -184,12 +184,14 @@ static void gpt2_build_linears(GPT2* m, const LinearOptions* lo, uint64_t seed) 
     if (lo->precision == PREC_BF16) { return; }
     int max_rows = N > widest ? N : widest;
     size_t stats_floats = 0;   // the row and column variances of x [N x cin], W [cout x cin], dY [N x cout] of every linear
+    size_t max_weight = 0;
     for (int kind = 0; kind < NUM_LINEAR_KINDS; kind++) {
         int cin, cout;
         linear_shape(c, kind, &cin, &cout);
         stats_floats += (size_t)L * (2 * (size_t)N + 2 * cin + 2 * cout);
+        max_weight = max_weight > (size_t)cin * cout ? max_weight : (size_t)cin * cout;
     }
-    adahop_workspace_init(&m->ws, (size_t)N * widest, max_rows, max_rows, lo->path, lo->stochastic_grads, lo->oe_k, seed,
+    adahop_workspace_init(&m->ws, (size_t)N * widest, max_rows, max_rows, max_weight, lo->path, lo->stochastic_grads, lo->oe_k, seed,
                           NUM_TENSORS * 4 * L, stats_floats);
     for (int i = 0; i < 4 * L; i++) {
         int cin, cout;

@@ -41,6 +41,8 @@ typedef struct {
     int* oe_idx;                      // [oe_k]
     float *row_var, *row_sq, *col_var, *col_sq, *col_sum, *colsum_scratch;   // statistics
     float* col_sq_part;               // per-tile column sums of squares from the column quantizer
+    float* gemm_part;                 // fast path: [max_out_elems] FP32 unit-scale product of an FP32-output (dW) GEMM
+    size_t max_out_elems;             // largest FP32 GEMM output (the largest weight)
     // pattern statistics of a step: row and column variances of each recorded tensor, copied to pinned host memory
     // without waiting and classified together by adahop_flush_patterns at the end of the step
     float* host_stats;                // pinned, host_stats_cap floats
@@ -67,17 +69,19 @@ static inline E4M3Operand e4m3_view(const E4M3Operand* buf, int rows, int K) {
     return v;
 }
 
-// max_pending tensors of pattern statistics per step holding at most stats_floats row and column variances together
-static inline void adahop_workspace_init(AdahopWorkspace* ws, size_t max_elems, int max_rows, int max_k, int path,
-                                         int stochastic_grads, int oe_k, uint64_t seed, int max_pending, size_t stats_floats) {
+// max_pending tensors of pattern statistics per step holding at most stats_floats row and column variances together;
+// max_out_elems is the largest FP32 GEMM output (the largest weight's dW)
+static inline void adahop_workspace_init(AdahopWorkspace* ws, size_t max_elems, int max_rows, int max_k, size_t max_out_elems,
+                                         int path, int stochastic_grads, int oe_k, uint64_t seed, int max_pending, size_t stats_floats) {
     memset(ws, 0, sizeof(*ws));
     ws->path = path; ws->stochastic_grads = stochastic_grads; ws->oe_k = oe_k; ws->seed = seed;
-    ws->max_elems = max_elems; ws->max_rows = max_rows;
+    ws->max_elems = max_elems; ws->max_rows = max_rows; ws->max_out_elems = max_out_elems;
     ws->qa = mx_operand_alloc(1, (int)(max_elems / 32) * 32);
     ws->qb = mx_operand_alloc(1, (int)(max_elems / 32) * 32);
     if (path == GEMM_PATH_FAST) {
         ws->ea = e4m3_operand_alloc(max_rows, ceil_div((long)max_elems, max_rows));
         ws->eb = e4m3_operand_alloc(max_rows, ceil_div((long)max_elems, max_rows));
+        ws->gemm_part = (float*)device_malloc(max_out_elems * sizeof(float), "FP8 GEMM unit-scale product");
     } else {
         ws->deq_a = (floatX*)device_malloc(max_elems * sizeof(floatX), "AdaHOP dequantized A");
         ws->deq_b = (floatX*)device_malloc(max_elems * sizeof(floatX), "AdaHOP dequantized B");
@@ -104,7 +108,7 @@ static inline void adahop_workspace_free(AdahopWorkspace* ws) {
     mx_operand_free(&ws->qb);
     if (ws->path == GEMM_PATH_FAST) { e4m3_operand_free(&ws->ea); e4m3_operand_free(&ws->eb); }
     void* bufs[] = {ws->deq_a, ws->deq_b, ws->oe_rows, ws->oe_part, ws->oe_idx, ws->row_var, ws->row_sq, ws->col_var,
-                    ws->col_sq, ws->col_sum, ws->colsum_scratch, ws->col_sq_part};
+                    ws->col_sq, ws->col_sum, ws->colsum_scratch, ws->col_sq_part, ws->gemm_part};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
     cudaCheck(cudaFreeHost(ws->host_stats));
     free(ws->pending);
@@ -172,10 +176,14 @@ static inline void operand_prepare(AdahopWorkspace* ws, MXOperand* q, E4M3Operan
 }
 
 // out [M x N] = A B^T of the operands prepared in the workspace's A and B slots (K inner); bias (BF16 [N], may be
-// NULL) added in the epilogue
+// NULL) added in the epilogue. On the fast path an FP32 output without bias (the dW GEMM) gets its row scales after
+// a unit-scale FP8 GEMM (mx_gemm_fast_scales_after), other outputs in cuBLASLt's epilogue.
 static inline void prepared_gemm(AdahopWorkspace* ws, void* out, bool out_fp32, float beta, int M, int N, int K,
                                  const floatX* bias, cudaStream_t s) {
-    if (ws->path == GEMM_PATH_FAST) {
+    if (ws->path == GEMM_PATH_FAST && out_fp32 && bias == NULL && (size_t)M * N <= ws->max_out_elems) {
+        E4M3Operand ea = e4m3_view(&ws->ea, M, K), eb = e4m3_view(&ws->eb, N, K);
+        mx_gemm_fast_scales_after((float*)out, beta, &ea, &eb, ws->gemm_part, s);
+    } else if (ws->path == GEMM_PATH_FAST) {
         GemmSpec g = {out, out_fp32 ? CUDA_R_32F : CUDA_R_16BF, ws->eb.values, ws->ea.values, CUDA_R_8F_E4M3, bias, N, M, K,
                       true, false, beta, gemm_single, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, ws->eb.row_scale, ws->ea.row_scale};
         cublaslt_gemm(&g, s);

@@ -426,6 +426,31 @@ static inline void mx_gemm_fast(void* out, bool out_fp32, const E4M3Operand* a, 
     cublaslt_gemm(&g, stream);
 }
 
+// out [M x N] = beta * out + diag(sa) part diag(sb) in FP32: the per-row scales of A (sa [M]) and B (sb [N]) applied
+// after a unit-scale GEMM (powers of two, after the FP32 sum, as cuBLASLt applies them). One thread per element.
+// Traffic: reads 4 (+4 when beta != 0), writes 4 bytes per element.
+__global__ void outer_scale_add_kernel(float* out, const float* part, const float* sa, const float* sb, int N, long n, float beta) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    float v = part[i] * sa[i / N] * sb[i % N];
+    out[i] = beta == 0.0f ? v : beta * out[i] + v;
+}
+
+// Fast path for a small FP32 output with a long K (the dW GEMM, K = tokens): out [M x N] = beta * out + (A diag(sa))
+// (B diag(sb))^T as mx_gemm_fast computes it, but the FP8 GEMM runs with unit scales into part (FP32 [M x N]
+// scratch) and the row scales follow in outer_scale_add_kernel: cuBLASLt runs this shape much faster with one
+// scale per tensor than with per-row scales (../shared/ANCHORS.md: 1182 against 849 TFLOP/s).
+static inline void mx_gemm_fast_scales_after(float* out, float beta, const E4M3Operand* a, const E4M3Operand* b, float* part,
+                                             cudaStream_t stream) {
+    if (a->K != b->K) { die("mx_gemm_fast_scales_after: inner dimensions %d and %d differ", a->K, b->K); }
+    GemmSpec g = {part, CUDA_R_32F, b->values, a->values, CUDA_R_8F_E4M3, NULL, b->rows, a->rows, a->K, true, false, 0.0f,
+                  gemm_single, -1, NULL, NULL};
+    cublaslt_gemm(&g, stream);
+    long n = (long)a->rows * b->rows;
+    outer_scale_add_kernel<<<ceil_div(n, 256), 256, 0, stream>>>(out, part, a->row_scale, b->row_scale, b->rows, n, beta);
+    cudaCheckLaunch();
+}
+
 // Exact path: out [M x N] = beta * out + deq(A) deq(B)^T through BF16 (dequantization is exact) and cuBLASLt
 // with FP32 accumulation. a_bf16 / b_bf16 are scratch of M*K and N*K elements.
 static inline void mx_gemm_exact(void* out, bool out_fp32, const MXOperand* a, const MXOperand* b, floatX* a_bf16,

@@ -93,6 +93,29 @@ int main(int argc, char** argv) {
         for (int i = 0; i < 5; i++) { cudaCheck(cudaFree(bufs[i])); }
         mx_operand_free(&qa); mx_operand_free(&qb); e4m3_operand_free(&ea); e4m3_operand_free(&eb);
     }
+    // the dW GEMMs (FP32 gradient output, accumulating, K = tokens) of GPT-2 124M / 350M / 1.5B: per-row scales in
+    // cuBLASLt's epilogue against a unit-scale FP8 GEMM with the scales applied after it (what the trainer runs)
+    struct { int M, N, K; const char* what; } dw_shapes[] = {
+        {768, 3072, 65536, "124M fc dW"}, {4096, 1024, 32768, "350M fc proj dW"}, {6400, 1600, 16384, "1.5B fc proj dW"}};
+    printf("\n| dW GEMM M x N x K, FP32 output | BF16 ms | per-row scales in cuBLASLt: BF16 / FP8 | unit-scale FP8 + scales after: BF16 / FP8 |\n|---|---|---|---|\n");
+    for (size_t s = 0; s < sizeof(dw_shapes) / sizeof(dw_shapes[0]); s++) {
+        int M = dw_shapes[s].M, N = dw_shapes[s].N, Kd = dw_shapes[s].K;
+        floatX *a = random_bf16((long)M * Kd, 2, 1.0f), *b = random_bf16((long)N * Kd, 3, 1.0f);
+        float *out = (float*)device_malloc((size_t)M * N * sizeof(float), "dW"), *part = (float*)device_malloc((size_t)M * N * sizeof(float), "part");
+        cudaCheck(cudaMemset(out, 0, (size_t)M * N * sizeof(float)));
+        MXOperand qa = mx_operand_alloc(M, Kd), qb = mx_operand_alloc(N, Kd);
+        E4M3Operand ea = e4m3_operand_alloc(M, Kd), eb = e4m3_operand_alloc(N, Kd);
+        MXQuantOptions opt = {1, MX_SCALE_OCP, 0, 0};
+        mx_quantize_rows(&qa, a, M, Kd, opt, 0); mx_to_e4m3(&ea, &qa, 0);
+        mx_quantize_rows(&qb, b, N, Kd, opt, 0); mx_to_e4m3(&eb, &qb, 0);
+        float bf16_ms = time_ms([&] { matmul(out, true, b, a, NULL, N, M, Kd, true, false, 1.0f, gemm_single, 0); }, reps);
+        float vec_ms = time_ms([&] { mx_gemm_fast(out, true, &ea, &eb, 1.0f, 0); }, reps);
+        float after_ms = time_ms([&] { mx_gemm_fast_scales_after(out, 1.0f, &ea, &eb, part, 0); }, reps);
+        printf("| %d x %d x %d (%s) | %.3f | %.2fx | %.2fx |\n", M, N, Kd, dw_shapes[s].what, bf16_ms, bf16_ms / vec_ms, bf16_ms / after_ms);
+        void* bufs[] = {a, b, out, part};
+        for (int i = 0; i < 4; i++) { cudaCheck(cudaFree(bufs[i])); }
+        mx_operand_free(&qa); mx_operand_free(&qb); e4m3_operand_free(&ea); e4m3_operand_free(&eb);
+    }
     matmul_free();
     return 0;
 }

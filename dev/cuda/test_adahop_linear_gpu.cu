@@ -104,7 +104,7 @@ static void run_case(const char* path, int gemm_path) {
     max_rows = max_rows > Cout ? max_rows : Cout;
     size_t max_elems = (size_t)max_rows * max_rows;
     AdahopWorkspace ws;
-    adahop_workspace_init(&ws, max_elems, max_rows, max_rows, gemm_path, c.stochastic, c.oe_k, 0, NUM_TENSORS, 6 * (size_t)max_rows);
+    adahop_workspace_init(&ws, max_elems, max_rows, max_rows, (size_t)Cin * Cout, gemm_path, c.stochastic, c.oe_k, 0, NUM_TENSORS, 6 * (size_t)max_rows);
     ws.keep_codes = 1;   // the MXFP4 codes of the fast path's one-pass operands too, to compare them below
     Operand a[3] = {{x, N, Cin, false}, {dy, N, Cout, false}, {dy, Cout, N, true}};
     Operand b[3] = {{w, Cout, Cin, false}, {w, Cin, Cout, true}, {x, Cin, N, true}};

@@ -189,15 +189,32 @@ static double test_gemm(int kind, int M, int N, int K, int hadamard) {
     mx_to_e4m3(&eb, &ob, 0);
     mx_gemm_fast(dout, true, &ea, &eb, 0.0f, 0);
     float* got_fast = (float*)download(dout, (size_t)M * N * 4);
+    // the dW GEMM's variant: unit-scale FP8 GEMM, row scales after; beta = 0, then beta = 1 onto a prior output
+    float* part = (float*)device_malloc((size_t)M * N * 4, "unit-scale product");
+    mx_gemm_fast_scales_after(dout, 0.0f, &ea, &eb, part, 0);
+    float* got_after = (float*)download(dout, (size_t)M * N * 4);
+    float* prior = make_data(DATA_GAUSS, M, N);
+    double* want_acc = (double*)malloc_check((size_t)M * N * 8);
+    for (size_t i = 0; i < (size_t)M * N; i++) { want_acc[i] = (double)prior[i] + want[i]; }
+    float* dprior = to_device_f32(prior, (size_t)M * N);
+    mx_gemm_fast_scales_after(dprior, 1.0f, &ea, &eb, part, 0);
+    float* got_acc = (float*)download(dprior, (size_t)M * N * 4);
     int *ia = (int*)download(ea.inexact_blocks, 4), *ib = (int*)download(eb.inexact_blocks, 4);
     double e_exact = rel_frob_f32_f64(got_exact, want, (size_t)M * N), e_fast = rel_frob_f32_f64(got_fast, want, (size_t)M * N);
+    double e_after = rel_frob_f32_f64(got_after, want, (size_t)M * N), e_acc = rel_frob_f32_f64(got_acc, want_acc, (size_t)M * N);
+    double fast_tol = *ia + *ib ? 1e-3 : 1e-5;
+    CHECK(e_after < fast_tol && e_acc < fast_tol, "fast path with the scales after the GEMM: error %.2e (beta 0), %.2e "
+          "(beta 1) above %.0e", e_after, e_acc, fast_tol);
+    free(got_after); free(prior); free(want_acc); free(got_acc);
+    cudaCheck(cudaFree(part)); cudaCheck(cudaFree(dprior));
     double q_err = 0.0, r2 = 0.0;
     for (size_t i = 0; i < (size_t)M * N; i++) { double d = want[i] - exact[i]; q_err += d * d; r2 += exact[i] * exact[i]; }
     q_err = sqrt(q_err / r2);
-    printf("  gemm %-16s %dx%dx%d H=%d: exact path %.2e, fast path %.2e vs FP64 of the MXFP4 operands (inexact blocks %d+%d); "
-           "MXFP4 itself moves the product by %.3f\n", data_names[kind], M, N, K, hadamard, e_exact, e_fast, *ia, *ib, q_err);
+    printf("  gemm %-16s %dx%dx%d H=%d: exact path %.2e, fast path %.2e (scales after: %.2e, accumulating %.2e) vs FP64 of "
+           "the MXFP4 operands (inexact blocks %d+%d); MXFP4 itself moves the product by %.3f\n", data_names[kind], M, N, K,
+           hadamard, e_exact, e_fast, e_after, e_acc, *ia, *ib, q_err);
     CHECK(e_exact < 1e-5, "exact GEMM path error %.2e above 1e-5", e_exact);
-    CHECK(e_fast < (*ia + *ib ? 1e-3 : 1e-5), "fast GEMM path error %.2e above tolerance", e_fast);
+    CHECK(e_fast < fast_tol, "fast GEMM path error %.2e above tolerance", e_fast);
     free(a); free(b); free(qa); free(qb); free(want); free(exact); free(got_exact); free(got_fast); free(ia); free(ib);
     mxtensor_free(&ha); mxtensor_free(&hb);
     mx_operand_free(&oa); mx_operand_free(&ob); e4m3_operand_free(&ea); e4m3_operand_free(&eb);
