@@ -180,13 +180,11 @@ static inline void operand_prepare(AdahopWorkspace* ws, MXOperand* q, E4M3Operan
 // a unit-scale FP8 GEMM (mx_gemm_fast_scales_after), other outputs in cuBLASLt's epilogue.
 static inline void prepared_gemm(AdahopWorkspace* ws, void* out, bool out_fp32, float beta, int M, int N, int K,
                                  const floatX* bias, cudaStream_t s) {
+    E4M3Operand ea = e4m3_view(&ws->ea, M, K), eb = e4m3_view(&ws->eb, N, K);
     if (ws->path == GEMM_PATH_FAST && out_fp32 && bias == NULL && (size_t)M * N <= ws->max_out_elems) {
-        E4M3Operand ea = e4m3_view(&ws->ea, M, K), eb = e4m3_view(&ws->eb, N, K);
         mx_gemm_fast_scales_after((float*)out, beta, &ea, &eb, ws->gemm_part, s);
     } else if (ws->path == GEMM_PATH_FAST) {
-        GemmSpec g = {out, out_fp32 ? CUDA_R_32F : CUDA_R_16BF, ws->eb.values, ws->ea.values, CUDA_R_8F_E4M3, bias, N, M, K,
-                      true, false, beta, gemm_single, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, ws->eb.row_scale, ws->ea.row_scale};
-        cublaslt_gemm(&g, s);
+        mx_gemm_fast(out, out_fp32, &ea, &eb, bias, beta, s);
     } else {
         matmul(out, out_fp32, ws->deq_b, ws->deq_a, bias, N, M, K, true, false, beta, gemm_single, s);
     }

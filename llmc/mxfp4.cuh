@@ -423,12 +423,13 @@ static inline void mx_quantize_rows_e4m3_g128(uint8_t* e4m3, float* group_scale,
     cudaCheckLaunch();
 }
 
-// Fast path: out [M x N] (row-major, BF16 or FP32) = beta * out + (A diag(sa)) (B diag(sb))^T for E4M3 A [M x K],
-// B [N x K], through cuBLASLt on FP8 tensor cores with OUTER_VEC_32F scales. cuBLAS is column-major, so it
+// Fast path: out [M x N] (row-major, BF16 or FP32) = beta * out + (A diag(sa)) (B diag(sb))^T (+ bias, BF16 [N], may be
+// NULL) for E4M3 A [M x K], B [N x K], through cuBLASLt on FP8 tensor cores with OUTER_VEC_32F scales. cuBLAS is column-major, so it
 // computes out^T = B A^T: its "A" is our B (transposed, K-major) and its "B" our A.
-static inline void mx_gemm_fast(void* out, bool out_fp32, const E4M3Operand* a, const E4M3Operand* b, float beta, cudaStream_t stream) {
+static inline void mx_gemm_fast(void* out, bool out_fp32, const E4M3Operand* a, const E4M3Operand* b, const floatX* bias,
+                                float beta, cudaStream_t stream) {
     if (a->K != b->K) { die("mx_gemm_fast: inner dimensions %d and %d differ", a->K, b->K); }
-    GemmSpec g = {out, out_fp32 ? CUDA_R_32F : CUDA_R_16BF, b->values, a->values, CUDA_R_8F_E4M3, NULL, b->rows, a->rows,
+    GemmSpec g = {out, out_fp32 ? CUDA_R_32F : CUDA_R_16BF, b->values, a->values, CUDA_R_8F_E4M3, bias, b->rows, a->rows,
                   a->K, true, false, beta, gemm_single, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, b->row_scale, a->row_scale};
     cublaslt_gemm(&g, stream);
 }

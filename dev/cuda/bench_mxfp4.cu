@@ -83,9 +83,9 @@ int main(int argc, char** argv) {
         float fast_ms = time_ms([&] {   // the activation operand as the trainer prepares it (llmc/adahop_linear.cuh)
             if (mx_e4m3_one_pass_pays(Kd)) { mx_quantize_rows_e4m3(&ea, NULL, a, M, Kd, opt, 0); }
             else { mx_quantize_rows(&qa, a, M, Kd, opt, 0); mx_to_e4m3(&ea, &qa, 0); }
-            mx_gemm_fast(out, false, &ea, &eb, 0.0f, 0);
+            mx_gemm_fast(out, false, &ea, &eb, NULL, 0.0f, 0);
         }, reps);
-        float fp8_only_ms = time_ms([&] { mx_gemm_fast(out, false, &ea, &eb, 0.0f, 0); }, reps);
+        float fp8_only_ms = time_ms([&] { mx_gemm_fast(out, false, &ea, &eb, NULL, 0.0f, 0); }, reps);
         double flops = 2.0 * M * N * Kd;
         printf("| %d x %d x %d (%s) | %.3f | %.0f | %.3f | %.2f | %.3f | %.2fx | %.3f | %.2fx |\n", M, N, Kd, shapes[s].what, bf16_ms,
                flops / bf16_ms / 1e9, exact_ms, exact_ms / bf16_ms, fast_ms, bf16_ms / fast_ms, fp8_only_ms, bf16_ms / fp8_only_ms);
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
         mx_quantize_rows(&qa, a, M, Kd, opt, 0); mx_to_e4m3(&ea, &qa, 0);
         mx_quantize_rows(&qb, b, N, Kd, opt, 0); mx_to_e4m3(&eb, &qb, 0);
         float bf16_ms = time_ms([&] { matmul(out, true, b, a, NULL, N, M, Kd, true, false, 1.0f, gemm_single, 0); }, reps);
-        float vec_ms = time_ms([&] { mx_gemm_fast(out, true, &ea, &eb, 1.0f, 0); }, reps);
+        float vec_ms = time_ms([&] { mx_gemm_fast(out, true, &ea, &eb, NULL, 1.0f, 0); }, reps);
         float after_ms = time_ms([&] { mx_gemm_fast_scales_after(out, 1.0f, &ea, &eb, part, 0); }, reps);
         printf("| %d x %d x %d (%s) | %.3f | %.2fx | %.2fx |\n", M, N, Kd, dw_shapes[s].what, bf16_ms, bf16_ms / vec_ms, bf16_ms / after_ms);
         void* bufs[] = {a, b, out, part};

@@ -187,7 +187,7 @@ static double test_gemm(int kind, int M, int N, int K, int hadamard) {
     E4M3Operand ea = e4m3_operand_alloc(M, K), eb = e4m3_operand_alloc(N, K);
     mx_to_e4m3(&ea, &oa, 0);
     mx_to_e4m3(&eb, &ob, 0);
-    mx_gemm_fast(dout, true, &ea, &eb, 0.0f, 0);
+    mx_gemm_fast(dout, true, &ea, &eb, NULL, 0.0f, 0);
     float* got_fast = (float*)download(dout, (size_t)M * N * 4);
     // the dW GEMM's variant: unit-scale FP8 GEMM, row scales after; beta = 0, then beta = 1 onto a prior output
     float* part = (float*)device_malloc((size_t)M * N * 4, "unit-scale product");
