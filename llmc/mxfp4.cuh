@@ -437,8 +437,8 @@ static inline void mx_gemm_fast(void* out, bool out_fp32, const E4M3Operand* a, 
 // out [M x N] = beta * out + diag(sa) part diag(sb) in FP32: the per-row scales of A (sa [M]) and B (sb [N]) applied
 // after a unit-scale GEMM (powers of two, after the FP32 sum, as cuBLASLt applies them). One thread per element.
 // Traffic: reads 4 (+4 when beta != 0), writes 4 bytes per element.
-__global__ void outer_scale_add_kernel(float* out, const float* part, const float* sa, const float* sb, int N, long n, float beta) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+__global__ void outer_scale_add_kernel(float* out, const float* part, const float* sa, const float* sb, int N, int n, float beta) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) { return; }
     float v = part[i] * sa[i / N] * sb[i % N];
     out[i] = beta == 0.0f ? v : beta * out[i] + v;
@@ -455,7 +455,8 @@ static inline void mx_gemm_fast_scales_after(float* out, float beta, const E4M3O
                   gemm_single, -1, NULL, NULL};
     cublaslt_gemm(&g, stream);
     long n = (long)a->rows * b->rows;
-    outer_scale_add_kernel<<<ceil_div(n, 256), 256, 0, stream>>>(out, part, a->row_scale, b->row_scale, b->rows, n, beta);
+    if (n > INT_MAX) { die("mx_gemm_fast_scales_after: a %d x %d output is too large", a->rows, b->rows); }
+    outer_scale_add_kernel<<<ceil_div(n, 256), 256, 0, stream>>>(out, part, a->row_scale, b->row_scale, b->rows, (int)n, beta);
     cudaCheckLaunch();
 }
 

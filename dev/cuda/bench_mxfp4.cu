@@ -94,9 +94,10 @@ int main(int argc, char** argv) {
         mx_operand_free(&qa); mx_operand_free(&qb); e4m3_operand_free(&ea); e4m3_operand_free(&eb);
     }
     // the dW GEMMs (FP32 gradient output, accumulating, K = tokens) of GPT-2 124M / 350M / 1.5B: per-row scales in
-    // cuBLASLt's epilogue against a unit-scale FP8 GEMM with the scales applied after it (what the trainer runs)
+    // cuBLASLt's epilogue against a unit-scale FP8 GEMM with the scales applied after it (what the trainer runs);
+    // M x N = Cout x Cin as in adahop_linear_backward (A = dY^T, B = x^T)
     struct { int M, N, K; const char* what; } dw_shapes[] = {
-        {768, 3072, 65536, "124M fc dW"}, {4096, 1024, 32768, "350M fc proj dW"}, {6400, 1600, 16384, "1.5B fc proj dW"}};
+        {768, 3072, 65536, "124M fc proj dW"}, {4096, 1024, 32768, "350M fc dW"}, {6400, 1600, 16384, "1.5B fc dW"}};
     printf("\n| dW GEMM M x N x K, FP32 output | BF16 ms | per-row scales in cuBLASLt: BF16 / FP8 | unit-scale FP8 + scales after: BF16 / FP8 |\n|---|---|---|---|\n");
     for (size_t s = 0; s < sizeof(dw_shapes) / sizeof(dw_shapes[0]); s++) {
         int M = dw_shapes[s].M, N = dw_shapes[s].N, Kd = dw_shapes[s].K;
