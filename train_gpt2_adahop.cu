@@ -504,14 +504,14 @@ static void recompute_norm(GPT2* m, const LayerActs* la, int l, bool first, cons
     if (m->config.family == FAMILY_LLAMA) {
         const floatX* w = m->w[first ? LL_RMS1W : LL_RMS2W] + l * C;
         if (channels) { rmsnorm_forward_channels(into, src, rstd, w, sv->x_channel_idx, k, N, C, s); }
-        else { rmsnorm_forward(into, rstd, NULL, src, NULL, w, N, C, s); }
+        else { rmsnorm_forward(into, NULL, NULL, src, NULL, w, N, C, s); }   // the forward saved rstd
         return;
     }
     float* mean = (first ? a->ln1_mean : a->ln2_mean) + l * N;
     const floatX* w = m->w[first ? P_LN1W : P_LN2W] + l * C;
     const floatX* b = m->w[first ? P_LN1B : P_LN2B] + l * C;
     if (channels) { layernorm_forward_channels(into, src, mean, rstd, w, b, sv->x_channel_idx, k, N, C, s); }
-    else { layernorm_forward(into, mean, rstd, NULL, src, NULL, w, b, N, C, s); }
+    else { layernorm_forward(into, NULL, NULL, NULL, src, NULL, w, b, N, C, s); }   // the forward saved mean, rstd
 }
 
 // with -A 1: fch of layer l again, bit for bit as the forward pass computed it: the norm in front of the fc (gate/up)

@@ -10,7 +10,7 @@
 __device__ __forceinline__ float layernorm_value(float x, float mu, float rs, float w, float b) { return (x - mu) * rs * w + b; }
 
 // One warp per row: res = a + b (or res = a when b is NULL; res_out written only when b is given),
-// out = (res - mean) * rstd * weight + bias, and mean/rstd saved for the backward pass.
+// out = (res - mean) * rstd * weight + bias, and mean/rstd saved for the backward pass (unless NULL: a recomputation).
 // Traffic: reads a (and b) once from DRAM (re-reads hit L1/L2), writes out (and res_out).
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, floatX* res_out,
                                          const floatX* a, const floatX* b, const floatX* weight,
@@ -37,7 +37,7 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
         for (int i = 0; i < 8; i++) { ov[i] = (floatX)layernorm_value((float)xv[i], mu, rs, (float)wv[i], (float)bv[i]); }
         store128(out + base + c, ov);
     }
-    if (lane == 0) { mean[row] = mu; rstd[row] = rs; }
+    if (lane == 0 && mean) { mean[row] = mu; rstd[row] = rs; }
 }
 
 // dinp[r] += rstd * (g - mean(g) - y * mean(g * y)) with g = dout * weight, y = normalized input.
@@ -87,7 +87,8 @@ static inline void layernorm_check_shape(int C) {
     if (C % 8 != 0) { die("layernorm: channels C=%d must be a multiple of 8", C); }
 }
 
-// out = LayerNorm(a + b); res_out = a + b. Pass b = NULL (and res_out = NULL) for a plain LayerNorm of a.
+// out = LayerNorm(a + b); res_out = a + b. Pass b = NULL (and res_out = NULL) for a plain LayerNorm of a, and
+// mean = rstd = NULL to recompute an output whose statistics are saved already.
 static inline void layernorm_forward(floatX* out, float* mean, float* rstd, floatX* res_out, const floatX* a,
                                      const floatX* b, const floatX* weight, const floatX* bias, int N, int C,
                                      cudaStream_t stream) {

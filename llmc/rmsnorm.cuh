@@ -13,7 +13,7 @@
 __device__ __forceinline__ float rmsnorm_value(float x, float rs, float w) { return x * rs * w; }
 
 // One warp per row: res = a + b (or res = a when b is NULL; res_out written only when b is given),
-// out = res * rstd * weight with rstd = 1 / sqrt(mean(res^2) + eps), rstd saved for the backward pass.
+// out = res * rstd * weight with rstd = 1 / sqrt(mean(res^2) + eps), rstd saved for the backward pass (unless NULL).
 // Traffic: reads a (and b) once from DRAM (the second pass hits L1/L2), writes out (and res_out).
 __global__ void rmsnorm_forward_kernel(floatX* out, float* rstd, floatX* res_out, const floatX* a, const floatX* b,
                                        const floatX* weight, int N, int C) {
@@ -33,7 +33,7 @@ __global__ void rmsnorm_forward_kernel(floatX* out, float* rstd, floatX* res_out
         for (int i = 0; i < 8; i++) { ov[i] = (floatX)rmsnorm_value((float)xv[i], rs, (float)wv[i]); }
         store128(out + base + c, ov);
     }
-    if (lane == 0) { rstd[row] = rs; }
+    if (lane == 0 && rstd) { rstd[row] = rs; }
 }
 
 // dinp[r] += rstd * (g - y * mean(g * y)) with g = dout * weight, y = inp * rstd (the normalized input).
