@@ -3,12 +3,24 @@
 #ifndef LLMC_MATMUL_CUH
 #define LLMC_MATMUL_CUH
 
+#include <string.h>
 #include <cublasLt.h>
 #include "cuda_common.cuh"
 
 static cublasLtHandle_t cublaslt_handle;
 static void* cublaslt_workspace = NULL;
 static const size_t cublaslt_workspace_size = 32 * 1024 * 1024;
+
+// cuBLASLt's first choice per GEMM configuration, asked once: the heuristic query costs more host time than a small
+// GEMM takes on the GPU, and its answer does not change (the same algorithm runs either way)
+typedef struct {
+    int m, n, k, trans_a, trans_b, ab_type, d_type, has_bias, scale_mode, batch_count;
+    long stride_a, stride_b, stride_d;
+} GemmKey;
+#define GEMM_ALGO_CACHE_SIZE 512
+static GemmKey gemm_cache_keys[GEMM_ALGO_CACHE_SIZE];
+static cublasLtMatmulAlgo_t gemm_cache_algos[GEMM_ALGO_CACHE_SIZE];
+static int gemm_cache_used = 0;
 
 static inline void cublas_check_(cublasStatus_t status, const char* file, int line) {
     if (status != CUBLAS_STATUS_SUCCESS) {
@@ -26,6 +38,7 @@ static inline void matmul_init(void) {
 static inline void matmul_free(void) {
     cudaCheck(cudaFree(cublaslt_workspace));
     cublasCheck(cublasLtDestroy(cublaslt_handle));
+    gemm_cache_used = 0;
 }
 
 // One GEMM in cuBLAS's column-major terms: D[m x n] = op(A)[m x k] op(B)[k x n] (+ beta * D) (+ bias[m]).
@@ -50,6 +63,25 @@ typedef struct {
 } GemmSpec;
 
 #define GEMM_MAX_ALGO_RANK 7
+
+static inline GemmKey gemm_key(const GemmSpec* g) {
+    GemmKey key;
+    memset(&key, 0, sizeof(key));   // padding too: keys are compared with memcmp
+    key.m = g->m; key.n = g->n; key.k = g->k; key.trans_a = g->trans_a; key.trans_b = g->trans_b;
+    key.ab_type = (int)g->ab_type; key.d_type = (int)g->d_type; key.has_bias = g->bias != NULL;
+    key.scale_mode = g->scale_mode; key.batch_count = g->batch.count;
+    key.stride_a = g->batch.stride_a; key.stride_b = g->batch.stride_b; key.stride_d = g->batch.stride_d;
+    return key;
+}
+
+// the cached first-choice algorithm of g's configuration, or NULL
+static inline const cublasLtMatmulAlgo_t* gemm_cache_find(const GemmKey* key) {
+    for (int i = 0; i < gemm_cache_used; i++) {
+        if (memcmp(&gemm_cache_keys[i], key, sizeof(*key)) == 0) { return &gemm_cache_algos[i]; }
+    }
+    return NULL;
+}
+
 // runs the GEMM g; returns false, running nothing, when cuBLASLt has no algorithm for it (or fewer than algo_rank + 1)
 static inline bool cublaslt_gemm_try(const GemmSpec* g, cudaStream_t stream) {
     cublasLtMatmulDesc_t desc;
@@ -88,14 +120,25 @@ static inline bool cublaslt_gemm_try(const GemmSpec* g, cudaStream_t stream) {
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &cublaslt_workspace_size, sizeof(cublaslt_workspace_size)));
+    GemmKey key = gemm_key(g);
+    const cublasLtMatmulAlgo_t* algo = g->algo_rank == 0 ? gemm_cache_find(&key) : NULL;
     cublasLtMatmulHeuristicResult_t heur[GEMM_MAX_ALGO_RANK + 1];
-    int found = 0, want = min(max(g->algo_rank, 0), GEMM_MAX_ALGO_RANK) + 1;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, la, lb, ld, ld, pref, want, heur, &found);
-    bool ok = st == CUBLAS_STATUS_SUCCESS && found == want;
+    if (algo == NULL) {
+        int found = 0, want = min(max(g->algo_rank, 0), GEMM_MAX_ALGO_RANK) + 1;
+        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, la, lb, ld, ld, pref, want, heur, &found);
+        if (st == CUBLAS_STATUS_SUCCESS && found == want) {
+            algo = &heur[want - 1].algo;
+            if (want == 1 && gemm_cache_used < GEMM_ALGO_CACHE_SIZE) {
+                gemm_cache_keys[gemm_cache_used] = key;
+                gemm_cache_algos[gemm_cache_used++] = *algo;
+            }
+        }
+    }
+    bool ok = algo != NULL;
     if (ok) {
         const float alpha = 1.0f;
         cublasCheck(cublasLtMatmul(cublaslt_handle, desc, &alpha, g->a, la, g->b, lb, &g->beta, g->d, ld, g->d, ld,
-                                   &heur[want - 1].algo, cublaslt_workspace, cublaslt_workspace_size, stream));
+                                   algo, cublaslt_workspace, cublaslt_workspace_size, stream));
     }
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     cublasCheck(cublasLtMatmulDescDestroy(desc));
