@@ -154,12 +154,12 @@ static inline void operand_quantize(MXOperand* q, Operand op, MXQuantOptions opt
 
 // One operand of a GEMM made ready for the workspace's path, in the slot (q, e, deq): quantized with opt (or taken
 // from `saved`, an MXFP4 operand already quantized), its rows zero_idx[0..k) zeroed (OE), then E4M3 on the fast path or dequantized
-// BF16 on the exact path. A row-major operand goes BF16 -> E4M3 in one pass on the fast path where that pays (its
+// BF16 on the exact path. A row-major operand goes BF16 -> E4M3 in one pass on the fast path up to MX_E4M3_ONE_PASS_MAX_K (its
 // MXFP4 codes are then written only with ws->keep_codes).
 static inline void operand_prepare(AdahopWorkspace* ws, MXOperand* q, E4M3Operand* e, floatX* deq, Operand op,
                                    const MXOperand* saved, MXQuantOptions opt, const int* zero_idx, int k, cudaStream_t s) {
     bool fast = ws->path == GEMM_PATH_FAST;
-    if (fast && !saved && !op.transposed && mx_e4m3_one_pass_pays(op.K)) {
+    if (fast && !saved && !op.transposed && op.K <= MX_E4M3_ONE_PASS_MAX_K) {
         mx_quantize_rows_e4m3(e, ws->keep_codes ? q : NULL, op.data, op.rows, op.K, opt, s);
         if (k > 0) {
             e4m3_zero_rows(e, zero_idx, k, s);

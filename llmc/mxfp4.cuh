@@ -286,38 +286,9 @@ __global__ void mx_quantize_rows_e4m3_kernel(uint8_t* e4m3, float* row_scale, in
     inexact = __reduce_add_sync(0xffffffffu, inexact);
     if (lane == 0 && inexact) { atomicAdd(inexact_blocks, inexact); }
 }
-#define MX_E4M3_ONE_PASS_MAX_K (8 * 32 * 32)   // MAXB = 8 blocks per lane
-// Whether the fast path should take the one-pass quantizer for a row-major operand of this K: measured faster up to
-// K = 4096 and slower at K = 6400 (7 blocks of codes per lane in registers) than quantize + mx_to_e4m3, on the
-// H200 (dev/RESULTS.md, 2026-12-03 third session)
-static inline bool mx_e4m3_one_pass_pays(int K) { return K <= 4 * 32 * 32; }
-
-// Fast path with one FP32 scale per 128 elements along K instead of one per row (cuBLASLt's VEC128 scaling), in
-// one local pass: x [R x K] BF16 -> E4M3 [R x K] + group_scale [R x K/128] (2^(emax - 6), emax = the group's
-// largest finite block scale), identical to mx_quantize_rows followed by to_e4m3_groups_cpu(..., 128) of
-// llmc/adahop_cpu.h (and optionally also writing the MXFP4 codes and scales). One thread per 32-block; the 4
-// blocks of a group sit in adjacent lanes (K is a multiple of 128) and share their largest scale through two
-// shuffles. Traffic: reads 2 bytes, writes 1 byte (+ 0.53 with codes) per element.
-__global__ void mx_quantize_rows_e4m3_g128_kernel(uint8_t* e4m3, float* group_scale, int* inexact_blocks, uint8_t* codes,
-                                                  uint8_t* scales, const floatX* x, long nblocks, MXQuantOptions opt) {
-    long b = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    bool active = b < nblocks;   // nblocks is a multiple of 4: a group is all active or all idle
-    uint8_t scale = 0xFF;
-    uint4 packed = make_uint4(0, 0, 0, 0);
-    if (active) {
-        float v[32];
-        mx_load32(v, x + b * 32);
-        packed = mx_quantize_block32(v, opt, (uint64_t)b * 32, &scale);
-    }
-    int emax = scale == 0xFF ? 0 : scale;   // NaN blocks do not set the group's scale
-    emax = max(emax, __shfl_xor_sync(0xffffffffu, emax, 1));
-    emax = max(emax, __shfl_xor_sync(0xffffffffu, emax, 2));
-    int inexact = __reduce_add_sync(0xffffffffu, active && scale != 0xFF && scale - emax + 6 < -8);
-    if (threadIdx.x % 32 == 0 && inexact) { atomicAdd(inexact_blocks, inexact); }
-    if (!active) { return; }
-    mx_store_e4m3_block(e4m3, codes, scales, b, packed, scale, emax);
-    if ((b & 3) == 0) { group_scale[b / 4] = ldexpf(1.0f, emax - 127 - 6); }
-}
+// The one-pass quantizer's K limit (MAXB = 4 blocks per lane): above it quantize + mx_to_e4m3 was faster on the H200
+// (K = 6400 with 7 blocks of codes per lane in registers: dev/RESULTS.md, 2026-12-03 third session)
+#define MX_E4M3_ONE_PASS_MAX_K (4 * 32 * 32)
 
 static inline void mx_check_shape(const char* what, int rows, int K) {
     if (rows <= 0 || K <= 0 || K % 32 != 0) {
@@ -405,21 +376,9 @@ static inline void mx_quantize_rows_e4m3(E4M3Operand* out, MXOperand* codes_out,
     if (K > MX_E4M3_ONE_PASS_MAX_K) { die("mx_quantize_rows_e4m3: K=%d is above %d (quantize, then mx_to_e4m3)", K, MX_E4M3_ONE_PASS_MAX_K); }
     int blocks_per_lane = ceil_div(K, 32 * 32);
     auto kernel = blocks_per_lane <= 1 ? mx_quantize_rows_e4m3_kernel<1> : blocks_per_lane <= 2 ? mx_quantize_rows_e4m3_kernel<2>
-                : blocks_per_lane <= 4 ? mx_quantize_rows_e4m3_kernel<4> : mx_quantize_rows_e4m3_kernel<8>;
+                                       : mx_quantize_rows_e4m3_kernel<4>;
     kernel<<<ceil_div(R, 8), 256, 0, s>>>(out->values, out->row_scale, out->inexact_blocks, codes_out ? codes_out->codes : NULL,
                                           codes_out ? codes_out->scales : NULL, x, R, K, opt);
-    cudaCheckLaunch();
-}
-
-// x [R x K] BF16 -> E4M3 values [R x K] and group_scale [R x K/128] (see mx_quantize_rows_e4m3_g128_kernel), adding
-// the number of blocks outside E4M3's exact range to *inexact_blocks; with codes_out also the MXFP4 operand
-static inline void mx_quantize_rows_e4m3_g128(uint8_t* e4m3, float* group_scale, int* inexact_blocks, MXOperand* codes_out,
-                                              const floatX* x, int R, int K, MXQuantOptions opt, cudaStream_t s) {
-    mx_check_shape("quantize rows (E4M3, per-128 scales)", R, K);
-    if (K % 128 != 0) { die("quantize rows (E4M3, per-128 scales): K=%d must be a multiple of 128", K); }
-    long nblocks = (long)R * K / 32;
-    mx_quantize_rows_e4m3_g128_kernel<<<ceil_div(nblocks, 256), 256, 0, s>>>(e4m3, group_scale, inexact_blocks,
-        codes_out ? codes_out->codes : NULL, codes_out ? codes_out->scales : NULL, x, nblocks, opt);
     cudaCheckLaunch();
 }
 

@@ -2,7 +2,7 @@
 //  1. achieved bandwidth of each quantize / dequantize / E4M3 kernel vs a device-to-device copy;
 //  2. quantize + GEMM vs cuBLASLt BF16 at the GPT-2 shapes of ../shared/ANCHORS.md, for the exact path
 //     (dequantize + BF16 GEMM) and the fast path (Hadamard + MXFP4 -> E4M3 as the trainer does it: in one pass
-//     where mx_e4m3_one_pass_pays, else quantize then convert; then FP8 tensor cores).
+//     up to MX_E4M3_ONE_PASS_MAX_K, else quantize then convert; then FP8 tensor cores).
 //     The activation operand's quantization is included; the weight operand is quantized outside the timed region.
 // Prints a table. Usage: build/bench_mxfp4 [repeats]
 #include "llmc/cuda_common.cuh"
@@ -46,16 +46,13 @@ int main(int argc, char** argv) {
     rows[nr++] = {"MXFP4 -> E4M3 + row scales", n * (1.0 + 0.5 + 1.0 / 32), time_ms([&] { mx_to_e4m3(&e8, &q, 0); }, reps)};
     MXQuantOptions hopt = {1, MX_SCALE_OCP, 0, 0};
     rows[nr++] = {"one pass: BF16 -> Hadamard -> E4M3 + row scales", n * 3.0, time_ms([&] { mx_quantize_rows_e4m3(&e8, NULL, x, R, K, hopt, 0); }, reps)};
-    float* group_scale = (float*)device_malloc((size_t)n / 128 * sizeof(float), "per-128 scales");
-    rows[nr++] = {"one pass: BF16 -> Hadamard -> E4M3 + per-128 scales", n * (3.0 + 4.0 / 128),
-                  time_ms([&] { mx_quantize_rows_e4m3_g128(e8.values, group_scale, e8.inexact_blocks, NULL, x, R, K, hopt, 0); }, reps)};
     printf("| kernel (%d x %d) | ms | GB/s | of copy ceiling |\n|---|---|---|---|\n", R, K);
     for (int i = 0; i < nr; i++) {
         double gbs = rows[i].bytes / rows[i].ms / 1e6;
         printf("| %s | %.3f | %.0f | %.0f%% |\n", rows[i].name, rows[i].ms, gbs, 100.0 * gbs / copy_gbs);
     }
     mx_operand_free(&q); mx_operand_free(&qt); e4m3_operand_free(&e8);
-    cudaCheck(cudaFree(x)); cudaCheck(cudaFree(y)); cudaCheck(cudaFree(group_scale)); cudaCheck(cudaFree(col_sq)); cudaCheck(cudaFree(col_part));
+    cudaCheck(cudaFree(x)); cudaCheck(cudaFree(y)); cudaCheck(cudaFree(col_sq)); cudaCheck(cudaFree(col_part));
 
     // 2. GEMMs: out [M x N] = A [M x K] (activation, quantized in the timed region) x B [N x K]^T (weight)
     struct { int M, N, K; const char* what; } shapes[] = {
@@ -81,7 +78,7 @@ int main(int argc, char** argv) {
             matmul(out, false, bbf, abf, NULL, N, M, Kd, true, false, 0.0f, gemm_single, 0);
         }, reps);
         float fast_ms = time_ms([&] {   // the activation operand as the trainer prepares it (llmc/adahop_linear.cuh)
-            if (mx_e4m3_one_pass_pays(Kd)) { mx_quantize_rows_e4m3(&ea, NULL, a, M, Kd, opt, 0); }
+            if (Kd <= MX_E4M3_ONE_PASS_MAX_K) { mx_quantize_rows_e4m3(&ea, NULL, a, M, Kd, opt, 0); }
             else { mx_quantize_rows(&qa, a, M, Kd, opt, 0); mx_to_e4m3(&ea, &qa, 0); }
             mx_gemm_fast(out, false, &ea, &eb, NULL, 0.0f, 0);
         }, reps);
