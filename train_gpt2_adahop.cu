@@ -145,6 +145,7 @@ static size_t gpt2_device_bytes(const ModelConfig* c, int B, int T, const Linear
         size_t N = (size_t)B * T, C = c->channels, max_elems = N * model_widest_linear(c);
         lowp = 2 * max_elems * 17 / 32 + 2 * max_elems * (lo->path == GEMM_PATH_FAST ? 1 : 2)   // workspace operands
              + (max_elems / 64 + N + model_widest_linear(c)) * sizeof(float)                    // OE column-sum partials
+             + (lo->path == GEMM_PATH_FAST ? C * model_widest_linear(c) * sizeof(float) : 0)  // unit-scale dW product
              + (size_t)c->num_layers * (2 * C + c->hidden) * N * 17 / 32;   // saved x^T of qkv, fc, fcproj (attproj reads atty)
     }
     size_t rope = c->family == FAMILY_LLAMA ? (size_t)c->max_seq_len * (c->channels / c->num_heads) : 0;   // cos, sin
@@ -184,14 +185,13 @@ static void gpt2_build_linears(GPT2* m, const LinearOptions* lo, uint64_t seed) 
     if (lo->precision == PREC_BF16) { return; }
     int max_rows = N > widest ? N : widest;
     size_t stats_floats = 0;   // the row and column variances of x [N x cin], W [cout x cin], dY [N x cout] of every linear
-    size_t max_weight = 0;
     for (int kind = 0; kind < NUM_LINEAR_KINDS; kind++) {
         int cin, cout;
         linear_shape(c, kind, &cin, &cout);
         stats_floats += (size_t)L * (2 * (size_t)N + 2 * cin + 2 * cout);
-        max_weight = max_weight > (size_t)cin * cout ? max_weight : (size_t)cin * cout;
     }
-    adahop_workspace_init(&m->ws, (size_t)N * widest, max_rows, max_rows, max_weight, lo->path, lo->stochastic_grads, lo->oe_k, seed,
+    // the largest FP32 dW output is C x widest: every linear has C inputs or C outputs and at most widest of the other
+    adahop_workspace_init(&m->ws, (size_t)N * widest, max_rows, max_rows, (size_t)c->channels * widest, lo->path, lo->stochastic_grads, lo->oe_k, seed,
                           NUM_TENSORS * 4 * L, stats_floats);
     for (int i = 0; i < 4 * L; i++) {
         int cin, cout;
