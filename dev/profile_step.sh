@@ -59,7 +59,7 @@ rows = [(ns, n, name) for (ns, n, _), name in zip(rows, names)]
 def group(name):
     n = name.lower()
     if any(k in n for k in ("gemm", "sm90", "xmma", "nvjet", "cutlass", "cublas", "matmul")): return "GEMM (cuBLASLt)"
-    if any(k in n for k in ("mx_", "e4m3", "zero_rows", "sum_tile")): return "MXFP4 quantization / E4M3"
+    if any(k in n for k in ("mx_", "e4m3", "zero_rows", "sum_tile", "outer_scale")): return "MXFP4 quantization / E4M3 / scales"
     if "flash" in n: return "attention"
     if any(k in n for k in ("topk", "row_stats", "column_sums", "gather", "scatter", "outlier", "classif")): return "statistics / OE"
     if n.startswith(("memcpy", "memset")): return "memcpy / memset"
