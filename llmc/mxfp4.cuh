@@ -141,48 +141,42 @@ __global__ void mx_quantize_rows_kernel(uint8_t* codes, uint8_t* scales, const f
 }
 
 // (b) Quantize along columns: x [R x C] BF16 row-major, blocks of 32 consecutive rows in one column, written
-// transposed as out [C x R] (K = R contiguous). A 64 x 128 tile goes through shared memory; a thread quantizes the
-// blocks of two adjacent columns (one 4-byte shared load gives a row of both), and the two row halves of a column
-// pair sit in adjacent lanes, so each column's 32 code bytes are written together. With col_sq_part, also the sum
-// of squares of each column of the tile (of x, before the Hadamard) into col_sq_part[tile row][column].
-// Traffic: reads 2 bytes, writes 0.53 bytes per element (+ 4 bytes per 64).
+// transposed as out [C x R] (K = R contiguous). A 64 x 128 tile goes through shared memory; a thread quantizes
+// one column block, and the two blocks of a column sit in adjacent lanes, so their 32 code bytes are written
+// together. With col_sq_part, also the sum of squares of each column of the tile (of x, before the Hadamard) into
+// col_sq_part[tile row][column]. Traffic: reads 2 bytes, writes 0.53 bytes per element (+ 4 bytes per 64).
 // Shared memory: rows of 136 elements, the lower 32 rows shifted by 32 more, so that the 16-byte stores of a
-// quarter warp cover the 32 banks once and a warp's 4-byte column-pair reads (16 pairs, both halves) hit 32 banks.
+// quarter warp cover the 32 banks once and a warp's column reads (16 columns, both halves) hit 16 distinct banks.
 __host__ __device__ constexpr int mx_cols_tile_at(int r, int c) { return r * 136 + (r >> 5) * 32 + c; }
-#define MX_COLS_THREADS 128
-__global__ void __launch_bounds__(MX_COLS_THREADS) mx_quantize_cols_kernel(uint8_t* codes, uint8_t* scales, float* col_sq_part,
-                                                                          const floatX* x, int R, int C, MXQuantOptions opt) {
+__global__ void mx_quantize_cols_kernel(uint8_t* codes, uint8_t* scales, float* col_sq_part, const floatX* x, int R, int C,
+                                        MXQuantOptions opt) {
     __shared__ __align__(16) floatX tile[mx_cols_tile_at(64, 0)];
     int r0 = blockIdx.y * 64, c0 = blockIdx.x * 128;
-    x128 in[8];                                                   // 64 rows x 16 vectors of 8 columns, loads first
-    for (int u = 0; u < 8; u++) {
-        int i = threadIdx.x + u * MX_COLS_THREADS, r = i / 16, cv = (i % 16) * 8;
+    x128 in[4];                                                   // 64 rows x 16 vectors of 8 columns, loads first
+    for (int u = 0; u < 4; u++) {
+        int i = threadIdx.x + u * 256, r = i / 16, cv = (i % 16) * 8;
         in[u] = (r0 + r < R && c0 + cv < C) ? load128cs(x + (size_t)(r0 + r) * C + c0 + cv) : x128();
     }
-    for (int u = 0; u < 8; u++) {
-        int i = threadIdx.x + u * MX_COLS_THREADS, r = i / 16, cv = (i % 16) * 8;
+    for (int u = 0; u < 4; u++) {
+        int i = threadIdx.x + u * 256, r = i / 16, cv = (i % 16) * 8;
         store128(tile + mx_cols_tile_at(r, cv), in[u]);
     }
     __syncthreads();
-    int half = threadIdx.x & 1, pair = threadIdx.x >> 1;
-    uint32_t both[32];                                            // rows half*32 + j of columns 2 pair, 2 pair + 1
-    for (int j = 0; j < 32; j++) { both[j] = *reinterpret_cast<const uint32_t*>(tile + mx_cols_tile_at(half * 32 + j, 2 * pair)); }
-    for (int k = 0; k < 2; k++) {
-        int col = c0 + 2 * pair + k, row = r0 + half * 32;
-        float v[32];
-        for (int j = 0; j < 32; j++) { v[j] = __uint_as_float(k ? both[j] & 0xFFFF0000u : both[j] << 16); }   // BF16 -> float
-        if (col_sq_part) {   // the whole warp takes part in the shuffle: the two halves of a column in fixed order
-            float sq = 0.0f;
-            for (int j = 0; j < 32; j++) { sq += v[j] * v[j]; }
-            sq += __shfl_xor_sync(0xffffffffu, sq, 1);
-            if (half == 0 && col < C) { col_sq_part[(size_t)blockIdx.y * C + col] = sq; }
-        }
-        if (col >= C || row >= R) { continue; }
-        uint8_t scale;
-        size_t out = (size_t)col * R + row;
-        reinterpret_cast<uint4*>(codes)[out / 32] = mx_quantize_block32(v, opt, (uint64_t)out, &scale);
-        scales[out / 32] = scale;
+    int half = threadIdx.x & 1, c = threadIdx.x >> 1;
+    int col = c0 + c, row = r0 + half * 32;
+    float v[32];
+    for (int j = 0; j < 32; j++) { v[j] = (float)tile[mx_cols_tile_at(half * 32 + j, c)]; }   // zeros outside x
+    if (col_sq_part) {   // the whole warp takes part in the shuffle: the two halves of a column in fixed order
+        float sq = 0.0f;
+        for (int j = 0; j < 32; j++) { sq += v[j] * v[j]; }
+        sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+        if (half == 0 && col < C) { col_sq_part[(size_t)blockIdx.y * C + col] = sq; }
     }
+    if (col >= C || row >= R) { return; }
+    uint8_t scale;
+    size_t out = (size_t)col * R + row;
+    reinterpret_cast<uint4*>(codes)[out / 32] = mx_quantize_block32(v, opt, (uint64_t)out, &scale);
+    scales[out / 32] = scale;
 }
 
 // col_sq[c] = sum over the tiles t < tiles of part[t][c], in order. Traffic: reads 4 * tiles, writes 4 bytes per column.
@@ -316,7 +310,7 @@ static inline void mx_quantize_cols(MXOperand* out, const floatX* x, int R, int 
     if (C % 8 != 0) { die("mx_quantize_cols: C=%d must be a multiple of 8", C); }
     if (out->rows != C || out->K != R) { die("mx_quantize_cols: operand is %d x %d, want %d x %d", out->rows, out->K, C, R); }
     dim3 grid(ceil_div(C, 128), ceil_div(R, 64));
-    mx_quantize_cols_kernel<<<grid, MX_COLS_THREADS, 0, s>>>(out->codes, out->scales, col_sq ? scratch : NULL, x, R, C, opt);
+    mx_quantize_cols_kernel<<<grid, 256, 0, s>>>(out->codes, out->scales, col_sq ? scratch : NULL, x, R, C, opt);
     cudaCheckLaunch();
     if (col_sq) {
         sum_tile_partials_kernel<<<ceil_div(C, 256), 256, 0, s>>>(col_sq, scratch, (int)grid.y, C);
