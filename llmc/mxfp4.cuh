@@ -141,44 +141,42 @@ __global__ void mx_quantize_rows_kernel(uint8_t* codes, uint8_t* scales, const f
 }
 
 // (b) Quantize along columns: x [R x C] BF16 row-major, blocks of 32 consecutive rows in one column, written
-// transposed as out [C x R] (K = R contiguous). A thread takes a column pair and 64 rows straight from global
-// memory (64 4-byte loads: a warp reads 128 contiguous bytes per row, no shared memory), quantizes the two 32-blocks
-// of each column and writes their 32 code bytes together. With col_sq_part, also the sum of squares of each column
-// over the 64 rows (of x, before the Hadamard) into col_sq_part[row tile][column]. Traffic: reads 2 bytes, writes
-// 0.53 bytes per element (+ 4 bytes per 64).
-__global__ void __launch_bounds__(128) mx_quantize_cols_kernel(uint8_t* codes, uint8_t* scales, float* col_sq_part,
-                                                                const floatX* x, int R, int C, MXQuantOptions opt) {
-    int col0 = 2 * (blockIdx.x * blockDim.x + threadIdx.x), r0 = blockIdx.y * 64;
-    if (col0 >= C) { return; }   // C is a multiple of 8: both columns of the pair exist
-    uint32_t pair[64];           // row j: BF16 bits of column col0 (low half) and col0 + 1 (high half); zeros below R
-    #pragma unroll
-    for (int j = 0; j < 64; j++) {
-        pair[j] = r0 + j < R ? __ldcs(reinterpret_cast<const unsigned int*>(x + (size_t)(r0 + j) * C + col0)) : 0u;
+// transposed as out [C x R] (K = R contiguous). A 64 x 128 tile goes through shared memory; a thread quantizes
+// one column block, and the two blocks of a column sit in adjacent lanes, so their 32 code bytes are written
+// together. With col_sq_part, also the sum of squares of each column of the tile (of x, before the Hadamard) into
+// col_sq_part[tile row][column]. Traffic: reads 2 bytes, writes 0.53 bytes per element (+ 4 bytes per 64).
+// Shared memory: rows of 136 elements, the lower 32 rows shifted by 32 more, so that the 16-byte stores of a
+// quarter warp cover the 32 banks once and a warp's column reads (16 columns, both halves) hit 16 distinct banks.
+__host__ __device__ constexpr int mx_cols_tile_at(int r, int c) { return r * 136 + (r >> 5) * 32 + c; }
+__global__ void mx_quantize_cols_kernel(uint8_t* codes, uint8_t* scales, float* col_sq_part, const floatX* x, int R, int C,
+                                        MXQuantOptions opt) {
+    __shared__ __align__(16) floatX tile[mx_cols_tile_at(64, 0)];
+    int r0 = blockIdx.y * 64, c0 = blockIdx.x * 128;
+    x128 in[4];                                                   // 64 rows x 16 vectors of 8 columns, loads first
+    for (int u = 0; u < 4; u++) {
+        int i = threadIdx.x + u * 256, r = i / 16, cv = (i % 16) * 8;
+        in[u] = (r0 + r < R && c0 + cv < C) ? load128cs(x + (size_t)(r0 + r) * C + c0 + cv) : x128();
     }
-    #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        int col = col0 + h;
+    for (int u = 0; u < 4; u++) {
+        int i = threadIdx.x + u * 256, r = i / 16, cv = (i % 16) * 8;
+        store128(tile + mx_cols_tile_at(r, cv), in[u]);
+    }
+    __syncthreads();
+    int half = threadIdx.x & 1, c = threadIdx.x >> 1;
+    int col = c0 + c, row = r0 + half * 32;
+    float v[32];
+    for (int j = 0; j < 32; j++) { v[j] = (float)tile[mx_cols_tile_at(half * 32 + j, c)]; }   // zeros outside x
+    if (col_sq_part) {   // the whole warp takes part in the shuffle: the two halves of a column in fixed order
         float sq = 0.0f;
-        uint4 packed[2];
-        uint8_t scale[2];
-        #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            float v[32];
-            for (int j = 0; j < 32; j++) { v[j] = __uint_as_float(h ? pair[32 * half + j] & 0xFFFF0000u : pair[32 * half + j] << 16); }
-            if (col_sq_part) {   // each half in order, then the two halves added (a fixed order)
-                float s = 0.0f;
-                for (int j = 0; j < 32; j++) { s += v[j] * v[j]; }
-                sq = half ? sq + s : s;
-            }
-            size_t out = (size_t)col * R + r0 + 32 * half;
-            packed[half] = r0 + 32 * half < R ? mx_quantize_block32(v, opt, (uint64_t)out, &scale[half]) : make_uint4(0, 0, 0, 0);
-        }
-        if (col_sq_part) { col_sq_part[(size_t)blockIdx.y * C + col] = sq; }
-        size_t b = ((size_t)col * R + r0) / 32;
-        reinterpret_cast<uint4*>(codes)[b] = packed[0];
-        scales[b] = scale[0];
-        if (r0 + 32 < R) { reinterpret_cast<uint4*>(codes)[b + 1] = packed[1]; scales[b + 1] = scale[1]; }
+        for (int j = 0; j < 32; j++) { sq += v[j] * v[j]; }
+        sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+        if (half == 0 && col < C) { col_sq_part[(size_t)blockIdx.y * C + col] = sq; }
     }
+    if (col >= C || row >= R) { return; }
+    uint8_t scale;
+    size_t out = (size_t)col * R + row;
+    reinterpret_cast<uint4*>(codes)[out / 32] = mx_quantize_block32(v, opt, (uint64_t)out, &scale);
+    scales[out / 32] = scale;
 }
 
 // col_sq[c] = sum over the tiles t < tiles of part[t][c], in order. Traffic: reads 4 * tiles, writes 4 bytes per column.
@@ -311,8 +309,8 @@ static inline void mx_quantize_cols(MXOperand* out, const floatX* x, int R, int 
     mx_check_shape("mx_quantize_cols", C, R);
     if (C % 8 != 0) { die("mx_quantize_cols: C=%d must be a multiple of 8", C); }
     if (out->rows != C || out->K != R) { die("mx_quantize_cols: operand is %d x %d, want %d x %d", out->rows, out->K, C, R); }
-    dim3 grid(ceil_div(C / 2, 128), ceil_div(R, 64));
-    mx_quantize_cols_kernel<<<grid, 128, 0, s>>>(out->codes, out->scales, col_sq ? scratch : NULL, x, R, C, opt);
+    dim3 grid(ceil_div(C, 128), ceil_div(R, 64));
+    mx_quantize_cols_kernel<<<grid, 256, 0, s>>>(out->codes, out->scales, col_sq ? scratch : NULL, x, R, C, opt);
     cudaCheckLaunch();
     if (col_sq) {
         sum_tile_partials_kernel<<<ceil_div(C, 256), 256, 0, s>>>(col_sq, scratch, (int)grid.y, C);
