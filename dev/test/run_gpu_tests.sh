@@ -26,6 +26,7 @@ echo "== MXFP4 / AdaHOP kernels vs the C reference"
 echo "== AdaHOP linear layer vs the independent PyTorch implementation (fresh cases, generated on the GPU)"
 mkdir -p build/adahop_cases_gpu
 base=$(date +%s)
+echo "  (case i is drawn with seed $base + i: dev/adahop_linear_ref.py --seed S and the spec below replay it)"
 cases=()
 specs=("--strategies 0,0,0" "--strategies 1,1,2 --kind rows" "--strategies 2,2,2 --kind cols" "--strategies 4,4,4"
        "--strategies 3,3,3" "--strategies 1,2,0 --kind heavy" "--strategies 0,1,2 --kind extremes" "--strategies 2,0,1 --sr"
