@@ -41,19 +41,6 @@ static inline void mx_operand_free(MXOperand* op) {
 // 2^k as a float for k in [-126, 127], built from the exponent bits (exact, unlike powf/exp2f)
 __device__ __forceinline__ float mx_pow2(int k) { return __int_as_float((k + 127) << 23); }
 
-// E2M1 code of v with round-to-nearest-even, saturating at 6: the same function as e2m1_encode_rne (the
-// GPU tests compare them on every float), in fewer instructions. Below 1 the grid step is 0.5: two compares
-// with the tie rule. From 1 up the grid has one mantissa bit, so the float is rounded to one mantissa bit in
-// integer arithmetic (ties to even) and its exponent and bit give the code.
-__device__ __forceinline__ uint32_t e2m1_encode_rne_fast(float v) {
-    float a = fabsf(v);
-    uint32_t u = __float_as_uint(a);
-    uint32_t r = u + 0x1FFFFFu + ((u >> 22) & 1u);
-    int big = min(7, (int)(r >> 22) - 252);   // 2 + 2 (exponent - 127) + bit: r >> 22 is 2 exponent + bit
-    int small = (a > 0.25f) + (a >= 0.75f);
-    return (uint32_t)(a < 1.0f ? small : big) | ((__float_as_uint(v) >> 31) << 3);
-}
-
 // the 8 E2M1 codes of v[0..8) / 2^e, packed (RNE, or SR with mx_uniform(seed, index0 + j)). v * 2^-e is the
 // correctly rounded product, as ldexpf(v, -e) in the reference (e is in [-127, 126], so 2^-e is normal).
 __device__ __forceinline__ uint32_t mx_encode8(const float* v, int e, MXQuantOptions opt, uint64_t index0) {

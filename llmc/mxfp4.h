@@ -95,6 +95,20 @@ MX_HD uint8_t e2m1_encode_rne(float v) {
     return (uint8_t)(c | ((mx_float_bits(v) >> 31) << 3));
 }
 
+// The same function as e2m1_encode_rne for every finite v (tested on all of them), in fewer instructions for the
+// GPU's quantizers: |v| is rounded to the E2M1 grid by one float addition of a constant whose ulp is the grid
+// step where |v| lies (0.5 below 2, 1 in [2, 4), 2 from 4 up: 1.5 * 2^(22 + band)), so the addition rounds once,
+// to nearest with ties to even, and the sum's low bits count grid steps; above 6 the code saturates at 7.
+MX_HD uint32_t e2m1_encode_rne_fast(float v) {
+    uint32_t u = mx_float_bits(v) & 0x7FFFFFFFu;
+    int exponent = (int)(u >> 23);
+    int band = exponent < 127 ? 0 : (exponent > 129 ? 2 : exponent - 127);
+    uint32_t magic = 0x4AC00000u + ((uint32_t)band << 23);
+    uint32_t steps = mx_float_bits(mx_bits_float(u) + mx_bits_float(magic)) - magic;   // |v| / step, rounded
+    uint32_t code = steps + 2u * (uint32_t)band;                                        // band b starts at code 2b
+    return (code < 7u ? code : 7u) | ((mx_float_bits(v) >> 31) << 3);
+}
+
 // value of an E2M1 code (low 4 bits of `code`)
 MX_HD float e2m1_decode(uint8_t code) {
     uint32_t e = (code >> 1) & 3u, m = code & 1u, sign = (uint32_t)(code & 8u) << 28;

@@ -1,5 +1,6 @@
 // CPU tests of llmc/mxfp4.h, the scalar and per-block MXFP4 / E4M3 / Hadamard definitions, mostly against
-// independent brute-force references: E2M1 rounding (nearest, ties, saturation, signs, stochastic), the
+// independent brute-force references: E2M1 rounding (nearest, ties, saturation, signs, stochastic; the GPU's fast
+// encoder on all 2^32 floats), the
 // E8M0 scale rules, special blocks (NaN, Inf, zero, subnormal), the round-trip error bound, the Hadamard
 // transform and E4M3 conversion.
 #include <float.h>
@@ -55,6 +56,17 @@ static void test_e2m1_rne(void) {
     }
     CHECK(dec, "decode gives the grid with the sign bit (code 8 is -0)");
     CHECK(e2m1_decode(0xF7) == 6.0f, "decode uses only the low 4 bits");
+}
+
+// the GPU quantizers' encoder (one magic-constant addition) against the reference on every finite float
+static void test_e2m1_fast_exhaustive(void) {
+    long long mismatches = 0;
+    #pragma omp parallel for reduction(+ : mismatches)
+    for (long long i = 0; i < (1ll << 32); i++) {
+        float v = mx_bits_float((uint32_t)i);
+        mismatches += !mx_nonfinite(v) && e2m1_encode_rne_fast(v) != e2m1_encode_rne(v);
+    }
+    CHECK(mismatches == 0, "e2m1_encode_rne_fast differs from e2m1_encode_rne on %lld finite floats", mismatches);
 }
 
 static void test_e2m1_sr(void) {
@@ -286,6 +298,7 @@ static void test_e4m3(void) {
 
 int main(void) {
     test_e2m1_rne();
+    test_e2m1_fast_exhaustive();
     test_e2m1_sr();
     test_scales();
     test_special_blocks();
