@@ -46,19 +46,20 @@ __device__ __forceinline__ float mx_pow2(int k) { return __int_as_float((k + 127
 __device__ __forceinline__ uint32_t mx_encode8(const float* v, int e, MXQuantOptions opt, uint64_t index0) {
     float inv = mx_pow2(-e);
     uint32_t packed = 0;
-    for (int j = 0; j < 8; j++) {
+    for (int j = 7; j >= 0; j--) {   // last element first: each code shifts the earlier ones up a nibble
         float s = v[j] * inv;
         uint32_t code = opt.stochastic ? e2m1_encode_sr(s, mx_uniform(opt.seed, index0 + j)) : e2m1_encode_rne_fast(s);
-        packed |= code << (4 * j);
+        packed = (packed << 4) | code;
     }
     return packed;
 }
 
-// largest magnitude of a 32-block; *bad = 1 if it holds a NaN or Inf (v * 0 is NaN exactly for those)
+// largest magnitude of a 32-block; *bad = 1 if it holds a NaN or Inf (PTX max.NaN carries a NaN through, so the
+// maximum itself says so: one instruction per element)
 __device__ __forceinline__ float mx_block_amax(const float v[32], int* bad) {
-    float amax = 0.0f, probe = 0.0f;
-    for (int j = 0; j < 32; j++) { amax = fmaxf(amax, fabsf(v[j])); probe = fmaf(v[j], 0.0f, probe); }
-    *bad = isnan(probe);
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) { asm("max.NaN.f32 %0, %0, %1;" : "+f"(amax) : "f"(fabsf(v[j]))); }
+    *bad = mx_nonfinite(amax);
     return amax;
 }
 

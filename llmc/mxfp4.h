@@ -101,11 +101,12 @@ MX_HD uint8_t e2m1_encode_rne(float v) {
 // to nearest with ties to even, and the sum's low bits count grid steps; above 6 the code saturates at 7.
 MX_HD uint32_t e2m1_encode_rne_fast(float v) {
     uint32_t u = mx_float_bits(v) & 0x7FFFFFFFu;
-    int exponent = (int)(u >> 23);
-    int band = exponent < 127 ? 0 : (exponent > 129 ? 2 : exponent - 127);
-    uint32_t magic = 0x4AC00000u + ((uint32_t)band << 23);
-    uint32_t steps = mx_float_bits(mx_bits_float(u) + mx_bits_float(magic)) - magic;   // |v| / step, rounded
-    uint32_t code = steps + 2u * (uint32_t)band;                                        // band b starts at code 2b
+    int exponent = (int)(u >> 23), at_least_1 = exponent > 127 ? exponent : 127;
+    int band = at_least_1 < 129 ? at_least_1 : 129;   // 127 + (0: below 2, 1: [2, 4), 2: from 4 up)
+    uint32_t magic = ((uint32_t)band << 23) + (0x4AC00000u - (127u << 23));  // 1.5 * 2^(22 + band - 127)
+    // code = |v| / step rounded (the sum's bits minus magic's) + 2 (band - 127): band b starts at code 2b
+    uint32_t offset = (uint32_t)band * (2u - (1u << 23)) - (0x4AC00000u - (127u << 23)) - 254u;   // 2 band - 254 - magic
+    uint32_t code = mx_float_bits(mx_bits_float(u) + mx_bits_float(magic)) + offset;
     return (code < 7u ? code : 7u) | ((mx_float_bits(v) >> 31) << 3);
 }
 
