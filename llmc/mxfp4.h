@@ -96,16 +96,16 @@ MX_HD uint8_t e2m1_encode_rne(float v) {
 }
 
 // The same function as e2m1_encode_rne for every finite v (tested on all of them), in fewer instructions for the
-// GPU's quantizers: |v| is rounded to the E2M1 grid by one float addition of a constant whose ulp is the grid
-// step where |v| lies (0.5 below 2, 1 in [2, 4), 2 from 4 up: 1.5 * 2^(22 + band)), so the addition rounds once,
-// to nearest with ties to even, and the sum's low bits count grid steps; above 6 the code saturates at 7.
+// GPU's quantizers: |v| is rounded to the E2M1 grid by one float addition of magic = 1.5 * 2^(22 + band), whose
+// ulp is the grid step of |v|'s band (band 0: below 2, step 0.5; 1: [2, 4), step 1; 2: from 4 up, step 2), so the
+// addition rounds once, to nearest with ties to even, and the sum's bits minus magic's count grid steps; band b
+// starts at code 2b, and above 6 the code saturates at 7.
 MX_HD uint32_t e2m1_encode_rne_fast(float v) {
     uint32_t u = mx_float_bits(v) & 0x7FFFFFFFu;
     int exponent = (int)(u >> 23), at_least_1 = exponent > 127 ? exponent : 127;
-    int band = at_least_1 < 129 ? at_least_1 : 129;   // 127 + (0: below 2, 1: [2, 4), 2: from 4 up)
-    uint32_t magic = ((uint32_t)band << 23) + (0x4AC00000u - (127u << 23));  // 1.5 * 2^(22 + band - 127)
-    // code = |v| / step rounded (the sum's bits minus magic's) + 2 (band - 127): band b starts at code 2b
-    uint32_t offset = (uint32_t)band * (2u - (1u << 23)) - (0x4AC00000u - (127u << 23)) - 254u;   // 2 band - 254 - magic
+    uint32_t biased_band = (uint32_t)(at_least_1 < 129 ? at_least_1 : 129);   // 127 + band, kept biased: fewer instructions
+    uint32_t magic = (biased_band << 23) + (0x4AC00000u - (127u << 23));
+    uint32_t offset = biased_band * (2u - (1u << 23)) - (0x4AC00000u - (127u << 23)) - 254u;   // 2 band - magic, one multiply-add
     uint32_t code = mx_float_bits(mx_bits_float(u) + mx_bits_float(magic)) + offset;
     return (code < 7u ? code : 7u) | ((mx_float_bits(v) >> 31) << 3);
 }
