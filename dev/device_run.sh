@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build (unless the carried binaries load), GPU tests, a short training run on
-# the embedded data, then the throughput benchmark; logs go to $OUT (or build/), a short table comes last.
+# the embedded data, then the throughput benchmark; logs go to $OUT (or build/out; all of them also packed into
+# $OUT/all_logs.tgz), a short table comes last.
 # Usage: dev/device_run.sh [tests] [train] [bench] [kbench] [modes]   (default: the first four; kbench = MXFP4
 # kernel benchmark and FP8 scaling / algorithm benchmark, modes = dev/bench_modes.sh: tok/s and memory of every precision mode at d12/d24/d48,
 # reclass = dev/reclass_study.sh on the shards in carry/gut/, carried with the call; profile = dev/profile_step.sh,
@@ -48,4 +49,6 @@ echo "default training run: $status_train   first/last train loss: $(grep -E '^s
 [ -f "$OUT/bench_modes.log" ] && sed -n '/^| model/,$p' "$OUT/bench_modes.log"
 [ -f "$OUT/reclass.log" ] && cat "$OUT/reclass.log"
 for p in bf16 adahop; do [ -f "$OUT/profile_$p.log" ] && sed -n '1,/^top 20/p' "$OUT/profile_$p.log"; done
+# every log in one file: the device tool brings back only a few files from $OUT, none nested deeply
+tar czf "$OUT/all_logs.tgz" -C "$OUT" --exclude=all_logs.tgz . 2>/dev/null
 exit 0
