@@ -76,11 +76,15 @@ __device__ __forceinline__ uint4 mx_quantize_block32(float v[32], MXQuantOptions
                       mx_encode8(v + 16, e, opt, index0 + 16), mx_encode8(v + 24, e, opt, index0 + 24));
 }
 
-// the 32 BF16 values at p as floats (four 16-byte loads)
+// the 32 BF16 values at p as floats (four 16-byte loads; a BF16 is the high half of its float: one shift or mask)
 __device__ __forceinline__ void mx_load32(float v[32], const floatX* p) {
     for (int i = 0; i < 4; i++) {
-        x128 in = load128cs(p + 8 * i);
-        for (int j = 0; j < 8; j++) { v[8 * i + j] = (float)in[j]; }
+        int4 in = __ldcs(reinterpret_cast<const int4*>(p + 8 * i));
+        uint32_t w[4] = {(uint32_t)in.x, (uint32_t)in.y, (uint32_t)in.z, (uint32_t)in.w};
+        for (int j = 0; j < 4; j++) {
+            v[8 * i + 2 * j] = __uint_as_float(w[j] << 16);
+            v[8 * i + 2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+        }
     }
 }
 
@@ -140,15 +144,14 @@ __global__ void mx_quantize_cols_kernel(uint8_t* codes, uint8_t* scales, float* 
                                         MXQuantOptions opt) {
     __shared__ __align__(16) floatX tile[mx_cols_tile_at(64, 0)];
     int r0 = blockIdx.y * 64, c0 = blockIdx.x * 128;
-    x128 in[4];                                                   // 64 rows x 16 vectors of 8 columns, loads first
+    int r1 = threadIdx.x / 16, cv = threadIdx.x % 16 * 8;   // this thread's vectors: rows r1 + 16 u, columns cv..cv+7
+    int4 in[4];   // 64 rows x 16 vectors of 8 columns, loads first; raw 16-byte words (one load and one store each)
     for (int u = 0; u < 4; u++) {
-        int i = threadIdx.x + u * 256, r = i / 16, cv = (i % 16) * 8;
-        in[u] = (r0 + r < R && c0 + cv < C) ? load128cs(x + (size_t)(r0 + r) * C + c0 + cv) : x128();
+        int r = r1 + 16 * u;
+        in[u] = r0 + r < R && c0 + cv < C ? __ldcs(reinterpret_cast<const int4*>(x + (size_t)(r0 + r) * C + c0 + cv))
+                                          : make_int4(0, 0, 0, 0);
     }
-    for (int u = 0; u < 4; u++) {
-        int i = threadIdx.x + u * 256, r = i / 16, cv = (i % 16) * 8;
-        store128(tile + mx_cols_tile_at(r, cv), in[u]);
-    }
+    for (int u = 0; u < 4; u++) { *reinterpret_cast<int4*>(tile + mx_cols_tile_at(r1 + 16 * u, cv)) = in[u]; }
     __syncthreads();
     int half = threadIdx.x & 1, c = threadIdx.x >> 1;
     int col = c0 + c, row = r0 + half * 32;
