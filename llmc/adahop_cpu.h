@@ -242,18 +242,26 @@ static inline void topk_of_norms(const double* sq, int n, int k, int* idx) {
     free(items);
 }
 
+// the FP64 squared L2 norms of the rows of x [R x C] (R of them), or of its columns with columns = 1 (C of them),
+// in a new array
+static inline double* norms_sq_cpu(const float* x, int R, int C, int columns) {
+    double* sq = (double*)calloc_check((size_t)(columns ? C : R), sizeof(double));
+    for (int r = 0; r < R; r++) {
+        for (int c = 0; c < C; c++) { double v = x[(size_t)r * C + c]; sq[columns ? c : r] += v * v; }
+    }
+    return sq;
+}
+
 // idx = the k rows of x [R x C] with the largest L2 norm, ascending
 static inline void topk_rows_cpu(const float* x, int R, int C, int k, int* idx) {
-    double* sq = (double*)calloc_check((size_t)R, sizeof(double));
-    for (int r = 0; r < R; r++) { for (int c = 0; c < C; c++) { double v = x[(size_t)r * C + c]; sq[r] += v * v; } }
+    double* sq = norms_sq_cpu(x, R, C, 0);
     topk_of_norms(sq, R, k, idx);
     free(sq);
 }
 
 // idx = the k columns of x [R x C] with the largest L2 norm, ascending
 static inline void topk_cols_cpu(const float* x, int R, int C, int k, int* idx) {
-    double* sq = (double*)calloc_check((size_t)C, sizeof(double));
-    for (int r = 0; r < R; r++) { for (int c = 0; c < C; c++) { double v = x[(size_t)r * C + c]; sq[c] += v * v; } }
+    double* sq = norms_sq_cpu(x, R, C, 1);
     topk_of_norms(sq, C, k, idx);
     free(sq);
 }

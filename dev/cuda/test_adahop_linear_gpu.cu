@@ -21,37 +21,24 @@ static int same_bytes(const uint8_t* dev, const uint8_t* ref, size_t n) {
     return ok;
 }
 
-// FP64 squared norm of row i of an operand read from the host matrix src [src_rows x src_cols]: row i of src, or
-// its column i when the operand is transposed (NaN counts as +Inf, as in the selection)
-static double operand_row_sq64(const float* src, int src_rows, int src_cols, bool transposed, int i) {
-    double sum = 0.0;
-    int n = transposed ? src_rows : src_cols;
-    for (int k = 0; k < n; k++) {
-        double v = transposed ? src[(size_t)k * src_cols + i] : src[(size_t)i * src_cols + k];
-        sum += v * v;
-    }
-    return isnan(sum) ? INFINITY : sum;
-}
-
 static int contains(const int* v, int k, int x) {
     for (int j = 0; j < k; j++) { if (v[j] == x) { return 1; } }
     return 0;
 }
 
-// 1 when the selection got (k rows, ascending) differs from the reference's want only by rows whose FP64 norms lie
-// within relative 1e-5 of the reference's k-th largest norm: both are top-k selections up to FP32 rounding
-static int near_tie_selection(const int* got, const int* want, int k, const float* src, int src_rows, int src_cols,
-                              bool transposed) {
-    int rows = transposed ? src_cols : src_rows;
+// 1 when the selection got (k rows, ascending) differs from the reference's want only by rows whose FP64 squared
+// norms sq (NaN counting as +Inf) lie within relative 1e-5 of the reference's k-th largest: both are top-k
+// selections up to FP32 rounding
+static int near_tie_selection(const int* got, const int* want, int k, const double* sq, int rows) {
     double threshold = INFINITY;
-    for (int j = 0; j < k; j++) { threshold = fmin(threshold, operand_row_sq64(src, src_rows, src_cols, transposed, want[j])); }
+    for (int j = 0; j < k; j++) { threshold = fmin(threshold, isnan(sq[want[j]]) ? INFINITY : sq[want[j]]); }
     int ok = 1;
     for (int j = 0; j < k; j++) { ok &= got[j] >= 0 && got[j] < rows && (j == 0 || got[j] > got[j - 1]); }
     for (int j = 0; j < k && ok; j++) {   // a row in one selection only must sit at the threshold
         int rows_in_one[2] = {contains(want, k, got[j]) ? -1 : got[j], contains(got, k, want[j]) ? -1 : want[j]};
         for (int i = 0; i < 2 && ok; i++) {
             if (rows_in_one[i] < 0) { continue; }
-            double n = operand_row_sq64(src, src_rows, src_cols, transposed, rows_in_one[i]);
+            double n = isnan(sq[rows_in_one[i]]) ? INFINITY : sq[rows_in_one[i]];
             ok = isinf(threshold) ? isinf(n) : fabs(n - threshold) <= 1e-5 * threshold;
         }
     }
@@ -168,11 +155,13 @@ static void run_case(const char* path, int gemm_path) {
             cudaCheck(cudaMemcpy(idx, ws.oe_idx, c.k[g] * sizeof(int), cudaMemcpyDeviceToHost));
             if (memcmp(idx, c.idx[g], c.k[g] * sizeof(int)) != 0) {
                 bool rows_a = st == STRAT_IHT_OE_ROWS_A;
-                const float* src = rows_a ? a_src[g] : b_src[g];
+                const Operand* op = rows_a ? &a[g] : &b[g];
                 const int* shape = rows_a ? a_shape[g] : b_shape[g];
+                double* sq = norms_sq_cpu(rows_a ? a_src[g] : b_src[g], shape[0], shape[1], op->transposed);
                 comparable[g] = false;
-                CHECK(near_tie_selection(idx, c.idx[g], c.k[g], src, shape[0], shape[1], rows_a ? a[g].transposed : b[g].transposed),
+                CHECK(near_tie_selection(idx, c.idx[g], c.k[g], sq, op->rows),
                       "%s %s: OE indices differ (beyond rows tied within FP32 rounding)", path, case_gemm_names[g]);
+                free(sq);
                 printf("  %s %-3s: OE picked other rows of a near-tie (norms equal within 1e-5): operands and output not compared\n",
                        path, case_gemm_names[g]);
             }
