@@ -41,14 +41,12 @@ static inline void mx_operand_free(MXOperand* op) {
 // 2^k as a float for k in [-126, 127], built from the exponent bits (exact, unlike powf/exp2f)
 __device__ __forceinline__ float mx_pow2(int k) { return __int_as_float((k + 127) << 23); }
 
-// the 8 E2M1 codes of v[0..8) / 2^e, packed (RNE, or SR with mx_uniform(seed, index0 + j)). v * 2^-e is the
-// correctly rounded product, as ldexpf(v, -e) in the reference (e is in [-127, 126], so 2^-e is normal).
-__device__ __forceinline__ uint32_t mx_encode8(const float* v, int e, MXQuantOptions opt, uint64_t index0) {
-    float inv = mx_pow2(-e);
+// the 8 E2M1 codes of v[0..8) / 2^e, packed (RNE through the block's encoder, or SR with mx_uniform(seed,
+// index0 + j) of v * 2^-e, the correctly rounded product as ldexpf(v, -e) in the reference: e is in [-127, 126])
+__device__ __forceinline__ uint32_t mx_encode8(const float* v, const MXScaledEncoder* enc, MXQuantOptions opt, uint64_t index0) {
     uint32_t packed = 0;
     for (int j = 7; j >= 0; j--) {   // last element first: each code shifts the earlier ones up a nibble
-        float s = v[j] * inv;
-        uint32_t code = opt.stochastic ? e2m1_encode_sr(s, mx_uniform(opt.seed, index0 + j)) : e2m1_encode_rne_fast(s);
+        uint32_t code = opt.stochastic ? e2m1_encode_sr(v[j] * enc->inv, mx_uniform(opt.seed, index0 + j)) : e2m1_encode_scaled(enc, v[j]);
         packed = (packed << 4) | code;
     }
     return packed;
@@ -72,8 +70,9 @@ __device__ __forceinline__ uint4 mx_quantize_block32(float v[32], MXQuantOptions
     int e = bad ? 128 : mx_block_exponent(amax, opt.rule);
     *scale = mx_scale_byte(e);
     if (bad) { return make_uint4(0, 0, 0, 0); }
-    return make_uint4(mx_encode8(v, e, opt, index0), mx_encode8(v + 8, e, opt, index0 + 8),
-                      mx_encode8(v + 16, e, opt, index0 + 16), mx_encode8(v + 24, e, opt, index0 + 24));
+    MXScaledEncoder enc = mx_scaled_encoder(e);
+    return make_uint4(mx_encode8(v, &enc, opt, index0), mx_encode8(v + 8, &enc, opt, index0 + 8),
+                      mx_encode8(v + 16, &enc, opt, index0 + 16), mx_encode8(v + 24, &enc, opt, index0 + 24));
 }
 
 // the 32 BF16 values at p as floats (four 16-byte loads; a BF16 is the high half of its float: one shift or mask)

@@ -23,8 +23,8 @@
 //   1, 2, 4, 8, 16, butterflies a + b, a - b, then one multiply by 1/sqrt(32)); the GPU reproduces it.
 // - E4M3 (OCP FP8: bias 7, max 448, no Inf, 0x7F / 0xFF NaN, subnormals k * 2^-9): round to nearest even,
 //   saturating to +-448, NaN -> 0x7F, as CUDA's __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3).
-// Only integer ops, float add/sub/mul/compare and ldexpf (exact on both sides) are used: no contractible
-// multiply-add chains, no log2f/powf/exp2f/frexpf. Scale 2^-127 is a float subnormal: the GPU build must
+// Only integer ops, float add/sub/mul/compare, ldexpf and the explicit fmaf of e2m1_encode_scaled (each correctly
+// rounded on both sides) are used: no contractible multiply-add chains, no log2f/powf/exp2f/frexpf. Scale 2^-127 is a float subnormal: the GPU build must
 // not flush denormals (no -ftz=true / --use_fast_math).
 #ifndef LLMC_MXFP4_H
 #define LLMC_MXFP4_H
@@ -95,18 +95,37 @@ MX_HD uint8_t e2m1_encode_rne(float v) {
     return (uint8_t)(c | ((mx_float_bits(v) >> 31) << 3));
 }
 
-// The same function as e2m1_encode_rne for every finite v (tested on all of them), in fewer instructions for the
-// GPU's quantizers: |v| is rounded to the E2M1 grid by one float addition of magic = 1.5 * 2^(22 + band), whose
-// ulp is the grid step of |v|'s band (band 0: below 2, step 0.5; 1: [2, 4), step 1; 2: from 4 up, step 2), so the
-// addition rounds once, to nearest with ties to even, and the sum's bits minus magic's count grid steps; band b
-// starts at code 2b, and above 6 the code saturates at 7.
-MX_HD uint32_t e2m1_encode_rne_fast(float v) {
+// The GPU quantizers' encoder: e2m1_encode_rne(ldexpf(v, -e)) for a block exponent e in [-127, 126] and every
+// finite v (tested on all of them), in fewer instructions. |v| 2^-e is rounded to the E2M1 grid by one fused
+// multiply-add, |v| * 2^-e + magic with magic = 1.5 * 2^(22 + band), whose ulp is the grid step of the scaled value's
+// band (band 0: below 2, step 0.5; 1: [2, 4), step 1; 2: from 4 up, step 2): the product is exact (a power of two;
+// where it would be a float subnormal it lies far below the first threshold 0.25 either way), so the FMA rounds
+// once, to nearest with ties to even, and the sum's bits minus magic's count grid steps; band b starts at code 2b,
+// and above 6 the code saturates at 7. The band comes from v's own exponent, clamped to [127 + e, 129 + e]; the
+// block's constants are made once (mx_scaled_encoder).
+typedef struct {
+    float inv;                    // 2^-e
+    uint32_t band_lo, band_hi;    // 127 + e, 129 + e: v's biased exponent clamped to these gives 127 + band + e
+    uint32_t magic0, offset0;     // magic bits = (that << 23) + magic0, code = sum bits + (that * (2 - 2^23) + offset0)
+} MXScaledEncoder;
+
+MX_HD MXScaledEncoder mx_scaled_encoder(int e) {
+    const uint32_t m = 0x4AC00000u - (127u << 23);   // magic bits of band 0, less the exponent 127
+    MXScaledEncoder k;
+    k.inv = mx_bits_float((uint32_t)(127 - e) << 23);
+    k.band_lo = (uint32_t)(127 + e);
+    k.band_hi = (uint32_t)(129 + e);
+    k.magic0 = m - ((uint32_t)e << 23);
+    k.offset0 = (uint32_t)e * (0u - (2u - (1u << 23))) - m - 254u;
+    return k;
+}
+
+MX_HD uint32_t e2m1_encode_scaled(const MXScaledEncoder* k, float v) {
     uint32_t u = mx_float_bits(v) & 0x7FFFFFFFu;
-    int exponent = (int)(u >> 23), at_least_1 = exponent > 127 ? exponent : 127;
-    uint32_t biased_band = (uint32_t)(at_least_1 < 129 ? at_least_1 : 129);   // 127 + band, kept biased: fewer instructions
-    uint32_t magic = (biased_band << 23) + (0x4AC00000u - (127u << 23));
-    uint32_t offset = biased_band * (2u - (1u << 23)) - (0x4AC00000u - (127u << 23)) - 254u;   // 2 band - magic, one multiply-add
-    uint32_t code = mx_float_bits(mx_bits_float(u) + mx_bits_float(magic)) + offset;
+    uint32_t exponent = u >> 23, at_least = exponent > k->band_lo ? exponent : k->band_lo;
+    uint32_t biased = at_least < k->band_hi ? at_least : k->band_hi;
+    float sum = fmaf(mx_bits_float(u), k->inv, mx_bits_float((biased << 23) + k->magic0));
+    uint32_t code = mx_float_bits(sum) + biased * (2u - (1u << 23)) + k->offset0;
     return (code < 7u ? code : 7u) | ((mx_float_bits(v) >> 31) << 3);
 }
 

@@ -1,8 +1,8 @@
 // The GPU AdaHOP linear layer (llmc/adahop_linear.cuh) against the independent PyTorch implementation
 // (dev/adahop_linear_ref.py case files): for each of the three GEMMs the quantized operands must match bit for
 // bit, the OE indices exactly, and the outputs within 1e-5 relative Frobenius error of the reference's float64
-// products (exact path, BF16 strategy) or within fast_path_tolerance (FP8 GEMMs). One exception: the GPU ranks rows by FP32 sums of squares, the
-// reference by FP64 ones, so where rows' norms agree to within FP32 rounding (e.g. rows dominated by the same
+// products (exact path, BF16 strategy) or within fast_path_tolerance (FP8 GEMMs). One exception: the GPU ranks
+// rows by FP32 sums of squares, the reference by FP64 ones, so where rows' norms agree to within FP32 rounding (e.g. rows dominated by the same
 // outlier columns) the two may pick different rows of that near-tie; the test then checks that the selections
 // differ only between such rows (relative 1e-5) and does not compare that GEMM's operands and outputs.
 // Usage: build/test_adahop_linear_gpu case.bin [case.bin ...]
@@ -177,10 +177,9 @@ static void run_case(const char* path, int gemm_path) {
     Operand b[3] = {{w, Cout, Cin, false}, {w, Cin, Cout, true}, {x, Cin, N, true}};
     const float* want[3] = {c.y, c.dX, c.dW};
     float* out = (float*)device_malloc(max_elems * sizeof(float), "case output");
-    // the host matrices of the operands, for the FP64 norms of the OE rows: A's or B's source and its shape
-    const float* a_src[3] = {c.x, c.dY, c.dY};
-    const float* b_src[3] = {c.W, c.W, c.x};
-    int a_shape[3][2] = {{N, Cin}, {N, Cout}, {N, Cout}}, b_shape[3][2] = {{Cout, Cin}, {Cout, Cin}, {N, Cin}};
+    // the same operands on the host (FP64 norms of the OE rows, the fast path's tolerance)
+    NTOperand host_a[3] = {{c.x, N, Cin, 0}, {c.dY, N, Cout, 0}, {c.dY, Cout, N, 1}};
+    NTOperand host_b[3] = {{c.W, Cout, Cin, 0}, {c.W, Cin, Cout, 1}, {c.x, Cin, N, 1}};
     bool comparable[3] = {true, true, true};
     double tol[3];
     for (int g = 0; g < 3; g++) {
@@ -194,12 +193,10 @@ static void run_case(const char* path, int gemm_path) {
             int* idx = (int*)malloc_check(c.k[g] * sizeof(int));
             cudaCheck(cudaMemcpy(idx, ws.oe_idx, c.k[g] * sizeof(int), cudaMemcpyDeviceToHost));
             if (memcmp(idx, c.idx[g], c.k[g] * sizeof(int)) != 0) {
-                bool rows_a = st == STRAT_IHT_OE_ROWS_A;
-                const Operand* op = rows_a ? &a[g] : &b[g];
-                const int* shape = rows_a ? a_shape[g] : b_shape[g];
-                double* sq = norms_sq_cpu(rows_a ? a_src[g] : b_src[g], shape[0], shape[1], op->transposed);
+                NTOperand op = st == STRAT_IHT_OE_ROWS_A ? host_a[g] : host_b[g];   // as stored: [K x rows] when trans
+                double* sq = op.trans ? norms_sq_cpu(op.p, op.K, op.rows, 1) : norms_sq_cpu(op.p, op.rows, op.K, 0);
                 comparable[g] = false;
-                CHECK(near_tie_selection(idx, c.idx[g], c.k[g], sq, op->rows),
+                CHECK(near_tie_selection(idx, c.idx[g], c.k[g], sq, op.rows),
                       "%s %s: OE indices differ (beyond rows tied within FP32 rounding)", path, case_gemm_names[g]);
                 free(sq);
                 printf("  %s %-3s: OE picked other rows of a near-tie (norms equal within 1e-5): operands and output not compared\n",
@@ -210,8 +207,7 @@ static void run_case(const char* path, int gemm_path) {
         double d2 = 0.0, r2 = 0.0;
         for (size_t i = 0; i < (size_t)M * Nn; i++) { double d = (double)got[i] - want[g][i]; d2 += d * d; r2 += (double)want[g][i] * want[g][i]; }
         double rel = sqrt(d2 / (r2 > 0 ? r2 : 1.0));
-        NTOperand host_a = {a_src[g], a[g].rows, c.K[g], a[g].transposed}, host_b = {b_src[g], b[g].rows, c.K[g], b[g].transposed};
-        tol[g] = gemm_path == GEMM_PATH_FAST && st != STRAT_BF16 ? fast_path_tolerance(&c, g, host_a, host_b, want[g], (size_t)M * Nn) : 1e-5;
+        tol[g] = gemm_path == GEMM_PATH_FAST && st != STRAT_BF16 ? fast_path_tolerance(&c, g, host_a[g], host_b[g], want[g], (size_t)M * Nn) : 1e-5;
         CHECK(!comparable[g] || rel <= tol[g], "%s %s (strategy %d, %s path): relative error %.2e above %.2e", path, case_gemm_names[g], st,
               gemm_path ? "fast" : "exact", rel, tol[g]);
         if (st != STRAT_BF16 && comparable[g]) {

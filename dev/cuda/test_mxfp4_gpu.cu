@@ -327,28 +327,33 @@ static void test_native_sm100(int M, int N, int K) {
     for (int i = 0; i < 8; i++) { cudaCheck(cudaFree(bufs[i])); }
 }
 
-// counts floats (every finite bit pattern) where the fast GPU encoder and the shared reference disagree
-__global__ void encoder_mismatch_kernel(unsigned long long* mismatches, uint32_t first) {
+// counts finite floats v (bit patterns first + thread) where the quantizers' encoder at block exponent e and the
+// shared reference e2m1_encode_rne(ldexpf(v, -e)) disagree
+__global__ void encoder_mismatch_kernel(unsigned long long* mismatches, uint32_t first, int e) {
     uint32_t bits = first + blockIdx.x * blockDim.x + threadIdx.x;
     float v = __uint_as_float(bits);
-    int bad = !mx_nonfinite(v) && e2m1_encode_rne_fast(v) != e2m1_encode_rne(v);
+    MXScaledEncoder k = mx_scaled_encoder(e);
+    int bad = !mx_nonfinite(v) && e2m1_encode_scaled(&k, v) != e2m1_encode_rne(ldexpf(v, -e));
     bad = __reduce_add_sync(0xffffffffu, bad);
     if (threadIdx.x % 32 == 0 && bad) { atomicAdd(mismatches, (unsigned long long)bad); }
 }
 
-static void test_fast_encoder_exhaustive(void) {
+// every block exponent e in [-127, 126] times every float bit pattern
+static void test_encoder_exhaustive(void) {
     unsigned long long* d;
     cudaCheck(cudaMalloc(&d, sizeof(*d)));
     cudaCheck(cudaMemset(d, 0, sizeof(*d)));
-    for (uint64_t first = 0; first < (1ull << 32); first += 1ull << 30) {
-        encoder_mismatch_kernel<<<(1u << 30) / 256, 256>>>(d, (uint32_t)first);
-        cudaCheckLaunch();
+    for (int e = -127; e <= 126; e++) {
+        for (uint64_t first = 0; first < (1ull << 32); first += 1ull << 30) {
+            encoder_mismatch_kernel<<<(1u << 30) / 256, 256>>>(d, (uint32_t)first, e);
+            cudaCheckLaunch();
+        }
     }
     unsigned long long h = 0;
     cudaCheck(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost));
     cudaCheck(cudaFree(d));
-    printf("  E2M1 fast encoder vs reference on all 2^32 float patterns: %llu mismatches\n", h);
-    CHECK(h == 0, "the fast E2M1 encoder differs from the reference on %llu floats", h);
+    printf("  E2M1 encoder vs reference on all 2^32 float patterns x all 254 block exponents: %llu mismatches\n", h);
+    CHECK(h == 0, "the quantizers' E2M1 encoder differs from the reference on %llu (e, v) pairs", h);
 }
 
 static void bad_rows_shape(void) { MXOperand op = {4, 48, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_rows(&op, NULL, 4, 48, o, 0); }
@@ -369,7 +374,7 @@ int main(void) {
     rng_seed(&rng, seed);
     printf("seed %llu\n", (unsigned long long)seed);
     matmul_init();
-    test_fast_encoder_exhaustive();
+    test_encoder_exhaustive();
     // K = 3072: 3 blocks per lane in the one-pass E4M3 quantizer; 6400 (the d48 MLP width): above its limit;
     // 37 x 160: 185 blocks, a partly filled last warp in the one-thread-per-block kernels (rows only: 37 % 32 != 0)
     int shapes[6][2] = {{96, 256}, {64, 96}, {200, 1024}, {40, 3072}, {64, 6400}, {37, 160}};

@@ -58,15 +58,50 @@ static void test_e2m1_rne(void) {
     CHECK(e2m1_decode(0xF7) == 6.0f, "decode uses only the low 4 bits");
 }
 
-// the GPU quantizers' encoder (one magic-constant addition) against the reference on every finite float
-static void test_e2m1_fast_exhaustive(void) {
+// the GPU quantizers' encoder (one fused multiply-add) against the reference e2m1_encode_rne(ldexpf(v, -e)): every
+// finite float at e = 0; at other block exponents (the extremes included) every subnormal, the E2M1 thresholds and
+// grid points scaled by 2^e with 4 ulps around each, and a strided scan of all floats (the GPU test runs all e and v)
+static long long encoder_mismatch(int e, float v) {
+    MXScaledEncoder k = mx_scaled_encoder(e);
+    return !mx_nonfinite(v) && e2m1_encode_scaled(&k, v) != e2m1_encode_rne(ldexpf(v, -e));
+}
+
+static void test_e2m1_scaled_encoder(void) {
     long long mismatches = 0;
+    MXScaledEncoder k0 = mx_scaled_encoder(0);
     #pragma omp parallel for reduction(+ : mismatches)
     for (long long i = 0; i < (1ll << 32); i++) {
         float v = mx_bits_float((uint32_t)i);
-        mismatches += !mx_nonfinite(v) && e2m1_encode_rne_fast(v) != e2m1_encode_rne(v);
+        mismatches += !mx_nonfinite(v) && e2m1_encode_scaled(&k0, v) != e2m1_encode_rne(v);
     }
-    CHECK(mismatches == 0, "e2m1_encode_rne_fast differs from e2m1_encode_rne on %lld finite floats", mismatches);
+    CHECK(mismatches == 0, "e2m1_encode_scaled (e = 0) differs from e2m1_encode_rne on %lld finite floats", mismatches);
+    const int exps[] = {-127, -126, -125, -100, -64, -3, -1, 1, 2, 64, 100, 124, 125, 126};
+    const float points[] = {0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f};
+    long long checked = 0;
+    mismatches = 0;
+    for (size_t ei = 0; ei < sizeof(exps) / sizeof(exps[0]); ei++) {
+        int e = exps[ei];
+        #pragma omp parallel for reduction(+ : mismatches, checked)
+        for (uint32_t u = 0; u < (1u << 23); u++) {   // subnormal v, both signs
+            mismatches += encoder_mismatch(e, mx_bits_float(u)) + encoder_mismatch(e, mx_bits_float(u | 0x80000000u));
+            checked += 2;
+        }
+        for (size_t p = 0; p < sizeof(points) / sizeof(points[0]); p++) {
+            float t = ldexpf(points[p], e);
+            if (t == 0.0f || mx_nonfinite(t)) { continue; }
+            uint32_t tb = mx_float_bits(t);
+            for (int d = -4; d <= 4; d++) {
+                mismatches += encoder_mismatch(e, mx_bits_float(tb + (uint32_t)d)) + encoder_mismatch(e, mx_bits_float((tb + (uint32_t)d) | 0x80000000u));
+                checked += 2;
+            }
+        }
+        #pragma omp parallel for reduction(+ : mismatches, checked)
+        for (long long i = ei; i < (1ll << 32); i += 4093) {
+            mismatches += encoder_mismatch(e, mx_bits_float((uint32_t)i));
+            checked++;
+        }
+    }
+    CHECK(mismatches == 0, "e2m1_encode_scaled differs from e2m1_encode_rne(ldexpf(v, -e)) on %lld of %lld (e, v) pairs", mismatches, checked);
 }
 
 static void test_e2m1_sr(void) {
@@ -298,7 +333,7 @@ static void test_e4m3(void) {
 
 int main(void) {
     test_e2m1_rne();
-    test_e2m1_fast_exhaustive();
+    test_e2m1_scaled_encoder();
     test_e2m1_sr();
     test_scales();
     test_special_blocks();
