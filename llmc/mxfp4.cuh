@@ -42,12 +42,15 @@ static inline void mx_operand_free(MXOperand* op) {
 __device__ __forceinline__ float mx_pow2(int k) { return __int_as_float((k + 127) << 23); }
 
 // the 8 E2M1 codes of v[0..8) / 2^e, packed (RNE through the block's encoder, or SR with mx_uniform(seed,
-// index0 + j) of v * 2^-e, the correctly rounded product as ldexpf(v, -e) in the reference: e is in [-127, 126])
+// index0 + j) of v * 2^-e, the correctly rounded product as ldexpf(v, -e) in the reference: e is in [-127, 126]).
+// Each code enters at the top nibble (one funnel shift moves the earlier ones down), where the sign bit of the code
+// is the sign bit of v itself: one OR.
 __device__ __forceinline__ uint32_t mx_encode8(const float* v, const MXScaledEncoder* enc, MXQuantOptions opt, uint64_t index0) {
     uint32_t packed = 0;
-    for (int j = 7; j >= 0; j--) {   // last element first: each code shifts the earlier ones up a nibble
-        uint32_t code = opt.stochastic ? e2m1_encode_sr(v[j] * enc->inv, mx_uniform(opt.seed, index0 + j)) : e2m1_encode_scaled(enc, v[j]);
-        packed = (packed << 4) | code;
+    for (int j = 0; j < 8; j++) {
+        uint32_t code = opt.stochastic ? e2m1_encode_sr(v[j] * enc->inv, mx_uniform(opt.seed, index0 + j))
+                                       : e2m1_encode_scaled_magnitude(enc, v[j]);
+        packed = __funnelshift_r(packed, code, 4) | (__float_as_uint(v[j]) & 0x80000000u);
     }
     return packed;
 }

@@ -96,17 +96,19 @@ MX_HD uint8_t e2m1_encode_rne(float v) {
 }
 
 // The GPU quantizers' encoder: e2m1_encode_rne(ldexpf(v, -e)) for a block exponent e in [-127, 126] and every
-// finite v (tested on all of them), in fewer instructions. |v| 2^-e is rounded to the E2M1 grid by one fused
-// multiply-add, |v| * 2^-e + magic with magic = 1.5 * 2^(22 + band), whose ulp is the grid step of the scaled value's
-// band (band 0: below 2, step 0.5; 1: [2, 4), step 1; 2: from 4 up, step 2): the product is exact (a power of two;
-// where it would be a float subnormal it lies far below the first threshold 0.25 either way), so the FMA rounds
-// once, to nearest with ties to even, and the sum's bits minus magic's count grid steps; band b starts at code 2b,
-// and above 6 the code saturates at 7. The band comes from v's own exponent, clamped to [127 + e, 129 + e]; the
-// block's constants are made once (mx_scaled_encoder).
+// finite v with |v| < 8 * 2^e (a block's elements under both scale rules: amax / 2^e < 8), tested on all of them,
+// in fewer instructions. |v| 2^-e is rounded to the E2M1 grid by one fused multiply-add, |v| * 2^-e + magic with
+// magic = 1.5 * 2^(22 + band), whose ulp is the grid step of the scaled value's band (band 0: below 2, step 0.5;
+// 1: [2, 4), step 1; 2: [4, 8), step 2): the product is exact (a power of two; where it would be a float
+// subnormal it lies far below the first threshold 0.25 either way), so the FMA rounds once, to nearest with ties
+// to even, and the sum's bits minus magic's count grid steps; band b starts at code 2b, and above 6 the code
+// saturates at 7. The band comes from v's own exponent, at least 127 + e; the block's constants are made once
+// (mx_scaled_encoder).
 typedef struct {
-    float inv;                    // 2^-e
-    uint32_t band_lo, band_hi;    // 127 + e, 129 + e: v's biased exponent clamped to these gives 127 + band + e
-    uint32_t magic0, offset0;     // magic bits = (that << 23) + magic0, code = sum bits + (that * (2 - 2^23) + offset0)
+    float inv;           // 2^-e
+    uint32_t band_lo;    // 127 + e: v's biased exponent, at least this, is 127 + band + e
+    uint32_t magic0;     // magic bits = (that << 23) + magic0
+    uint32_t offset0;    // code = sum bits + that * (2 - 2^23) + offset0
 } MXScaledEncoder;
 
 MX_HD MXScaledEncoder mx_scaled_encoder(int e) {
@@ -114,19 +116,22 @@ MX_HD MXScaledEncoder mx_scaled_encoder(int e) {
     MXScaledEncoder k;
     k.inv = mx_bits_float((uint32_t)(127 - e) << 23);
     k.band_lo = (uint32_t)(127 + e);
-    k.band_hi = (uint32_t)(129 + e);
     k.magic0 = m - ((uint32_t)e << 23);
     k.offset0 = (uint32_t)e * (0u - (2u - (1u << 23))) - m - 254u;
     return k;
 }
 
-MX_HD uint32_t e2m1_encode_scaled(const MXScaledEncoder* k, float v) {
+// the code's magnitude bits (0..7), without the sign
+MX_HD uint32_t e2m1_encode_scaled_magnitude(const MXScaledEncoder* k, float v) {
     uint32_t u = mx_float_bits(v) & 0x7FFFFFFFu;
-    uint32_t exponent = u >> 23, at_least = exponent > k->band_lo ? exponent : k->band_lo;
-    uint32_t biased = at_least < k->band_hi ? at_least : k->band_hi;
+    uint32_t exponent = u >> 23, biased = exponent > k->band_lo ? exponent : k->band_lo;
     float sum = fmaf(mx_bits_float(u), k->inv, mx_bits_float((biased << 23) + k->magic0));
     uint32_t code = mx_float_bits(sum) + biased * (2u - (1u << 23)) + k->offset0;
-    return (code < 7u ? code : 7u) | ((mx_float_bits(v) >> 31) << 3);
+    return code < 7u ? code : 7u;
+}
+
+MX_HD uint32_t e2m1_encode_scaled(const MXScaledEncoder* k, float v) {
+    return e2m1_encode_scaled_magnitude(k, v) | ((mx_float_bits(v) >> 31) << 3);
 }
 
 // value of an E2M1 code (low 4 bits of `code`)
