@@ -44,15 +44,23 @@ __device__ __forceinline__ float mx_pow2(int k) { return __int_as_float((k + 127
 // the 8 E2M1 codes of v[0..8) / 2^e, packed (RNE through the block's encoder, or SR with mx_uniform(seed,
 // index0 + j) of v * 2^-e, the correctly rounded product as ldexpf(v, -e) in the reference: e is in [-127, 126]).
 // Each code enters at the top nibble (one funnel shift moves the earlier ones down), where the sign bit of the code
-// is the sign bit of v itself: one OR.
-__device__ __forceinline__ uint32_t mx_encode8(const float* v, const MXScaledEncoder* enc, MXQuantOptions opt, uint64_t index0) {
+// is the sign bit of v itself: one OR. The rounding is a template argument, so each loop is branch-free.
+template <bool STOCHASTIC>
+__device__ __forceinline__ uint32_t mx_encode8(const float* v, const MXScaledEncoder* enc, uint64_t seed, uint64_t index0) {
     uint32_t packed = 0;
     for (int j = 0; j < 8; j++) {
-        uint32_t code = opt.stochastic ? e2m1_encode_sr(v[j] * enc->inv, mx_uniform(opt.seed, index0 + j))
-                                       : e2m1_encode_scaled_magnitude(enc, v[j]);
+        uint32_t code = STOCHASTIC ? e2m1_encode_sr(v[j] * enc->inv, mx_uniform(seed, index0 + j)) : e2m1_encode_scaled_magnitude(enc, v[j]);
         packed = __funnelshift_r(packed, code, 4) | (__float_as_uint(v[j]) & 0x80000000u);
     }
     return packed;
+}
+
+// the 32 codes of a block, packed
+template <bool STOCHASTIC>
+__device__ __forceinline__ uint4 mx_encode32(const float v[32], int e, uint64_t seed, uint64_t index0) {
+    MXScaledEncoder enc = mx_scaled_encoder(e);
+    return make_uint4(mx_encode8<STOCHASTIC>(v, &enc, seed, index0), mx_encode8<STOCHASTIC>(v + 8, &enc, seed, index0 + 8),
+                      mx_encode8<STOCHASTIC>(v + 16, &enc, seed, index0 + 16), mx_encode8<STOCHASTIC>(v + 24, &enc, seed, index0 + 24));
 }
 
 // largest magnitude of a 32-block; *bad = 1 if it holds a NaN or Inf (PTX max.NaN carries a NaN through, so the
@@ -73,9 +81,7 @@ __device__ __forceinline__ uint4 mx_quantize_block32(float v[32], MXQuantOptions
     int e = bad ? 128 : mx_block_exponent(amax, opt.rule);
     *scale = mx_scale_byte(e);
     if (bad) { return make_uint4(0, 0, 0, 0); }
-    MXScaledEncoder enc = mx_scaled_encoder(e);
-    return make_uint4(mx_encode8(v, &enc, opt, index0), mx_encode8(v + 8, &enc, opt, index0 + 8),
-                      mx_encode8(v + 16, &enc, opt, index0 + 16), mx_encode8(v + 24, &enc, opt, index0 + 24));
+    return opt.stochastic ? mx_encode32<true>(v, e, opt.seed, index0) : mx_encode32<false>(v, e, opt.seed, index0);
 }
 
 // the 32 BF16 values at p as floats (four 16-byte loads; a BF16 is the high half of its float: one shift or mask)
