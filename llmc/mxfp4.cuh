@@ -49,7 +49,8 @@ template <bool STOCHASTIC>
 __device__ __forceinline__ uint32_t mx_encode8(const float* v, const MXScaledEncoder* enc, uint64_t seed, uint64_t index0) {
     uint32_t packed = 0;
     for (int j = 0; j < 8; j++) {
-        uint32_t code = STOCHASTIC ? e2m1_encode_sr(v[j] * enc->inv, mx_uniform(seed, index0 + j)) : e2m1_encode_scaled_magnitude(enc, v[j]);
+        uint32_t code = STOCHASTIC ? e2m1_encode_sr(v[j] * enc->inv, mx_uniform(seed, index0 + j))
+                                   : e2m1_encode_scaled_magnitude(enc, v[j]);
         packed = __funnelshift_r(packed, code, 4) | (__float_as_uint(v[j]) & 0x80000000u);
     }
     return packed;

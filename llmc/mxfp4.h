@@ -24,8 +24,8 @@
 // - E4M3 (OCP FP8: bias 7, max 448, no Inf, 0x7F / 0xFF NaN, subnormals k * 2^-9): round to nearest even,
 //   saturating to +-448, NaN -> 0x7F, as CUDA's __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3).
 // Only integer ops, float add/sub/mul/compare, ldexpf and the explicit fmaf of e2m1_encode_scaled (each correctly
-// rounded on both sides) are used: no contractible multiply-add chains, no log2f/powf/exp2f/frexpf. Scale 2^-127 is a float subnormal: the GPU build must
-// not flush denormals (no -ftz=true / --use_fast_math).
+// rounded on both sides) are used: no contractible multiply-add chains, no log2f/powf/exp2f/frexpf. Scale 2^-127
+// is a float subnormal: the GPU build must not flush denormals (no -ftz=true / --use_fast_math).
 #ifndef LLMC_MXFP4_H
 #define LLMC_MXFP4_H
 
