@@ -1,8 +1,7 @@
 // CPU tests of llmc/mxfp4.h, the scalar and per-block MXFP4 / E4M3 / Hadamard definitions, mostly against
-// independent brute-force references: E2M1 rounding (nearest, ties, saturation, signs, stochastic; the GPU's fast
-// encoder on all 2^32 floats), the
-// E8M0 scale rules, special blocks (NaN, Inf, zero, subnormal), the round-trip error bound, the Hadamard
-// transform and E4M3 conversion.
+// independent brute-force references: E2M1 rounding (nearest, ties, saturation, signs, stochastic; the quantizers'
+// encoder e2m1_encode_scaled on its domain), the E8M0 scale rules, special blocks (NaN, Inf, zero, subnormal),
+// the round-trip error bound, the Hadamard transform and E4M3 conversion.
 #include <float.h>
 #include "llmc/utils.h"
 #include "llmc/rand.h"
@@ -79,7 +78,8 @@ static void test_e2m1_scaled_encoder(void) {
     }
     CHECK(mismatches == 0, "e2m1_encode_scaled (e = 0) differs from e2m1_encode_rne on %lld floats below 8", mismatches);
     const int exps[] = {-127, -126, -125, -100, -64, -3, -1, 1, 2, 64, 100, 124, 125, 126};
-    const float points[] = {0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f, 7.0f, 7.5f, 8.0f};   // 8 * 2^e: only the floats below it
+    // thresholds and grid points; of 8 * 2^e only the floats below it are in the domain
+    const float points[] = {0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f, 7.0f, 7.5f, 8.0f};
     long long checked = 0;
     mismatches = 0;
     for (size_t ei = 0; ei < sizeof(exps) / sizeof(exps[0]); ei++) {
