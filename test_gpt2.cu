@@ -49,7 +49,7 @@ static float* reference_model(const ReferenceFile* ref, const char* model_path, 
     return params;
 }
 
-static float* grads_to_host(GPT2* m) {
+static float* grads_to_host(Model* m) {
     float* h = (float*)malloc_check(m->num_params * sizeof(float));
     cudaCheck(cudaStreamSynchronize(m->stream));
     cudaCheck(cudaMemcpy(h, m->grads, m->num_params * sizeof(float), cudaMemcpyDeviceToHost));
@@ -81,15 +81,15 @@ int main(int argc, char** argv) {
     DataParallel dp;
     DPOptions one_rank = {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S};
     dp_init(&dp, &one_rank);   // the trainer's model runs on a communicator; one rank, so every collective is a copy
-    GPT2 model;
+    Model model;
     LinearOptions bf16 = {PREC_BF16, GEMM_PATH_EXACT, 0, 1, STRAT_PLAIN, 0, 1, 64};
-    gpt2_build(&model, &dp, &config, params, B, T, &bf16, 0);
-    gpt2_sync_params(&model);
+    model_build(&model, &dp, &config, params, B, T, &bf16, 0);
+    model_sync_params(&model);
 
     // forward only: logits and loss
-    gpt2_zero_grad(&model);
-    gpt2_forward(&model, ref.inputs, ref.targets, B, T, 0.0f);
-    float loss = gpt2_mean_loss(&model, B, T, 1);
+    model_zero_grad(&model);
+    model_forward(&model, ref.inputs, ref.targets, B, T, 0.0f);
+    float loss = model_mean_loss(&model, B, T, 1);
     floatX* lx = (floatX*)malloc_check((size_t)B * T * Vp * sizeof(floatX));
     cudaCheck(cudaMemcpy(lx, model.acts.t[A_LOGITS], (size_t)B * T * Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
     float* logits = (float*)malloc_check((size_t)B * T * V * sizeof(float));
@@ -105,9 +105,9 @@ int main(int argc, char** argv) {
     float dloss = 1.0f / (B * T);
     float* runs[2];
     for (int r = 0; r < 2; r++) {
-        gpt2_zero_grad(&model);
-        gpt2_forward(&model, ref.inputs, ref.targets, B, T, dloss);
-        gpt2_backward(&model, B, T);
+        model_zero_grad(&model);
+        model_forward(&model, ref.inputs, ref.targets, B, T, dloss);
+        model_backward(&model, B, T);
         runs[r] = grads_to_host(&model);
     }
     CHECK(memcmp(runs[0], runs[1], n * sizeof(float)) == 0, "two identical backward passes gave different gradients");
@@ -122,11 +122,11 @@ int main(int argc, char** argv) {
     printf("AdamW steps (lr %g, betas %g %g, eps %g, wd %g, clip %g):\n", ref.lr, ref.beta1, ref.beta2, ref.eps,
            ref.weight_decay, ref.grad_clip);
     for (int step = 0; step < ref.num_steps; step++) {
-        gpt2_zero_grad(&model);
-        gpt2_forward(&model, ref.inputs, ref.targets, B, T, dloss);
-        gpt2_backward(&model, B, T);
-        float norm = gpt2_update(&model, ref.lr, ref.beta1, ref.beta2, ref.eps, ref.weight_decay, ref.grad_clip, step + 1);
-        float l = gpt2_mean_loss(&model, B, T, 1);
+        model_zero_grad(&model);
+        model_forward(&model, ref.inputs, ref.targets, B, T, dloss);
+        model_backward(&model, B, T);
+        float norm = model_update(&model, ref.lr, ref.beta1, ref.beta2, ref.eps, ref.weight_decay, ref.grad_clip, step + 1);
+        float l = model_mean_loss(&model, B, T, 1);
         printf("  step %2d loss %.6f reference %.6f | diff %+.2e\n", step, l, ref.losses[step], l - ref.losses[step]);
         CHECK(fabs(l - ref.losses[step]) <= tol_loss * fabs(ref.losses[step]), "step %d loss %.6f vs %.6f", step, l, ref.losses[step]);
         if (step == 0) {
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     }
     free(params); free(lx); free(logits); free(runs[0]); free(runs[1]);
     reference_file_free(&ref);
-    gpt2_free(&model);
+    model_free(&model);
     matmul_free();
     dp_free(&dp);
     return test_summary("test_gpt2cu");

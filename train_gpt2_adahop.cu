@@ -46,16 +46,16 @@
 
 // ----------------------------------------------------------------------------
 // activations kept for the backward pass, and scratch buffers. The names are GPT-2's; in LLaMA ln1/ln2/lnf are
-// the RMSNorm outputs, fch the gate/up activation [2H] and fch_gelu its SwiGLU [H].
+// the RMSNorm outputs, fch the gate/up activation [2H] and mlp_act its SwiGLU [H].
 
-enum { A_ENCODED, A_LN1, A_QKV, A_ATTY, A_RES2, A_LN2, A_FCH, A_FCH_GELU, A_RES3, A_LNF, A_LOGITS,
+enum { A_ENCODED, A_LN1, A_QKV, A_ATTY, A_RES2, A_LN2, A_FCH, A_MLP_ACT, A_RES3, A_LNF, A_LOGITS,
        A_DRES, A_D4C, A_DC, NUM_ACT_TENSORS };
 
 typedef struct {
     floatX* t[NUM_ACT_TENSORS];
-    bool linear_inputs_kept;   // ln1, ln2, fch_gelu of every layer (bf16); else one layer's worth, recomputed
+    bool linear_inputs_kept;   // ln1, ln2, mlp_act of every layer (bf16); else one layer's worth, recomputed
     bool fch_recomputed;       // fch of one layer, recomputed in the backward pass (-A 1); else of every layer
-    int qkv_ch, fc_ch, hidden; // widths of the rows of qkv, fch and fch_gelu (GPT-2: 3C, 4C, 4C)
+    int qkv_ch, fc_ch, hidden; // widths of the rows of qkv, fch and mlp_act (GPT-2: 3C, 4C, 4C)
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd;   // the means: LayerNorm only
     float* losses;     // [B*T], summed over the micro-steps of one optimizer step
     float* losses_host;   // pinned copy for the mean
@@ -64,9 +64,9 @@ typedef struct {
 } Activations;
 
 // elements of each activation tensor for a micro-batch of B x T. The inputs of the qkv, fc and fc-projection
-// linears (ln1, ln2, fch_gelu) are kept for every layer only when the linears run in BF16. The MXFP4 modes keep
+// linears (ln1, ln2, mlp_act) are kept for every layer only when the linears run in BF16. The MXFP4 modes keep
 // their dW operands in MXFP4 instead (llmc/adahop_linear.cuh): in the forward pass ln1 and ln2 share one
-// layer's buffer and fch_gelu goes to the backward scratch A_D4C; a backward that reads the BF16 input
+// layer's buffer and mlp_act goes to the backward scratch A_D4C; a backward that reads the BF16 input
 // recomputes it into its own output buffer (see linear_backward_input). The attention projection's input
 // atty stays, as attention's own output. With fch_recomputed, fch (the MLP's pre-activation) is one layer's
 // buffer, recomputed by the backward pass (recompute_fch).
@@ -76,7 +76,7 @@ static void activation_sizes(const ModelConfig* c, int B, int T, bool linear_inp
     size_t QKV = model_qkv_channels(c), FC = model_fc_channels(c), H = c->hidden;
     sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = (LK ? LK : 1) * BT * C; sizes[A_QKV] = L * BT * QKV;
     sizes[A_ATTY] = L * BT * C;     sizes[A_RES2] = L * BT * C;
-    sizes[A_LN2] = LK * BT * C;     sizes[A_FCH] = (fch_recomputed ? 1 : L) * BT * FC;      sizes[A_FCH_GELU] = LK * BT * H;
+    sizes[A_LN2] = LK * BT * C;     sizes[A_FCH] = (fch_recomputed ? 1 : L) * BT * FC;      sizes[A_MLP_ACT] = LK * BT * H;
     sizes[A_RES3] = L * BT * C;     sizes[A_LNF] = BT * C;           sizes[A_LOGITS] = BT * c->padded_vocab_size;
     sizes[A_DRES] = BT * C;         sizes[A_D4C] = BT * model_widest_linear(c);
     sizes[A_DC] = BT * C;
@@ -117,7 +117,7 @@ typedef struct {
     bool reduce_now;                        // backward: all-reduce each gradient bucket as soon as it is final
     int32_t* adahop_words;                  // host and device copies of the serialized AdaHOP state, for
     int32_t* adahop_words_dev;              // sending rank 0's to every rank
-} GPT2;
+} Model;
 
 // precision options of the linear layers
 typedef struct {
@@ -133,7 +133,7 @@ static void staging_layout(int BT, size_t offs[6]) {
 
 // device bytes the model needs at micro-batch B x T on one of `world` ranks: used to refuse a batch that cannot fit,
 // before allocating
-static size_t gpt2_device_bytes(const ModelConfig* c, int B, int T, const LinearOptions* lo, int world) {
+static size_t model_device_bytes(const ModelConfig* c, int B, int T, const LinearOptions* lo, int world) {
     size_t n = model_num_params(c), sizes[NUM_ACT_TENSORS], act = 0, offs[6];
     size_t shard = zero_shard_size(n, world), padded = shard * world;
     activation_sizes(c, B, T, lo->precision == PREC_BF16, lo->recompute_fch, sizes);
@@ -173,7 +173,7 @@ static const FamilyTensors family_tensors[NUM_FAMILIES] = {
 
 // the low-precision state: strategies (and the buffers that share them across ranks), scratch, and the saved dW
 // operand of every linear
-static void gpt2_build_linears(GPT2* m, const LinearOptions* lo, uint64_t seed) {
+static void model_build_linears(Model* m, const LinearOptions* lo, uint64_t seed) {
     const ModelConfig* c = &m->config;
     int L = c->num_layers, N = m->max_B * m->max_T, widest = model_widest_linear(c);
     adahop_init(&m->adahop, lo->precision, L, lo->calib_steps, lo->calib_strategy, lo->reclass_every, lo->reclass_window, lo->oe_k);
@@ -205,7 +205,7 @@ static void gpt2_build_linears(GPT2* m, const LinearOptions* lo, uint64_t seed) 
 }
 
 // the model on rank dp->rank, from the full FP32 parameters master_init (every rank keeps its shard), AdamW zeroed
-static void gpt2_build(GPT2* m, DataParallel* dp, const ModelConfig* c, const float* master_init, int B, int T,
+static void model_build(Model* m, DataParallel* dp, const ModelConfig* c, const float* master_init, int B, int T,
                        const LinearOptions* lo, uint64_t seed) {
     const char* problem = model_config_problem(c);
     if (problem) { die("invalid model shape: %s", problem); }
@@ -215,7 +215,7 @@ static void gpt2_build(GPT2* m, DataParallel* dp, const ModelConfig* c, const fl
     m->max_B = B; m->max_T = T;
     if (T > c->max_seq_len) { die("sequence length T=%d exceeds the model's max_seq_len %d", T, c->max_seq_len); }
     flash_attention_check_shape(T, c->num_heads, c->num_kv_heads, c->channels / c->num_heads);
-    size_t free_b, total_b, need = gpt2_device_bytes(c, B, T, lo, dp->world_size);
+    size_t free_b, total_b, need = model_device_bytes(c, B, T, lo, dp->world_size);
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b) {
         die("micro-batch B=%d T=%d needs %.1f GiB of GPU memory, only %.1f GiB of %.1f GiB are free: reduce -b or -t "
@@ -267,17 +267,17 @@ static void gpt2_build(GPT2* m, DataParallel* dp, const ModelConfig* c, const fl
     cudaCheck(cudaMemset(m->adam_v, 0, shard * sizeof(float)));
     cudaCheck(cudaMemset(m->grads, 0, padded * sizeof(float)));
     cudaCheck(cudaMemset(m->acts.losses, 0, BT * sizeof(float)));
-    gpt2_build_linears(m, lo, seed);
+    model_build_linears(m, lo, seed);
 }
 
-// bytes held from forward to backward only as inputs of the block linears: ln1, ln2, fch_gelu of every layer in
+// bytes held from forward to backward only as inputs of the block linears: ln1, ln2, mlp_act of every layer in
 // BF16 (bf16 mode), or their MXFP4 dW operands. atty, the attention projection's input, is not counted: it is
 // kept in every mode as attention's output.
-static size_t gpt2_saved_input_bytes(const GPT2* m) {
+static size_t model_saved_input_bytes(const Model* m) {
     size_t sizes[NUM_ACT_TENSORS], bytes = 0;
     if (m->acts.linear_inputs_kept) {
         activation_sizes(&m->config, m->max_B, m->max_T, true, m->acts.fch_recomputed, sizes);
-        return (sizes[A_LN1] + sizes[A_LN2] + sizes[A_FCH_GELU]) * sizeof(floatX);
+        return (sizes[A_LN1] + sizes[A_LN2] + sizes[A_MLP_ACT]) * sizeof(floatX);
     }
     for (int i = 0; i < 4 * m->config.num_layers; i++) {
         const MXOperand* x = &m->saved[i].x_t;
@@ -293,14 +293,14 @@ __global__ void round_to_bf16_kernel(floatX* out, const float* in, size_t n) {
 }
 
 // every rank rounds its shard of the master weights, then the BF16 shards are all-gathered
-static void gpt2_sync_params(GPT2* m) {
+static void model_sync_params(Model* m) {
     const ZeroShard* sh = &m->shard;
     round_to_bf16_kernel<<<ceil_div((long)sh->size, 512), 512, 0, m->stream>>>(m->params + sh->start, m->master, sh->size);
     cudaCheckLaunch();
     dp_all_gather(m->dp, m->params, m->params + sh->start, sh, ncclBfloat16, m->stream);
 }
 
-static void gpt2_free(GPT2* m) {
+static void model_free(Model* m) {
     cudaCheck(cudaStreamSynchronize(m->stream));
     void* bufs[] = {m->params, m->master, m->grads, m->adam_m, m->adam_v, m->acts.ln1_mean, m->acts.ln1_rstd,
                     m->acts.ln2_mean, m->acts.ln2_rstd, m->acts.lnf_mean, m->acts.lnf_rstd, m->acts.losses, m->acts.lse, m->acts.delta,
@@ -327,7 +327,7 @@ static void gpt2_free(GPT2* m) {
 
 // Copies a micro-batch to the device together with the token grouping of the embedding backward.
 // The staging buffer is reused only after the previous copy has left it.
-static void gpt2_stage_batch(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+static void model_stage_batch(Model* m, const int* inputs, const int* targets, int B, int T) {
     int BT = B * T, V = m->config.vocab_size;
     size_t offs[6];
     staging_layout(BT, offs);
@@ -346,7 +346,7 @@ static void gpt2_stage_batch(GPT2* m, const int* inputs, const int* targets, int
 }
 
 // the activations of layer l for a micro-batch of B x T (per-layer tensors are stacked over layers)
-typedef struct { floatX *ln1, *qkv, *atty, *res_in, *res2, *ln2, *fch, *fch_gelu, *res3; float* lse; } LayerActs;
+typedef struct { floatX *ln1, *qkv, *atty, *res_in, *res2, *ln2, *fch, *mlp_act, *res3; float* lse; } LayerActs;
 
 static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, int NH) {
     size_t nc = (size_t)B * T * C, BT = (size_t)B * T;
@@ -360,7 +360,7 @@ static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, in
     la.res2 = a->t[A_RES2] + l * nc;
     la.ln2 = kept ? a->t[A_LN2] + l * nc : la.ln1;
     la.fch = a->t[A_FCH] + (a->fch_recomputed ? 0 : l * BT * a->fc_ch);
-    la.fch_gelu = kept ? a->t[A_FCH_GELU] + l * BT * a->hidden : a->t[A_D4C];
+    la.mlp_act = kept ? a->t[A_MLP_ACT] + l * BT * a->hidden : a->t[A_D4C];
     la.res3 = a->t[A_RES3] + l * nc;
     return la;
 }
@@ -370,7 +370,7 @@ static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, in
 
 // forward of linear `kind` of layer l, y = x W^T (+ b), in the run's precision (llmc/adahop_linear.cuh); with bw
 // (a backward pass follows) it keeps its dW operand and, at statistics steps, records the patterns of x and W
-static void block_linear_forward(GPT2* m, int l, int kind, floatX* out, const floatX* x, int N, bool bw) {
+static void block_linear_forward(Model* m, int l, int kind, floatX* out, const floatX* x, int N, bool bw) {
     const FamilyTensors* ft = &family_tensors[m->config.family];
     int cin, cout, b = ft->linear_b[kind];
     linear_shape(&m->config, kind, &cin, &cout);
@@ -382,7 +382,7 @@ static void block_linear_forward(GPT2* m, int l, int kind, floatX* out, const fl
 // GPT-2's blocks on the staged micro-batch: token + position embedding, then per layer LayerNorm -> qkv ->
 // attention -> projection -> residual + LayerNorm -> fc -> GELU -> fc projection; the last residual add and the
 // final LayerNorm leave their output in A_LNF
-static void gpt2_blocks_forward(GPT2* m, int B, int T, bool bw) {
+static void gpt2_blocks_forward(Model* m, int B, int T, bool bw) {
     const ModelConfig* c = &m->config;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, N = B * T;
     size_t offs[6];
@@ -396,15 +396,15 @@ static void gpt2_blocks_forward(GPT2* m, int B, int T, bool bw) {
     for (int l = 0; l < L; l++) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
         floatX *ln1 = la.ln1, *qkv = la.qkv, *atty = la.atty, *res_in = la.res_in, *res2 = la.res2;
-        floatX *ln2 = la.ln2, *fch = la.fch, *fch_gelu = la.fch_gelu, *res3 = la.res3;
+        floatX *ln2 = la.ln2, *fch = la.fch, *mlp_act = la.mlp_act, *res3 = la.res3;
         block_linear_forward(m, l, LIN_QKV, qkv, ln1, N, bw);
         flash_attention_forward(atty, la.lse, qkv, B, T, NH, NH, C / NH, s);
         // attention projection output goes to the scratch A_DC, then residual add + LayerNorm in one kernel
         block_linear_forward(m, l, LIN_ATTPROJ, a->t[A_DC], atty, N, bw);
         layernorm_forward(ln2, a->ln2_mean + l * N, a->ln2_rstd + l * N, res2, res_in, a->t[A_DC], w[P_LN2W] + l * C, w[P_LN2B] + l * C, N, C, s);
         block_linear_forward(m, l, LIN_FC, fch, ln2, N, bw);
-        gelu_forward(fch_gelu, fch, (long)N * 4 * C, s);
-        block_linear_forward(m, l, LIN_FCPROJ, a->t[A_DC], fch_gelu, N, bw);
+        gelu_forward(mlp_act, fch, (long)N * 4 * C, s);
+        block_linear_forward(m, l, LIN_FCPROJ, a->t[A_DC], mlp_act, N, bw);
         // residual add, then the next layer's first LayerNorm (or the final one)
         bool last = l == L - 1;
         floatX* next_ln = last ? a->t[A_LNF] : layer_acts(a, l + 1, B, T, C, NH).ln1;
@@ -419,7 +419,7 @@ static void gpt2_blocks_forward(GPT2* m, int B, int T, bool bw) {
 // LLaMA's blocks on the staged micro-batch: token embedding, then per layer RMSNorm -> qkv -> RoPE on q and k ->
 // causal grouped-query attention -> o -> residual + RMSNorm -> gate/up -> SwiGLU -> down; the last residual add
 // and the final RMSNorm leave their output in A_LNF. qkv keeps q and k rotated, as attention saw them.
-static void llama_blocks_forward(GPT2* m, int B, int T, bool bw) {
+static void llama_blocks_forward(Model* m, int B, int T, bool bw) {
     const ModelConfig* c = &m->config;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, NKV = c->num_kv_heads, N = B * T;
     size_t offs[6];
@@ -437,8 +437,8 @@ static void llama_blocks_forward(GPT2* m, int B, int T, bool bw) {
         block_linear_forward(m, l, LIN_ATTPROJ, a->t[A_DC], la.atty, N, bw);
         rmsnorm_forward(la.ln2, a->ln2_rstd + l * N, la.res2, la.res_in, a->t[A_DC], w[LL_RMS2W] + l * C, N, C, s);
         block_linear_forward(m, l, LIN_FC, la.fch, la.ln2, N, bw);
-        swiglu_forward(la.fch_gelu, la.fch, N, c->hidden, s);
-        block_linear_forward(m, l, LIN_FCPROJ, a->t[A_DC], la.fch_gelu, N, bw);
+        swiglu_forward(la.mlp_act, la.fch, N, c->hidden, s);
+        block_linear_forward(m, l, LIN_FCPROJ, a->t[A_DC], la.mlp_act, N, bw);
         // residual add, then the next layer's first RMSNorm (or the final one)
         bool last = l == L - 1;
         floatX* next_norm = last ? a->t[A_LNF] : layer_acts(a, l + 1, B, T, C, NH).ln1;
@@ -450,10 +450,10 @@ static void llama_blocks_forward(GPT2* m, int B, int T, bool bw) {
 
 // logits for a micro-batch; with targets, per-token losses are added into acts.losses, and when dloss != 0 the
 // logits are replaced by d(loss)/d(logits) * dloss for the backward pass
-static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T, float dloss) {
+static void model_forward(Model* m, const int* inputs, const int* targets, int B, int T, float dloss) {
     const ModelConfig* c = &m->config;
     if (B > m->max_B || T > m->max_T) { die("forward with B=%d T=%d, but the model was sized for B=%d T=%d", B, T, m->max_B, m->max_T); }
-    gpt2_stage_batch(m, inputs, targets, B, T);
+    model_stage_batch(m, inputs, targets, B, T);
     bool bw = dloss != 0.0f;   // a backward pass follows: keep the dW operands
     if (c->family == FAMILY_LLAMA) { llama_blocks_forward(m, B, T, bw); }
     else { gpt2_blocks_forward(m, B, T, bw); }
@@ -481,7 +481,7 @@ typedef struct { const floatX *x, *channels; } LinearInput;
 
 // into = the input of the MLP's last linear from fch: GELU (GPT-2) or SwiGLU of the gate/up activation (LLaMA);
 // all of it [N x H], or the k channels sv->x_channel_idx [k x N]
-static void recompute_mlp_activation(GPT2* m, const LayerActs* la, const LinearSaved* sv, bool channels, int k, int N,
+static void recompute_mlp_activation(Model* m, const LayerActs* la, const LinearSaved* sv, bool channels, int k, int N,
                                      floatX* into) {
     int H = m->config.hidden;
     cudaStream_t s = m->stream;
@@ -494,7 +494,7 @@ static void recompute_mlp_activation(GPT2* m, const LayerActs* la, const LinearS
 
 // into = the norm in front of the qkv (first) or the fc linear of layer l, from the residual stream and the saved
 // statistics: LayerNorm (GPT-2) or RMSNorm (LLaMA); all of it [N x C], or the k channels sv->x_channel_idx [k x N]
-static void recompute_norm(GPT2* m, const LayerActs* la, int l, bool first, const LinearSaved* sv, bool channels, int k,
+static void recompute_norm(Model* m, const LayerActs* la, int l, bool first, const LinearSaved* sv, bool channels, int k,
                            int N, floatX* into) {
     const Activations* a = &m->acts;
     int C = m->config.channels;
@@ -517,7 +517,7 @@ static void recompute_norm(GPT2* m, const LayerActs* la, int l, bool first, cons
 // with -A 1: fch of layer l again, bit for bit as the forward pass computed it: the norm in front of the fc (gate/up)
 // linear from the residual stream into A_LN1 (free during the backward pass) unless the norms are kept, then that
 // linear, which keeps its dW operand from the forward pass
-static void recompute_fch(GPT2* m, const LayerActs* la, int l, int N) {
+static void recompute_fch(Model* m, const LayerActs* la, int l, int N) {
     if (!m->acts.fch_recomputed) { return; }
     const floatX* x = la->ln2;
     if (!m->acts.linear_inputs_kept) {
@@ -527,14 +527,14 @@ static void recompute_fch(GPT2* m, const LayerActs* la, int l, int N) {
     block_linear_forward(m, l, LIN_FC, la->fch, x, N, false);
 }
 
-static LinearInput linear_backward_input(GPT2* m, const LayerActs* la, int l, int kind, int N, floatX* into) {
+static LinearInput linear_backward_input(Model* m, const LayerActs* la, int l, int kind, int N, floatX* into) {
     const Activations* a = &m->acts;
     const LinearSaved* sv = m->saved + 4 * l + kind;
     int reads = adahop_linear_backward_reads(sv);
     LinearInput in = {NULL, NULL};
     if (reads == LINEAR_READS_NOTHING) { return in; }
     if (kind == LIN_ATTPROJ) { in.x = la->atty; return in; }
-    if (a->linear_inputs_kept) { in.x = kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->fch_gelu); return in; }
+    if (a->linear_inputs_kept) { in.x = kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->mlp_act); return in; }
     bool channels = reads == LINEAR_READS_CHANNELS;
     int k = min(m->ws.oe_k, kind == LIN_FCPROJ ? m->config.hidden : m->config.channels);
     if (kind == LIN_FCPROJ) { recompute_mlp_activation(m, la, sv, channels, k, N, into); }
@@ -544,7 +544,7 @@ static LinearInput linear_backward_input(GPT2* m, const LayerActs* la, int l, in
 }
 
 // backward of linear `kind` of layer l (llmc/adahop_linear.cuh): dinp from dout, its weight and bias gradients
-static void block_linear_backward(GPT2* m, const LayerActs* la, int l, int kind, floatX* dinp, const floatX* dout, int N) {
+static void block_linear_backward(Model* m, const LayerActs* la, int l, int kind, floatX* dinp, const floatX* dout, int N) {
     const FamilyTensors* ft = &family_tensors[m->config.family];
     int cin, cout, wt = ft->linear_w[kind], bt = ft->linear_b[kind];
     linear_shape(&m->config, kind, &cin, &cout);
@@ -557,12 +557,12 @@ static void block_linear_backward(GPT2* m, const LayerActs* la, int l, int kind,
 
 // gradient bucket b (llmc/zero.h: block b, or b = L for the tensors outside the blocks) is final: with reduce_now,
 // it is summed over the ranks on the comm stream while the backward pass goes on
-static void gpt2_bucket_done(GPT2* m, int bucket) {
+static void model_bucket_done(Model* m, int bucket) {
     if (m->reduce_now) { dp_reduce_bucket_async(m->dp, m->grads, &m->tensors, bucket, m->stream); }
 }
 
 // GPT-2's blocks backward, from d(A_LNF) in A_DC and a zeroed A_DRES to d(embedding output) in A_DRES
-static void gpt2_blocks_backward(GPT2* m, int B, int T) {
+static void gpt2_blocks_backward(Model* m, int B, int T) {
     const ModelConfig* c = &m->config;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, N = B * T;
     size_t nc = (size_t)N * C;
@@ -589,12 +589,12 @@ static void gpt2_blocks_backward(GPT2* m, int B, int T) {
         block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N);
         layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, m->scratch, dc, res_in, a->ln1_mean + l * N,
                            a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
-        gpt2_bucket_done(m, l);
+        model_bucket_done(m, l);
     }
 }
 
 // LLaMA's blocks backward, from d(A_LNF) in A_DC and a zeroed A_DRES to d(embedding output) in A_DRES
-static void llama_blocks_backward(GPT2* m, int B, int T) {
+static void llama_blocks_backward(Model* m, int B, int T) {
     const ModelConfig* c = &m->config;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, NKV = c->num_kv_heads, N = B * T;
     size_t nc = (size_t)N * C;
@@ -618,13 +618,13 @@ static void llama_blocks_backward(GPT2* m, int B, int T) {
         rope_backward(d4c, &m->rope, B, T, NH, NKV, s);
         block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N);
         rmsnorm_backward(dres, g[LL_RMS1W] + l * C, m->scratch, dc, la.res_in, a->ln1_rstd + l * N, w[LL_RMS1W] + l * C, N, C, s);
-        gpt2_bucket_done(m, l);
+        model_bucket_done(m, l);
     }
 }
 
 // the classifier (the logits buffer holds dlogits now), then the family's blocks, then the embeddings; each
-// gradient bucket goes to the all-reduce as soon as it is final (gpt2_bucket_done)
-static void gpt2_backward(GPT2* m, int B, int T) {
+// gradient bucket goes to the all-reduce as soon as it is final (model_bucket_done)
+static void model_backward(Model* m, int B, int T) {
     const ModelConfig* c = &m->config;
     const FamilyTensors* ft = &family_tensors[c->family];
     int N = B * T;
@@ -638,27 +638,27 @@ static void gpt2_backward(GPT2* m, int B, int T) {
     else { gpt2_blocks_backward(m, B, T); }
     encoder_backward(m->g[ft->wte], ft->wpe < 0 ? NULL : m->g[ft->wpe], a->t[A_DRES], m->staging_dev + offs[2],
                      m->staging_dev + offs[3], m->staging_dev + offs[4], m->num_distinct_tokens, B, T, c->channels, m->stream);
-    gpt2_bucket_done(m, c->num_layers);
+    model_bucket_done(m, c->num_layers);
 }
 
 // ----------------------------------------------------------------------------
 // optimizer step
 
-static void gpt2_zero_grad(GPT2* m) {
+static void model_zero_grad(Model* m) {
     cudaCheck(cudaMemsetAsync(m->grads, 0, m->shard.padded * sizeof(float), m->stream));
     cudaCheck(cudaMemsetAsync(m->acts.losses, 0, (size_t)m->max_B * m->max_T * sizeof(float), m->stream));
 }
 
 // sums the gradients over the ranks: waits for the buckets the backward pass reduced (overlapped), or else
 // reduce-scatters them now (the update reads only this rank's shard)
-static void gpt2_reduce_grads(GPT2* m, bool overlapped) {
+static void model_reduce_grads(Model* m, bool overlapped) {
     if (overlapped) { dp_wait_reductions(m->dp, m->stream); }
     else { dp_reduce_scatter(m->dp, m->grads, &m->shard, m->stream); }
 }
 
 // On the summed gradients: clips to grad_clip (when > 0), runs AdamW on this rank's shard of every tensor and
 // all-gathers the BF16 parameters (llmc/nccl_dp.cuh); returns the gradient norm before clipping
-static float gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int step) {
+static float model_update(Model* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int step) {
     AdamWConfig a = {lr, beta1, beta2, eps, weight_decay, grad_clip, step};
     return dp_zero_step(m->dp, &m->shard, &m->tensors, m->params, m->master, m->grads, m->adam_m, m->adam_v, m->scratch,
                         &a, m->stream);
@@ -666,7 +666,7 @@ static float gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps,
 
 // every rank takes rank 0's AdaHOP state (votes, patterns, strategies), so all run the same strategies: after each
 // vote, the only time strategies can change; then checks that all ranks hold the same strategies (waits for the GPU)
-static void gpt2_share_adahop(GPT2* m) {
+static void model_share_adahop(Model* m) {
     size_t bytes = adahop_state_words(&m->adahop) * sizeof(int32_t);
     adahop_save(&m->adahop, m->adahop_words);
     cudaCheck(cudaMemcpyAsync(m->adahop_words_dev, m->adahop_words, bytes, cudaMemcpyHostToDevice, m->stream));
@@ -683,7 +683,7 @@ static void gpt2_share_adahop(GPT2* m) {
 
 // mean of the per-token losses summed into acts.losses by `batches` micro-batches, over all ranks together
 // (waits for the GPU)
-static float gpt2_mean_loss(GPT2* m, int B, int T, int batches) {
+static float model_mean_loss(Model* m, int B, int T, int batches) {
     int N = B * T;
     float* h = m->acts.losses_host;
     dp_all_reduce(m->dp, m->acts.losses, (size_t)N, m->stream);
@@ -832,7 +832,7 @@ static double now_seconds(void) {
 }
 
 // mean validation loss over the first `batches` batches (-1 = all): rank r evaluates batches r, r + world, ...
-static float evaluate(GPT2* m, DataLoader* val, int batches, int B, int T) {
+static float evaluate(Model* m, DataLoader* val, int batches, int B, int T) {
     dataloader_reset(val);
     int n = batches < 0 ? (int)dataloader_batches_per_epoch(val) : batches;
     if (n <= 0) { die("validation set has no complete batch of B=%d x T=%d tokens", B, T); }
@@ -840,13 +840,13 @@ static float evaluate(GPT2* m, DataLoader* val, int batches, int B, int T) {
     for (int i = 0; i < n; i++) {
         dataloader_next_batch(val);
         if (dp_micro_owner(i, m->dp->world_size) != m->dp->rank) { continue; }
-        gpt2_forward(m, val->inputs, val->targets, B, T, 0.0f);
+        model_forward(m, val->inputs, val->targets, B, T, 0.0f);
     }
-    return gpt2_mean_loss(m, B, T, n);
+    return model_mean_loss(m, B, T, n);
 }
 
 // prints gen_tokens sampled tokens after <|endoftext|>, one forward over a B=1 window per token
-static void print_sample(GPT2* m, const Tokenizer* tok, Rng* rng, int gen_tokens, int T) {
+static void print_sample(Model* m, const Tokenizer* tok, Rng* rng, int gen_tokens, int T) {
     const ModelConfig* c = &m->config;
     int* tokens = (int*)calloc_check((size_t)T, sizeof(int));
     floatX* row = (floatX*)malloc_check((size_t)c->vocab_size * sizeof(floatX));
@@ -857,7 +857,7 @@ static void print_sample(GPT2* m, const Tokenizer* tok, Rng* rng, int gen_tokens
     printf("---- sample ----\n");
     for (int t = 1; t <= n; t++) {
         int window = round_up(t, 32) < T ? round_up(t, 32) : T;   // MXFP4 blocks need 32-token multiples
-        gpt2_forward(m, tokens, NULL, 1, window, 0.0f);
+        model_forward(m, tokens, NULL, 1, window, 0.0f);
         cudaCheck(cudaMemcpyAsync(row, m->acts.t[A_LOGITS] + (size_t)(t - 1) * c->padded_vocab_size,
                                   (size_t)c->vocab_size * sizeof(floatX), cudaMemcpyDeviceToHost, m->stream));
         cudaCheck(cudaStreamSynchronize(m->stream));
@@ -873,7 +873,7 @@ static void print_sample(GPT2* m, const Tokenizer* tok, Rng* rng, int gen_tokens
 
 // <out_dir>/state_<step>.bin, the same file at any world size: every rank sends its shards of master, m and v
 // (through the idle gradient buffer), rank 0 writes them
-static void save_state(GPT2* m, const Options* o, int step, const DataLoader* train, const Rng* rng) {
+static void save_state(Model* m, const Options* o, int step, const DataLoader* train, const Rng* rng) {
     size_t n = m->num_params;
     bool writer = m->dp->rank == 0;
     float* host = writer ? (float*)malloc_check(3 * n * sizeof(float)) : NULL;
@@ -899,9 +899,9 @@ static void save_state(GPT2* m, const Options* o, int step, const DataLoader* tr
 
 // the summed gradients of one optimizer step: every rank reads the step's micro_steps micro-batches in the same
 // order and trains those it owns (llmc/zero.h), so the batches do not depend on the world size
-static void step_gradients(GPT2* m, DataLoader* train, const Options* o, int micro_steps, int step) {
+static void step_gradients(Model* m, DataLoader* train, const Options* o, int micro_steps, int step) {
     int world = m->dp->world_size;
-    gpt2_zero_grad(m);
+    model_zero_grad(m);
     float dloss = 1.0f / ((float)o->B * o->T * micro_steps);
     m->step = step;
     for (int k = 0; k < micro_steps; k++) {
@@ -909,12 +909,12 @@ static void step_gradients(GPT2* m, DataLoader* train, const Options* o, int mic
         if (dp_micro_owner(k, world) != m->dp->rank) { continue; }
         m->stats_now = k == 0 && adahop_wants_stats(&m->adahop, step);   // patterns from one micro-batch, on rank 0
         m->reduce_now = o->overlap && k >= micro_steps - world;           // this rank's last micro-batch
-        gpt2_forward(m, train->inputs, train->targets, o->B, o->T, dloss);
-        gpt2_backward(m, o->B, o->T);
+        model_forward(m, train->inputs, train->targets, o->B, o->T, dloss);
+        model_backward(m, o->B, o->T);
     }
     m->stats_now = false;
     if (m->adahop.precision != PREC_BF16) { adahop_flush_patterns(&m->ws, &m->adahop, m->stream); }
-    gpt2_reduce_grads(m, o->overlap);
+    model_reduce_grads(m, o->overlap);
 }
 
 int main(int argc, char** argv) {
@@ -973,9 +973,9 @@ int main(int argc, char** argv) {
     if (o.T > config.max_seq_len) { die("flag -t: T=%d exceeds the model's max_seq_len %d", o.T, config.max_seq_len); }
 
     matmul_init();
-    GPT2 model;
-    gpt2_build(&model, &dp, &config, init, o.B, o.T, &o.lin, o.seed);
-    gpt2_sync_params(&model);
+    Model model;
+    model_build(&model, &dp, &config, init, o.B, o.T, &o.lin, o.seed);
+    model_sync_params(&model);
     Rng rng;
     rng_seed(&rng, o.seed ^ 0x5eed5eedULL);
     if (resume_path[0]) {
@@ -1017,7 +1017,7 @@ int main(int argc, char** argv) {
            "%zu parameters\n", dp.world_size, dp.world_size > 1 ? "s" : "", dp.use_mpi ? " (MPI)" : "",
            micro_steps / dp.world_size, o.overlap ? "during" : "after", model.shard.size);
     if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
-    printf("saved inputs of the block linears: %.2f GiB\n", gpt2_saved_input_bytes(&model) / 1073741824.0);
+    printf("saved inputs of the block linears: %.2f GiB\n", model_saved_input_bytes(&model) / 1073741824.0);
     static const char* path_names[2] = {"exact", "fast"};
     printf("block linears: %s%s%s, stochastic rounding of gradients %s%s\n", precision_names[o.lin.precision],
            o.lin.precision == PREC_BF16 ? "" : ", MXFP4 GEMM path ", o.lin.precision == PREC_BF16 ? "" : path_names[o.lin.path],
@@ -1044,12 +1044,12 @@ int main(int argc, char** argv) {
         double t0 = now_seconds();
         step_gradients(&model, &train, &o, micro_steps, step);
         float lr = lr_schedule(step, o.max_steps, o.warmup, o.lr, o.final_lr_frac);
-        float norm = gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.grad_clip, step + 1);
-        float loss = gpt2_mean_loss(&model, o.B, o.T, micro_steps);
+        float norm = model_update(&model, lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.grad_clip, step + 1);
+        float loss = model_mean_loss(&model, o.B, o.T, micro_steps);
         double dt = now_seconds() - t0;
         bool voted = adahop_is_vote_step(&model.adahop, step);
         bool changed = adahop_end_step(&model.adahop, step, logf ? logf : stdout) > 0;
-        if (voted && model.dp->world_size > 1) { gpt2_share_adahop(&model); }   // only rank 0 recorded the patterns
+        if (voted && model.dp->world_size > 1) { model_share_adahop(&model); }   // only rank 0 recorded the patterns
         char strat[32] = "";   // when the strategies changed: their table, and their checksum on the step's lines
         if (changed) {
             adahop_print_table(&model.adahop, stdout);
@@ -1079,7 +1079,7 @@ int main(int argc, char** argv) {
     dataloader_free(&train);
     if (have_val) { dataloader_free(&val); }
     tokenizer_free(&tokenizer);
-    gpt2_free(&model);
+    model_free(&model);
     matmul_free();
     dp_free(&dp);
     return 0;

@@ -2,7 +2,7 @@
 # Throughput and memory of every precision mode of the block linears against bf16, same GPU, same run, T=1024.
 # tok/s is the mean over steps 6..STEPS (after AdaHOP's 3 calibration steps, with re-classification off, so
 # the steady state is timed); GiB is what the trainer allocates (all of it up front: the peak); "saved inputs"
-# is what the block linears keep from forward to backward (train_gpt2_adahop.cu, gpt2_saved_input_bytes).
+# is what the block linears keep from forward to backward (train_gpt2_adahop.cu, model_saved_input_bytes).
 # Usage: dev/bench_modes.sh [model:batch ...]   (model = a trainer -e preset: d12, llama:d12, ...; a bare depth N
 # means dN; default d12:64 d24:32 d48:16; STEPS=15, MODES="bf16 mxfp4 hadamard adahop"; a mode written MODE+A runs
 # with -A 1, the MLP pre-activation recomputed in the backward pass, e.g. MODES="bf16 adahop adahop+A")
