@@ -19,7 +19,7 @@ endif
 BUILD = build
 
 HOST_HEADERS = $(wildcard llmc/*.h) dev/test/test_common.h dev/test/test_rand.h dev/test/test_file.h dev/test/test_shard.h
-CUDA_HEADERS = $(wildcard llmc/*.cuh)
+CUDA_HEADERS = $(wildcard llmc/*.cuh llmc/sm100/*.cuh)
 CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_tokenizer $(BUILD)/test_gpt2_layers \
             $(BUILD)/test_mxfp4 $(BUILD)/test_adahop_cpu $(BUILD)/test_adahop_state $(BUILD)/test_cpu_modes \
             $(BUILD)/test_zero $(BUILD)/test_rendezvous

@@ -22,6 +22,7 @@
 #include "gpt2_config.h"
 #include "llama_config.h"
 #include "model_config.h"
+#include "dataloader.h"
 
 #define CKPT_MAGIC 20261202
 #define CKPT_VERSION 1
@@ -29,7 +30,7 @@
 #define CKPT_PARAMS 1
 #define CKPT_OPTIMIZER 2
 #define CKPT_ADAHOP 4
-#define CKPT_DATA_STATE_LEN 16
+#define CKPT_DATA_STATE_LEN DATALOADER_STATE_LEN
 
 typedef struct {
     int family;                   // FAMILY_GPT2 or FAMILY_LLAMA (llmc/model_config.h): which shape below is set

@@ -280,8 +280,8 @@ __global__ void mx_quantize_rows_e4m3_kernel(uint8_t* e4m3, float* row_scale, in
     inexact = __reduce_add_sync(0xffffffffu, inexact);
     if (lane == 0 && inexact) { atomicAdd(inexact_blocks, inexact); }
 }
-// The one-pass quantizer's K limit (MAXB = 4 blocks per lane): above it quantize + mx_to_e4m3 was faster on the H200
-// (K = 6400 with 7 blocks of codes per lane in registers: dev/RESULTS.md, 2026-12-03 third session)
+// The one-pass quantizer's K limit (MAXB = 4 blocks of codes per lane, held in registers); longer rows go through
+// quantize + mx_to_e4m3, the faster route there (dev/RESULTS.md, MXFP4 kernels)
 #define MX_E4M3_ONE_PASS_MAX_K (4 * 32 * 32)
 
 static inline void mx_check_shape(const char* what, int rows, int K) {
@@ -376,6 +376,26 @@ static inline void mx_quantize_rows_e4m3(E4M3Operand* out, MXOperand* codes_out,
     cudaCheckLaunch();
 }
 
+// zeroes rows idx[0..k) of a byte matrix with row_bytes bytes per row (one block per row). Traffic: k * row_bytes
+// bytes written.
+__global__ void zero_rows_kernel(uint8_t* data, const int* idx, int row_bytes) {
+    uint8_t* row = data + (size_t)idx[blockIdx.x] * row_bytes;
+    for (int j = threadIdx.x; j < row_bytes; j += blockDim.x) { row[j] = 0; }
+}
+
+// zeroes rows idx[0..k) of an MXFP4 operand (codes 0, scale byte 0)
+static inline void mx_zero_rows(MXOperand* q, const int* idx, int k, cudaStream_t s) {
+    zero_rows_kernel<<<k, 256, 0, s>>>(q->codes, idx, q->K / 2);
+    zero_rows_kernel<<<k, 256, 0, s>>>(q->scales, idx, q->K / 32);
+    cudaCheckLaunch();
+}
+
+// zeroes rows idx[0..k) of an E4M3 operand (their row scales are left as they are: the rows are zero)
+static inline void e4m3_zero_rows(E4M3Operand* e, const int* idx, int k, cudaStream_t s) {
+    zero_rows_kernel<<<k, 256, 0, s>>>(e->values, idx, e->K);
+    cudaCheckLaunch();
+}
+
 // Fast path: out [M x N] (row-major, BF16 or FP32) = beta * out + (A diag(sa)) (B diag(sb))^T (+ bias, BF16 [N], may be
 // NULL) for E4M3 A [M x K], B [N x K], through cuBLASLt on FP8 tensor cores with OUTER_VEC_32F scales. cuBLAS is column-major, so it
 // computes out^T = B A^T: its "A" is our B (transposed, K-major) and its "B" our A.
@@ -400,7 +420,7 @@ __global__ void outer_scale_add_kernel(float* out, const float* part, const floa
 // Fast path for a small FP32 output with a long K (the dW GEMM, K = tokens): out [M x N] = beta * out + (A diag(sa))
 // (B diag(sb))^T as mx_gemm_fast computes it, but the FP8 GEMM runs with unit scales into part (FP32 [M x N]
 // scratch) and the row scales follow in outer_scale_add_kernel: cuBLASLt runs this shape much faster with one
-// scale per tensor than with per-row scales (../shared/ANCHORS.md: 1182 against 849 TFLOP/s).
+// scale per tensor than with per-row scales (dev/cuda/bench_fp8_scaling.cu measures both).
 static inline void mx_gemm_fast_scales_after(float* out, float beta, const E4M3Operand* a, const E4M3Operand* b, float* part,
                                              cudaStream_t stream) {
     if (a->K != b->K) { die("mx_gemm_fast_scales_after: inner dimensions %d and %d differ", a->K, b->K); }
@@ -413,14 +433,14 @@ static inline void mx_gemm_fast_scales_after(float* out, float beta, const E4M3O
     cudaCheckLaunch();
 }
 
-// Exact path: out [M x N] = beta * out + deq(A) deq(B)^T through BF16 (dequantization is exact) and cuBLASLt
-// with FP32 accumulation. a_bf16 / b_bf16 are scratch of M*K and N*K elements.
+// Exact path: out [M x N] = beta * out + deq(A) deq(B)^T (+ bias, BF16 [N], may be NULL) through BF16 (dequantization
+// is exact) and cuBLASLt with FP32 accumulation. a_bf16 / b_bf16 are scratch of M*K and N*K elements.
 static inline void mx_gemm_exact(void* out, bool out_fp32, const MXOperand* a, const MXOperand* b, floatX* a_bf16,
-                                 floatX* b_bf16, float beta, cudaStream_t stream) {
+                                 floatX* b_bf16, const floatX* bias, float beta, cudaStream_t stream) {
     if (a->K != b->K) { die("mx_gemm_exact: inner dimensions %d and %d differ", a->K, b->K); }
     mx_dequantize(a_bf16, a, stream);
     mx_dequantize(b_bf16, b, stream);
-    matmul(out, out_fp32, b_bf16, a_bf16, NULL, b->rows, a->rows, a->K, true, false, beta, gemm_single, stream);
+    matmul(out, out_fp32, b_bf16, a_bf16, bias, b->rows, a->rows, a->K, true, false, beta, gemm_single, stream);
 }
 
 #endif

@@ -64,15 +64,20 @@ static double corner_error(const floatX* d_out, int N, const float* d_ref, int c
     return worst / (scale > 0.0 ? scale : 1.0);
 }
 
-// the fastest of cuBLASLt's first GEMM_MAX_ALGO_RANK + 1 heuristic algorithms for g: its time in ms (-1 when none
-// runs) and its rank
-static float fastest_algo_ms(GemmSpec g, int reps, int* rank) {
+#define BENCH_MAX_ALGOS 8
+// the fastest of cuBLASLt's first BENCH_MAX_ALGOS heuristic algorithms for g: its time in ms (-1 when none runs) and
+// its rank in the heuristic's order
+static float fastest_algo_ms(const GemmSpec& g, int reps, int* rank) {
+    GemmPlan p = gemm_plan_create(&g);
+    cublasLtMatmulHeuristicResult_t algos[BENCH_MAX_ALGOS];
+    int n = gemm_plan_algos(&p, algos, BENCH_MAX_ALGOS);
     float best = -1.0f;
     *rank = -1;
-    for (g.algo_rank = 0; g.algo_rank <= GEMM_MAX_ALGO_RANK && cublaslt_gemm_try(&g, 0); g.algo_rank++) {
-        float t = time_ms([&] { cublaslt_gemm_try(&g, 0); }, reps);
-        if (best < 0.0f || t < best) { best = t; *rank = g.algo_rank; }
+    for (int r = 0; r < n; r++) {
+        float t = time_ms([&] { gemm_plan_run(&p, &g, &algos[r].algo, 0); }, reps);
+        if (best < 0.0f || t < best) { best = t; *rank = r; }
     }
+    gemm_plan_destroy(&p);
     return best;
 }
 

@@ -66,7 +66,7 @@ static void test_linear_gemms(void) {
     float* dinp = (float*)malloc_check((size_t)N * Cin * sizeof(float));
     float* dw = (float*)malloc_check((size_t)Cout * Cin * sizeof(float));
     float* db = (float*)malloc_check((size_t)Cout * sizeof(float));
-    int strategies[5] = {STRAT_PLAIN, STRAT_IHT, STRAT_IHT_OE_ROWS_A, STRAT_IHT_OE_COLS_B, STRAT_BF16};
+    int strategies[5] = {STRAT_PLAIN, STRAT_IHT, STRAT_IHT_OE_ROWS_A, STRAT_IHT_OE_ROWS_B, STRAT_BF16};
     double* exact = gemm_ref(x, w, N, Cout, Cin, STRAT_BF16, 1);   // the unquantized forward, bias included
     for (int i = 0; i < N * Cout; i++) { exact[i] += bias[i % Cout]; }
     for (int si = 0; si < 5; si++) {
@@ -87,7 +87,7 @@ static void test_linear_gemms(void) {
             double ew = max_rel(dw, rw, (size_t)Cout * Cin), eq = max_rel(out, exact, (size_t)N * Cout);
             printf("%-14s k=%-3d fwd %.2e  dX %.2e  dW %.2e   (fwd vs FP64 exact %.2e)\n", adahop_strategy_names[s], k, ef, ex, ew, eq);
             CHECK(ef <= GEMM_RTOL && ex <= GEMM_RTOL && ew <= GEMM_RTOL, "%s k=%d: emulated GEMMs off the reference", adahop_strategy_names[s], k);
-            int all_out = (s == STRAT_IHT_OE_ROWS_A && k >= N) || (s == STRAT_IHT_OE_COLS_B && k >= Cout);   // nothing quantized
+            int all_out = (s == STRAT_IHT_OE_ROWS_A && k >= N) || (s == STRAT_IHT_OE_ROWS_B && k >= Cout);   // nothing quantized
             CHECK(s == STRAT_BF16 || all_out ? eq <= GEMM_RTOL : eq > 1e-3, "%s k=%d: the quantization must show unless every row is extracted",
                   adahop_strategy_names[s], k);
             free(rf); free(rx); free(rw);

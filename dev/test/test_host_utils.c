@@ -46,7 +46,7 @@ static void test_checkpoint(void) {
     CheckpointHeader ck;
     memset(&ck, 0, sizeof(ck));
     ck.config = c; ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER; ck.step = 123456789012LL; ck.seed = -7;
-    for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ck.data_state[i] = (int64_t)i * -1000000007LL; }
+    for (int i = 0; i < DATALOADER_STATE_LEN; i++) { ck.data_state[i] = (int64_t)i * -1000000007LL; }
     for (int i = 0; i < 4; i++) { ck.rng_state[i] = 0xF0F0F0F0F0F0F0F0ULL >> i; }
     char path[256];
     snprintf(path, sizeof(path), "%s/state.bin", tmpdir);
