@@ -1,5 +1,5 @@
 // FP8 (E4M3) GEMMs through cuBLASLt on the GPT-2 linear shapes with two ways of scaling the operands:
-// one FP32 scale per row of each operand (OUTER_VEC_32F, what the fast MXFP4 path uses today: re-expressing
+// one FP32 scale per row of each operand (OUTER_VEC_32F, what the fast MXFP4 path uses: re-expressing
 // MXFP4 in it needs the maximum block scale of the whole row first) and one FP32 scale per 128 elements along K
 // (VEC128_32F on both operands: each 128-element group could be written on its own, in one pass). For each
 // shape: whether cuBLASLt runs it, which scale layout it reads ([K/128 x rows] with rows fastest, or [rows x

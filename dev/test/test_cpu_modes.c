@@ -124,9 +124,9 @@ static void test_dw_rule(void) {
     adahop_free(&st);
 }
 
-// matmul_backward_cpu as it was before the precision modes: its dinp loop (unchanged since, now
-// matmul_backward_dinp_cpu), then its fused dweight + dbias loop kept verbatim as the bf16 oracle
-static void matmul_backward_before(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+// the fused reference of the FP32 matmul backward: dinp through matmul_backward_dinp_cpu, then dweight and dbias
+// in one loop over the tokens per output channel
+static void matmul_backward_fused_ref(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                                    const float* weight, int B, int T, int C, int OC) {
     matmul_backward_dinp_cpu(dinp, dout, weight, B, T, C, OC);
     #pragma omp parallel for
@@ -143,7 +143,7 @@ static void matmul_backward_before(float* dinp, float* dweight, float* dbias, co
     }
 }
 
-// the split matmul backward equals the old one bit for bit
+// the split matmul backward (separate dweight and dbias passes) equals the fused reference bit for bit
 static void test_matmul_split(void) {
     int N = 48, C = 40, OC = 24;
     float *x = outlier_tensor(N, C), *w = outlier_tensor(OC, C), *dy = outlier_tensor(N, OC);
@@ -153,10 +153,10 @@ static void test_matmul_split(void) {
         g[v][1] = (float*)calloc_check((size_t)OC * C, sizeof(float));
         g[v][2] = (float*)calloc_check((size_t)OC, sizeof(float));
     }
-    matmul_backward_before(g[0][0], g[0][1], g[0][2], dy, x, w, 2, N / 2, C, OC);
+    matmul_backward_fused_ref(g[0][0], g[0][1], g[0][2], dy, x, w, 2, N / 2, C, OC);
     matmul_backward_cpu(g[1][0], g[1][1], g[1][2], dy, x, w, 2, N / 2, C, OC);
     CHECK(memcmp(g[0][0], g[1][0], (size_t)N * C * 4) == 0 && memcmp(g[0][1], g[1][1], (size_t)OC * C * 4) == 0
-          && memcmp(g[0][2], g[1][2], (size_t)OC * 4) == 0, "matmul_backward_cpu changed bits");
+          && memcmp(g[0][2], g[1][2], (size_t)OC * 4) == 0, "matmul_backward_cpu differs from the fused reference");
     for (int v = 0; v < 2; v++) { for (int i = 0; i < 3; i++) { free(g[v][i]); } }
     free(x); free(w); free(dy);
 }
