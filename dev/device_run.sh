@@ -3,7 +3,8 @@
 # the embedded data, then the throughput benchmark; logs go to $OUT (or build/out; all of them also packed into
 # $OUT/all_logs.tgz), a short table comes last.
 # Usage: dev/device_run.sh [tests] [train] [bench] [kbench] [modes]   (default: the first four; kbench = MXFP4
-# kernel benchmark and FP8 scaling / algorithm benchmark, modes = dev/bench_modes.sh: tok/s and memory of every precision mode at d12/d24/d48,
+# kernel benchmark, fused operand producer benchmark and FP8 scaling / algorithm benchmark,
+# modes = dev/bench_modes.sh: tok/s and memory of every precision mode at d12/d24/d48,
 # reclass = dev/reclass_study.sh on the shards in carry/gut/, carried with the call; profile = dev/profile_step.sh,
 # GPU time per kernel group for bf16 and adahop, at d12 or with the trainer flags in PROFILE_FLAGS)
 set -uo pipefail
@@ -14,7 +15,8 @@ parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(tests train bench kbench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 source dev/test/nccl_path.sh ./train_gpt2_adahop   # the trainer links NCCL, which may live only in PyTorch's wheels
-for bin in train_gpt2_adahop test_gpt2cu build/test_kernels build/test_mxfp4_gpu build/bench_mxfp4; do
+for bin in train_gpt2_adahop test_gpt2cu build/test_kernels build/test_mxfp4_gpu build/bench_mxfp4 build/test_fused_operands \
+           build/bench_fused_operands; do
     if [ ! -x "$bin" ] || ldd "$bin" | grep -q "not found"; then
         echo "building CUDA programs here"; make -j16 cuda > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
         break
@@ -33,6 +35,7 @@ fi
 if want kbench; then
     ./build/bench_mxfp4 > "$OUT/bench_mxfp4.log" 2>&1 || echo "bench_mxfp4 failed"
     ./build/bench_fp8_scaling > "$OUT/bench_fp8_scaling.log" 2>&1 || echo "bench_fp8_scaling failed"
+    ./build/bench_fused_operands > "$OUT/bench_fused_operands.log" 2>&1 || echo "bench_fused_operands failed"
 fi
 if want bench; then bash dev/bench_gpt2.sh > "$OUT/bench.log" 2>&1; fi
 if want modes; then bash dev/bench_modes.sh ${MODES_CONFIGS:-} > "$OUT/bench_modes.log" 2>&1; fi
