@@ -10,11 +10,7 @@
 #include "llmc/mxfp4.cuh"
 #include "llmc/gelu.cuh"
 #include "llmc/fused_operands.cuh"
-#include "llmc/rand.h"
-#include "dev/test/test_common.h"
-#include "dev/cuda/test_transfer.cuh"
-
-static Rng rng;
+#include "dev/cuda/test_compare.cuh"
 
 enum { DATA_GAUSS, DATA_HEAVY, DATA_TOKEN_OUTLIERS, DATA_CHANNEL_OUTLIERS, DATA_ZEROS, DATA_HUGE_TINY, DATA_NONFINITE, NUM_DATA };
 static const char* data_names[NUM_DATA] = {"gaussian", "heavy-tailed", "token outliers", "channel outliers", "zeros",
@@ -203,9 +199,7 @@ int main(void) {
     CHECK(child_fails_with(too_wide_for_shared, "shared memory per block"), "E4M3 rows too wide for shared memory are refused");
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the fused operand tests need one"); }
-    uint64_t seed = (uint64_t)time(NULL);
-    rng_seed(&rng, seed);
-    printf("seed %llu\n", (unsigned long long)seed);
+    seed_fresh_rng();
     int ncases = (int)(sizeof(cases) / sizeof(cases[0])), nshapes = (int)(sizeof(shapes) / sizeof(shapes[0]));
     for (int kind = 0; kind < NUM_DATA; kind++) {
         for (int s = 0; s < nshapes; s++) {
