@@ -236,7 +236,8 @@ static inline void emit_operands(const Producer& producer, const OperandEmit* e,
             "(emit the MXFP4 row codes, then mx_to_e4m3)", C, smem, limit);
     }
     if ((int)smem > allowed) {
-        cudaCheck(cudaFuncSetAttribute(emit_operands_kernel<Producer>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        cudaCheck(cudaFuncSetAttribute(emit_operands_kernel<Producer>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem));
         allowed = (int)smem;
     }
     emit_operands_kernel<Producer><<<ceil_div(N, 64), EMIT_THREADS, smem, s>>>(producer, t);
@@ -257,7 +258,9 @@ static inline void quantize_operands_separate(const OperandEmit* e, const floatX
     if (e->rows && C <= MX_E4M3_ONE_PASS_MAX_K) {
         mx_quantize_rows_e4m3(e->rows, e->row_codes, x, N, C, e->row_opt, s);
     } else if (e->rows || e->row_codes) {
-        if (!e->row_codes) { die("quantize_operands_separate: E4M3 rows of K=%d above %d need the MXFP4 row operand", C, MX_E4M3_ONE_PASS_MAX_K); }
+        if (!e->row_codes) {
+            die("quantize_operands_separate: E4M3 rows of K=%d above %d need the MXFP4 row operand", C, MX_E4M3_ONE_PASS_MAX_K);
+        }
         mx_quantize_rows(e->row_codes, x, N, C, e->row_opt, s);
         if (e->rows) { mx_to_e4m3(e->rows, e->row_codes, s); }
     }

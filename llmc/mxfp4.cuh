@@ -87,7 +87,8 @@ __device__ __forceinline__ uint4 mx_quantize_block32(float v[32], MXQuantOptions
 
 // quantizes the 32-block v (in place: the Hadamard, when asked) and stores it as block b of an MXFP4 operand; the
 // stochastic rounding index of its first element is b * 32 (its index in the operand)
-__device__ __forceinline__ void mx_quantize_store_block(uint8_t* codes, uint8_t* scales, size_t b, float v[32], MXQuantOptions opt) {
+__device__ __forceinline__ void mx_quantize_store_block(uint8_t* codes, uint8_t* scales, size_t b, float v[32],
+                                                        MXQuantOptions opt) {
     uint8_t scale;
     reinterpret_cast<uint4*>(codes)[b] = mx_quantize_block32(v, opt, (uint64_t)b * 32, &scale);
     scales[b] = scale;
@@ -256,7 +257,8 @@ __global__ void mx_to_e4m3_kernel(uint8_t* out, int* inexact_blocks, const uint8
     uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;   // fewer than 2^32 blocks
     int inexact = 0;
     if (b < nblocks) {
-        inexact = mx_store_e4m3_block(out, NULL, NULL, b, reinterpret_cast<const uint4*>(codes)[b], scales[b], row_exp[b / blocks_per_row]);
+        inexact = mx_store_e4m3_block(out, NULL, NULL, b, reinterpret_cast<const uint4*>(codes)[b], scales[b],
+                                      row_exp[b / blocks_per_row]);
     }
     mx_count_inexact(inexact_blocks, inexact);
 }

@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
         {"IHT forward only, no BF16", 1, 0, 0, 0, 0, 0},
         {"IHT forward as MXFP4 codes + mx_to_e4m3, IHT dW, no BF16", 1, 1, 1, 1, 0, 0},
     };
-    printf("\n| shape N x 4C | operands | gelu_forward alone ms | separate ms | fused ms | separate / fused |\n|---|---|---|---|---|---|\n");
+    printf("\n| shape N x 4C | operands | gelu_forward alone ms | separate ms | fused ms | separate / fused |\n"
+           "|---|---|---|---|---|---|\n");
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         int N = shapes[s].N, C = shapes[s].C;
         long n = (long)N * C;

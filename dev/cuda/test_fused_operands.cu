@@ -31,7 +31,8 @@ static float* make_input(int kind, int N, int C) {
             if (kind == DATA_TOKEN_OUTLIERS && r % 7 == 0) { *v *= 30.0f; }
             if (kind == DATA_CHANNEL_OUTLIERS && c % 37 == 3) { *v *= 30.0f; }
             // zero blocks along both layouts (signed zeros: GELU keeps the sign), a zero token and a zero channel
-            if (kind == DATA_ZEROS && ((c / 32) % 3 == 1 || (r / 32 + c) % 5 == 0 || r == 1 || c == 2)) { *v = (c % 2) ? -0.0f : 0.0f; }
+            bool zero = (c / 32) % 3 == 1 || (r / 32 + c) % 5 == 0 || r == 1 || c == 2;
+            if (kind == DATA_ZEROS && zero) { *v = (c % 2) ? -0.0f : 0.0f; }
             // blocks of very different scales in one row: E4M3 blocks below the exact range
             if (kind == DATA_HUGE_TINY) { *v *= (c / 64 + r) % 2 ? 1e30f : 1e-30f; }
         }
