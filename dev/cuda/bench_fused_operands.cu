@@ -1,7 +1,8 @@
 // Benchmark of the producers that emit operands (llmc/fused_operands.cuh): GELU forward writing the fc projection's
 // operands in the same pass (gelu_forward_emit) against gelu_forward followed by the separate quantizers
 // (quantize_operands_separate: the E4M3 forward operand, x^T in MXFP4, the OE column sums), at the MLP shapes of
-// GPT-2 d24 (N = 32768 tokens, 4C = 4096) and d12 (N = 65536, 4C = 3072), for the strategy combinations the trainer
+// GPT-2 d24 (N = 32768 tokens, 4C = 4096), d12 (N = 65536, 4C = 3072) and d48 (N = 16384, 4C = 6400: above the
+// one-pass quantizer's K limit, the separate path quantizes, then converts), for the strategy combinations the trainer
 // runs, and the fused producer with the rows' E4M3 made by a second pass over their MXFP4 codes (mx_to_e4m3) instead
 // of in shared memory. The separate path always writes the BF16 output (its quantizers read it back); the fused one
 // only where the row says so. Prints median ms and separate / fused (> 1: the fused producer is faster).
@@ -19,7 +20,7 @@ typedef struct { const char* name; int row_hadamard, rows_via_codes, cols, col_h
 
 int main(int argc, char** argv) {
     int reps = bench_start(argc, argv);
-    struct { int N, C; const char* what; } shapes[] = {{32768, 4096, "d24"}, {65536, 3072, "d12"}};
+    struct { int N, C; const char* what; } shapes[] = {{32768, 4096, "d24"}, {65536, 3072, "d12"}, {16384, 6400, "d48"}};
     BenchCase cases[] = {
         {"IHT forward, IHT dW, BF16 kept", 1, 0, 1, 1, 0, 1},
         {"IHT forward, IHT dW, no BF16", 1, 0, 1, 1, 0, 0},
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
             e.bf16 = b->bf16 ? out : NULL;
             OperandEmit fe = e;
             if (b->rows_via_codes) { fe.rows = NULL; fe.row_codes = &row_codes; }
+            if (C > MX_E4M3_ONE_PASS_MAX_K) { e.row_codes = &row_codes; }   // the separate path's codes pass through it
             float fused_ms = time_ms([&] {
                 gelu_forward_emit(&fe, inp, N, C, 0);
                 if (b->rows_via_codes) { mx_to_e4m3(&rows, &row_codes, 0); }
