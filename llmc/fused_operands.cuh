@@ -14,7 +14,7 @@
 // written as E4M3 through mx_to_e4m3's code -> E4M3 table: exact, C * 17 bytes of shared memory and no global round
 // trip (writing the codes and converting them with mx_to_e4m3 moves 1.06 more bytes an element; that alternative is
 // row_codes without rows, then mx_to_e4m3, and dev/cuda/bench_fused_operands.cu times both). With 227 KB of shared
-// memory a block, E4M3 rows reach C = 12000 channels (d48's 6400 fit: 124 KB, one block an SM). The column sums of
+// memory a block, E4M3 rows reach C = 12608 channels (d48's 6400 fit: 124 KB, one block an SM). The column sums of
 // squares are summed per 64 tokens as mx_quantize_cols sums them (first 32 tokens, plus the next 32), into the same
 // scratch, and added over the 64-token tiles by the same kernel.
 #ifndef LLMC_FUSED_OPERANDS_CUH
