@@ -2,8 +2,9 @@
 // the quantized operands the linear's strategies need, bit for bit what the separate quantizers of llmc/mxfp4.cuh
 // make of that BF16 input: the row-wise operand along K = channels (E4M3 with one FP32 scale per row, the forward
 // GEMM's A on the fast path, and/or its MXFP4 codes), x^T in MXFP4 along K = tokens (the dW GEMM's B, Hadamard
-// along tokens), and the column sums of squares that OE on x's channels ranks. First producer: GELU (GPT-2's
-// fc-projection input). quantize_operands_separate is the same contract through the separate quantizers.
+// along tokens), and the column sums of squares that OE on x's channels ranks. Producers: GELU (GPT-2's
+// fc-projection input) and SwiGLU (LLaMA's down-projection input). quantize_operands_separate is the same contract
+// through the separate quantizers.
 //
 // The pass: a block of 256 threads owns 64 tokens, as two strips of 32 tokens one after the other, times all C
 // channels. A strip goes through chunks of 32 tokens x 256 channels: lane l of warp w produces the 32 BF16 values
@@ -23,6 +24,7 @@
 #include "cuda_common.cuh"
 #include "mxfp4.cuh"
 #include "gelu.cuh"
+#include "swiglu.cuh"
 
 #define EMIT_THREADS 256
 #define EMIT_WARPS (EMIT_THREADS / 32)
@@ -191,6 +193,26 @@ struct GeluProducer {
     }
 };
 
+// SwiGLU as a producer: the inputs of 32 outputs are their 32 gate and 32 up values (row n of inp [N x 2H]: H gate
+// values, then H up values), the outputs swiglu8 of them
+struct SwigluProducer {
+    const floatX* inp;   // [N x 2H]
+    int H;
+    struct Inputs { x128 g[4], u[4]; };
+    __device__ Inputs load(int row, int k) const {
+        Inputs in;
+        const floatX* p = inp + (size_t)row * 2 * H + k;
+        for (int i = 0; i < 4; i++) { in.g[i] = load128cs(p + 8 * i); in.u[i] = load128cs(p + H + 8 * i); }
+        return in;
+    }
+    __device__ void outputs(const Inputs& in, int4 out[4]) const {
+        for (int i = 0; i < 4; i++) {
+            x128 o = swiglu8(in.g[i], in.u[i]);
+            out[i] = *reinterpret_cast<const int4*>(&o);
+        }
+    }
+};
+
 // the device targets of e for an N x C output, after checking every shape (a clear message and exit otherwise)
 static inline EmitTargets emit_targets(const OperandEmit* e, int N, int C) {
     if (N <= 0 || N % 32 != 0 || C <= 0 || C % 32 != 0) {
@@ -251,6 +273,12 @@ static inline void emit_operands(const Producer& producer, const OperandEmit* e,
 static inline void gelu_forward_emit(const OperandEmit* e, const floatX* inp, int N, int C, cudaStream_t s) {
     GeluProducer producer = {inp, C};
     emit_operands(producer, e, N, C, s);
+}
+
+// SwiGLU forward of inp [N x 2H] (out [N x H]) emitting what e asks for; e->bf16, when given, is swiglu_forward's out
+static inline void swiglu_forward_emit(const OperandEmit* e, const floatX* inp, int N, int H, cudaStream_t s) {
+    SwigluProducer producer = {inp, H};
+    emit_operands(producer, e, N, H, s);
 }
 
 // the same operands through the separate quantizers, from x [N x C], the producer's BF16 output (e->bf16 is not

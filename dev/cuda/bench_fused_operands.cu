@@ -2,7 +2,8 @@
 // operands in the same pass (gelu_forward_emit) against gelu_forward followed by the separate quantizers
 // (quantize_operands_separate: the E4M3 forward operand, x^T in MXFP4, the OE column sums), at the MLP shapes of
 // GPT-2 d24 (N = 32768 tokens, 4C = 4096), d12 (N = 65536, 4C = 3072) and d48 (N = 16384, 4C = 6400: above the
-// one-pass quantizer's K limit, the separate path quantizes, then converts), for the strategy combinations the trainer
+// one-pass quantizer's K limit, the separate path quantizes, then converts), and the same for SwiGLU at LLaMA-small
+// d24 (N = 32768, H = 2752), for the strategy combinations the trainer
 // runs, and the fused producer with the rows' E4M3 made by a second pass over their MXFP4 codes (mx_to_e4m3) instead
 // of in shared memory. The separate path always writes the BF16 output (its quantizers read it back); the fused one
 // only where the row says so. Prints median ms and separate / fused (> 1: the fused producer is faster).
@@ -20,7 +21,10 @@ typedef struct { const char* name; int row_hadamard, rows_via_codes, cols, col_h
 
 int main(int argc, char** argv) {
     int reps = bench_start(argc, argv);
-    struct { int N, C; const char* what; } shapes[] = {{32768, 4096, "d24"}, {65536, 3072, "d12"}, {16384, 6400, "d48"}};
+    // the producer's output is N x C; SwiGLU reads N x 2C
+    struct { int N, C; bool swiglu; const char* what; } shapes[] = {
+        {32768, 4096, false, "GELU, d24"}, {65536, 3072, false, "GELU, d12"}, {16384, 6400, false, "GELU, d48"},
+        {32768, 2752, true, "SwiGLU, llama:d24"}};
     BenchCase cases[] = {
         {"IHT forward, IHT dW, BF16 kept", 1, 0, 1, 1, 0, 1},
         {"IHT forward, IHT dW, no BF16", 1, 0, 1, 1, 0, 0},
@@ -29,18 +33,20 @@ int main(int argc, char** argv) {
         {"IHT forward only, no BF16", 1, 0, 0, 0, 0, 0},
         {"IHT forward as MXFP4 codes + mx_to_e4m3, IHT dW, no BF16", 1, 1, 1, 1, 0, 0},
     };
-    printf("\n| shape N x 4C | operands | gelu_forward alone ms | separate ms | fused ms | separate / fused |\n"
+    printf("\n| producer output N x C | operands | producer alone ms | separate ms | fused ms | separate / fused |\n"
            "|---|---|---|---|---|---|\n");
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         int N = shapes[s].N, C = shapes[s].C;
+        bool swiglu = shapes[s].swiglu;
         long n = (long)N * C;
-        floatX* inp = random_bf16(n, 1, 3.0f);
-        floatX* out = (floatX*)device_malloc(n * sizeof(floatX), "GELU output");
+        floatX* inp = random_bf16(swiglu ? 2 * n : n, 1, 3.0f);
+        floatX* out = (floatX*)device_malloc(n * sizeof(floatX), "producer output");
         E4M3Operand rows = e4m3_operand_alloc(N, C);
         MXOperand row_codes = mx_operand_alloc(N, C), cols = mx_operand_alloc(C, N);
         float* col_sq = (float*)device_malloc((size_t)C * sizeof(float), "column sums of squares");
         float* scratch = (float*)device_malloc(mx_col_sq_scratch_floats(N, C) * sizeof(float), "column square partials");
-        float gelu_ms = time_ms([&] { gelu_forward(out, inp, n, 0); }, reps);
+        auto produce = [&] { if (swiglu) { swiglu_forward(out, inp, N, C, 0); } else { gelu_forward(out, inp, n, 0); } };
+        float producer_ms = time_ms(produce, reps);
         for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
             const BenchCase* b = &cases[k];
             OperandEmit e;   // what the separate path writes (and the fused one, unless the rows go via codes)
@@ -57,14 +63,14 @@ int main(int argc, char** argv) {
             if (b->rows_via_codes) { fe.rows = NULL; fe.row_codes = &row_codes; }
             if (C > MX_E4M3_ONE_PASS_MAX_K) { e.row_codes = &row_codes; }   // the separate path's codes pass through it
             float fused_ms = time_ms([&] {
-                gelu_forward_emit(&fe, inp, N, C, 0);
+                if (swiglu) { swiglu_forward_emit(&fe, inp, N, C, 0); } else { gelu_forward_emit(&fe, inp, N, C, 0); }
                 if (b->rows_via_codes) { mx_to_e4m3(&rows, &row_codes, 0); }
             }, reps);
             float separate_ms = time_ms([&] {
-                gelu_forward(out, inp, n, 0);
+                produce();
                 quantize_operands_separate(&e, out, N, C, 0);
             }, reps);
-            printf("| %d x %d (%s) | %s | %.3f | %.3f | %.3f | %.2fx |\n", N, C, shapes[s].what, b->name, gelu_ms, separate_ms,
+            printf("| %d x %d (%s) | %s | %.3f | %.3f | %.3f | %.2fx |\n", N, C, shapes[s].what, b->name, producer_ms, separate_ms,
                    fused_ms, separate_ms / fused_ms);
         }
         e4m3_operand_free(&rows);

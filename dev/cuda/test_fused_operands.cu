@@ -1,7 +1,7 @@
-// The producers that emit operands (llmc/fused_operands.cuh) against the path they replace: GELU forward emitting
-// its BF16 output, the row-wise E4M3 operand with its row scales and inexact-block count, the row-wise MXFP4 codes,
-// x^T in MXFP4 and the column sums of squares, each compared bit for bit with gelu_forward followed by the separate
-// quantizers (quantize_operands_separate: mx_quantize_rows_e4m3, or mx_quantize_rows + mx_to_e4m3 above its K limit,
+// The producers that emit operands (llmc/fused_operands.cuh) against the path they replace: GELU and SwiGLU forward
+// emitting their BF16 output, the row-wise E4M3 operand with its row scales and inexact-block count, the row-wise
+// MXFP4 codes, x^T in MXFP4 and the column sums of squares, each compared bit for bit with gelu_forward /
+// swiglu_forward followed by the separate quantizers (quantize_operands_separate: mx_quantize_rows_e4m3, or mx_quantize_rows + mx_to_e4m3 above its K limit,
 // and mx_quantize_cols), on random, outlier-heavy, zero, huge + tiny and NaN/Inf inputs, at shapes with a lone
 // 32-token strip, partial 256-channel chunks and widths above the one-pass limit, for each strategy combination.
 // Every emitted buffer starts as a different byte pattern than its reference, so a missed write fails. Unsupported
@@ -9,6 +9,7 @@
 #include "llmc/cuda_common.cuh"
 #include "llmc/mxfp4.cuh"
 #include "llmc/gelu.cuh"
+#include "llmc/swiglu.cuh"
 #include "llmc/fused_operands.cuh"
 #include "dev/cuda/test_compare.cuh"
 
@@ -16,7 +17,7 @@ enum { DATA_GAUSS, DATA_HEAVY, DATA_TOKEN_OUTLIERS, DATA_CHANNEL_OUTLIERS, DATA_
 static const char* data_names[NUM_DATA] = {"gaussian", "heavy-tailed", "token outliers", "channel outliers", "zeros",
                                            "huge + tiny", "NaN/Inf"};
 
-// a BF16-representable GELU input [N x C] of the given kind
+// a BF16-representable producer input [N x C] of the given kind
 static float* make_input(int kind, int N, int C) {
     size_t n = (size_t)N * C;
     float* x = (float*)malloc_check(n * sizeof(float));
@@ -109,16 +110,25 @@ static int same_bytes(const char* what, const void* got, const void* want, size_
     return i == bytes;
 }
 
-// the fused GELU producer against gelu_forward + the separate quantizers, for one input and case
-static void test_case(const EmitCase* k, int kind, const floatX* inp, int N, int C) {
+enum { PRODUCER_GELU, PRODUCER_SWIGLU, NUM_PRODUCERS };
+static const char* producer_names[NUM_PRODUCERS] = {"GELU", "SwiGLU"};
+
+// the fused producer (output [N x C]; its input inp is [N x C] for GELU, [N x 2C] for SwiGLU) against the producer's
+// own kernel + the separate quantizers, for one input and case
+static void test_case(int producer, const EmitCase* k, int kind, const floatX* inp, int N, int C) {
     EmitBuffers fused = buffers_alloc(N, C, 0xA5), ref = buffers_alloc(N, C, 0x5A);
     cudaCheck(cudaMemset(fused.rows.inexact_blocks, 0, sizeof(int)));
     cudaCheck(cudaMemset(ref.rows.inexact_blocks, 0, sizeof(int)));
     OperandEmit fe = emit_of(k, &fused, false);
     OperandEmit re = emit_of(k, &ref, k->e4m3_rows && C > MX_E4M3_ONE_PASS_MAX_K);
     re.bf16 = ref.bf16;
-    gelu_forward_emit(&fe, inp, N, C, 0);
-    gelu_forward(ref.bf16, inp, (long)N * C, 0);
+    if (producer == PRODUCER_GELU) {
+        gelu_forward_emit(&fe, inp, N, C, 0);
+        gelu_forward(ref.bf16, inp, (long)N * C, 0);
+    } else {
+        swiglu_forward_emit(&fe, inp, N, C, 0);
+        swiglu_forward(ref.bf16, inp, N, C, 0);
+    }
     quantize_operands_separate(&re, ref.bf16, N, C, 0);
     size_t n = (size_t)N * C;
     int ok = 1;
@@ -137,8 +147,8 @@ static void test_case(const EmitCase* k, int kind, const floatX* inp, int N, int
         ok &= same_bytes("x^T scale bytes", fused.cols.scales, ref.cols.scales, n / 32);
     }
     if (k->col_sq) { ok &= same_bytes("column sums of squares", fused.col_sq, ref.col_sq, (size_t)C * sizeof(float)); }
-    CHECK(ok, "%s %dx%d, %s: the fused GELU producer differs from gelu_forward + the separate quantizers", data_names[kind], N,
-          C, k->name);
+    CHECK(ok, "%s, %s %dx%d, %s: the fused producer differs from the producer + the separate quantizers",
+          producer_names[producer], data_names[kind], N, C, k->name);
     buffers_free(&fused);
     buffers_free(&ref);
 }
@@ -202,16 +212,19 @@ int main(void) {
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the fused operand tests need one"); }
     seed_fresh_rng();
     int ncases = (int)(sizeof(cases) / sizeof(cases[0])), nshapes = (int)(sizeof(shapes) / sizeof(shapes[0]));
-    for (int kind = 0; kind < NUM_DATA; kind++) {
-        for (int s = 0; s < nshapes; s++) {
-            int N = shapes[s][0], C = shapes[s][1];
-            float* x = make_input(kind, N, C);
-            floatX* inp = to_device_bf16(x, (size_t)N * C);
-            for (int k = 0; k < ncases; k++) { test_case(&cases[k], kind, inp, N, C); }
-            free(x);
-            cudaCheck(cudaFree(inp));
+    for (int p = 0; p < NUM_PRODUCERS; p++) {
+        for (int kind = 0; kind < NUM_DATA; kind++) {
+            for (int s = 0; s < nshapes; s++) {
+                int N = shapes[s][0], C = shapes[s][1], in_cols = p == PRODUCER_SWIGLU ? 2 * C : C;
+                float* x = make_input(kind, N, in_cols);
+                floatX* inp = to_device_bf16(x, (size_t)N * in_cols);
+                for (int k = 0; k < ncases; k++) { test_case(p, &cases[k], kind, inp, N, C); }
+                free(x);
+                cudaCheck(cudaFree(inp));
+            }
+            printf("  %-6s %-16s: %d checks so far, %d failed\n", producer_names[p], data_names[kind], tests_passed + tests_failed,
+                   tests_failed);
         }
-        printf("  %-16s: %d checks so far, %d failed\n", data_names[kind], tests_passed + tests_failed, tests_failed);
     }
     return test_summary("test_fused_operands");
 }
