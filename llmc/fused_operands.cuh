@@ -6,6 +6,10 @@
 // fc-projection input) and SwiGLU (LLaMA's down-projection input). quantize_operands_separate is the same contract
 // through the separate quantizers.
 //
+// A producer is a struct with a type Inputs, load(row, k): the inputs of the 32 outputs of token `row`, channels
+// k..k+31 (k a multiple of 32), and outputs(in, out): those 32 outputs in BF16 as four 16-byte words, bit for bit
+// the producer's own kernel. emit_operands does the rest.
+//
 // The pass: a block of 256 threads owns 64 tokens, as two strips of 32 tokens one after the other, times all C
 // channels. A strip goes through chunks of 32 tokens x 256 channels: lane l of warp w produces the 32 BF16 values
 // of token l, channels 32 w.. of the chunk (the producer's loads for the next chunk are issued first), quantizes
