@@ -6,7 +6,7 @@
 #   -o DIR    output directory (default: $GPU_CHECK_OUT, else build/gpu_check)
 #   parts     tests    dev/test/run_gpu_tests.sh (every GPU test)
 #             train    the default training run (d6 on the embedded data, as `make train`)
-#             kbench   build/bench_mxfp4, build/bench_fp8_scaling, build/bench_attention
+#             kbench   build/bench_mxfp4, build/bench_fused_operands, build/bench_fp8_scaling, build/bench_attention
 #             modes    dev/bench_modes.sh (tok/s and memory per precision mode; configs in MODES_CONFIGS,
 #                      modes in MODES, e.g. MODES="bf16 adahop adahop+A")
 #             bench    dev/bench_gpt2.sh (ours vs PyTorch; needs PyTorch)
@@ -63,7 +63,7 @@ if want train; then
     rows+=("default training run (d6)|$status|train loss first/last: ${losses:-?}; ${val:-no val loss}|$out/train_default.log")
 fi
 if want kbench; then
-    for b in bench_mxfp4 bench_fp8_scaling bench_attention; do
+    for b in bench_mxfp4 bench_fused_operands bench_fp8_scaling bench_attention; do
         run_part "$b" "$out/$b.log" "./build/$b"
         rows+=("$b|$status|tables below|$out/$b.log")
     done
@@ -91,7 +91,7 @@ echo
 echo "| part | result | figures | log |"
 echo "|---|---|---|---|"
 for r in "${rows[@]}"; do echo "| ${r//|/ | } |"; done
-for f in bench_mxfp4 bench_fp8_scaling bench_attention bench_modes bench_gpt2; do
+for f in bench_mxfp4 bench_fused_operands bench_fp8_scaling bench_attention bench_modes bench_gpt2; do
     [ -f "$out/$f.log" ] || continue
     echo; echo "### $f"; grep '^|' "$out/$f.log"
 done

@@ -23,6 +23,9 @@ echo "== NCCL data-parallel layer at world size 1: collectives and ZeRO-1 AdamW 
 echo "== MXFP4 / AdaHOP kernels vs the C reference"
 ./build/test_mxfp4_gpu || failed+=(test_mxfp4_gpu)
 
+echo "== producers that emit operands (GELU, SwiGLU) vs the producer + the separate quantizers, bit for bit"
+./build/test_fused_operands || failed+=(test_fused_operands)
+
 echo "== AdaHOP linear layer vs the independent PyTorch implementation (fresh cases, generated on the GPU)"
 mkdir -p build/adahop_cases_gpu
 base=$(date +%s)
