@@ -113,6 +113,7 @@ typedef struct {
     AdahopWorkspace ws;                     // quantization scratch (unused in bf16)
     LinearSaved* saved;                     // per linear: x^T in MXFP4 for the dW GEMM
     int step;                               // optimizer step in progress (seeds, statistics)
+    int micro;                              // global micro-batch of the step in progress (seeds)
     bool stats_now;                         // record outlier patterns in this forward/backward
     bool reduce_now;                        // backward: all-reduce each gradient bucket as soon as it is final
     int32_t* adahop_words;                  // host and device copies of the serialized AdaHOP state, for
@@ -375,7 +376,7 @@ static void block_linear_forward(Model* m, int l, int kind, floatX* out, const f
     int cin, cout, b = ft->linear_b[kind];
     linear_shape(&m->config, kind, &cin, &cout);
     const floatX* bias = b < 0 ? NULL : m->w[b] + (size_t)l * cout;
-    adahop_linear_forward(&m->ws, &m->adahop, m->saved + 4 * l + kind, 4 * l + kind, m->step, bw, bw && m->stats_now, out, x,
+    adahop_linear_forward(&m->ws, &m->adahop, m->saved + 4 * l + kind, 4 * l + kind, m->step, m->micro, bw, bw && m->stats_now, out, x,
                           m->w[ft->linear_w[kind]] + (size_t)l * cin * cout, bias, N, cin, cout, m->stream);
 }
 
@@ -550,7 +551,7 @@ static void block_linear_backward(Model* m, const LayerActs* la, int l, int kind
     linear_shape(&m->config, kind, &cin, &cout);
     size_t w_off = (size_t)l * cin * cout, b_off = (size_t)l * cout;
     LinearInput in = linear_backward_input(m, la, l, kind, N, dinp);
-    adahop_linear_backward(&m->ws, &m->adahop, m->saved + 4 * l + kind, 4 * l + kind, m->step, m->stats_now, dinp,
+    adahop_linear_backward(&m->ws, &m->adahop, m->saved + 4 * l + kind, 4 * l + kind, m->step, m->micro, m->stats_now, dinp,
                            m->g[wt] + w_off, bt < 0 ? NULL : m->g[bt] + b_off, m->scratch, dout, in.x, in.channels,
                            m->w[wt] + w_off, N, cin, cout, m->stream);
 }
@@ -723,7 +724,8 @@ static void usage(const char* prog) {
            "  -o <dir>   output directory for main.log and checkpoints (default: none)\n"
            "  -b <int>   micro-batch size B                (default 16)\n"
            "  -t <int>   sequence length T, a multiple of 8, of 32 with MXFP4 (default 256)\n"
-           "  -d <int>   total batch in tokens; a multiple of B*T*world, the rest is gradient accumulation (default B*T*world)\n"
+           "  -d <int>   total batch in tokens; a multiple of B*T*world, the rest is gradient accumulation (default: the\n"
+           "             resumed checkpoint's, else B*T*world)\n"
            "  -x <int>   optimizer steps                   (default 200)\n"
            "  -l <f>     peak learning rate                (default 1e-3)\n"
            "  -u <int>   warmup steps                      (default 20)\n"
@@ -887,6 +889,7 @@ static void save_state(Model* m, const Options* o, int step, const DataLoader* t
     ck.adahop_words = (int64_t)adahop_state_words(&m->adahop);
     ck.step = step;
     ck.seed = (int64_t)o->seed;
+    ck.total_batch = o->total_batch;
     dataloader_get_state(train, ck.data_state);
     memcpy(ck.rng_state, rng->s, sizeof(rng->s));
     char path[4096];
@@ -907,6 +910,7 @@ static void step_gradients(Model* m, DataLoader* train, const Options* o, int mi
     for (int k = 0; k < micro_steps; k++) {
         dataloader_next_batch(train);
         if (dp_micro_owner(k, world) != m->dp->rank) { continue; }
+        m->micro = k;
         m->stats_now = k == 0 && adahop_wants_stats(&m->adahop, step);   // patterns from one micro-batch, on rank 0
         m->reduce_now = o->overlap && k >= micro_steps - world;           // this rank's last micro-batch
         model_forward(m, train->inputs, train->targets, o->B, o->T, dloss);
@@ -917,17 +921,38 @@ static void step_gradients(Model* m, DataLoader* train, const Options* o, int mi
     model_reduce_grads(m, o->overlap);
 }
 
+// What the ranks must agree on (llmc/agreement.h): the options that shape the run and its collectives, the model
+// and its initial parameters, and the resume decision (resumed: the checkpoint resumed from, or NULL)
+static RunAgreement run_agreement_of(const Options* o, const ModelConfig* c, const float* init,
+                                     const CheckpointHeader* resumed, int world) {
+    const LinearOptions* l = &o->lin;
+    RunAgreement a;
+    memset(&a, 0, sizeof(a));   // a field missed below would agree by accident, never differ at random
+    a.world_size = world; a.family = c->family; a.num_layers = c->num_layers; a.channels = c->channels;
+    a.num_heads = c->num_heads; a.num_kv_heads = c->num_kv_heads; a.hidden = c->hidden; a.vocab_size = c->vocab_size;
+    a.max_seq_len = c->max_seq_len; a.micro_batch = o->B; a.seq_len = o->T; a.total_batch = o->total_batch;
+    a.max_steps = o->max_steps; a.warmup = o->warmup; a.val_every = o->val_every; a.val_batches = o->val_batches;
+    a.ckpt_every = o->ckpt_every; a.lr = agreement_double(o->lr); a.final_lr_frac = agreement_double(o->final_lr_frac);
+    a.weight_decay = agreement_double(o->weight_decay); a.grad_clip = agreement_double(o->grad_clip);
+    a.precision = l->precision; a.gemm_path = l->path; a.stochastic_grads = l->stochastic_grads;
+    a.calib_steps = l->calib_steps; a.calib_strategy = l->calib_strategy; a.reclass_every = l->reclass_every;
+    a.reclass_window = l->reclass_window; a.oe_k = l->oe_k; a.recompute_fch = l->recompute_fch; a.overlap = o->overlap;
+    a.seed = (int64_t)o->seed;
+    a.resume_step = resumed ? resumed->step : 0;
+    a.data_state = resumed ? agreement_hash(resumed->data_state, sizeof(resumed->data_state)) : 0;
+    a.init_hash = agreement_hash(init, model_num_params(c) * sizeof(float));
+    return a;
+}
+
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv);
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) { die("no CUDA GPU found: this trainer needs one"); }
     DataParallel dp;
-    dp_init(&dp, &o.dp);   // this process's rank, its GPU, the communicator (one rank without -G / mpirun)
+    dp_launch(&dp, &o.dp);   // this process's rank and GPU; the rendezvous of all ranks (one rank without -G / mpirun)
     if (dp.rank > 0 && freopen("/dev/null", "w", stdout) == NULL) {   // only rank 0 prints; errors still reach stderr
         die("rank %d: cannot redirect stdout to /dev/null", dp.rank);
     }
-    if (o.total_batch == -1) { o.total_batch = o.B * o.T * dp.world_size; }
-    int micro_steps = dp_accum_steps(o.total_batch, o.B, o.T, dp.world_size) * dp.world_size;   // all ranks together
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, dp.local_rank));
     if (prop.major < 8) { die("GPU '%s' (sm_%d%d) has no BF16 tensor cores; sm_80 or newer is needed", prop.name, prop.major, prop.minor); }
@@ -957,6 +982,11 @@ int main(int argc, char** argv) {
         }
         fclose_check(fp);
         if (resume_path[0] && !(ck.contents & CKPT_OPTIMIZER)) { die("'%s' holds no optimizer state: cannot resume from it", load_path); }
+        if (resume_path[0] && (uint64_t)ck.seed != o.seed) {   // before anything is seeded from it
+            printf("resume: using the checkpoint's seed %lld\n", (long long)ck.seed);
+            o.seed = (uint64_t)ck.seed;
+        }
+        if (resume_path[0] && o.total_batch == -1 && ck.total_batch > 0) { o.total_batch = (int)ck.total_batch; }
         if (resume_path[0] && model_is_preset_name(o.init)) {   // the checkpoint's model (and family) must be -e's
             ModelConfig want;
             if (model_config_from_preset(o.init, config.max_seq_len, config.vocab_size, &want) == 0) {
@@ -971,6 +1001,11 @@ int main(int argc, char** argv) {
         model_init_params(&config, init, o.seed);
     }
     if (o.T > config.max_seq_len) { die("flag -t: T=%d exceeds the model's max_seq_len %d", o.T, config.max_seq_len); }
+    if (o.total_batch == -1) { o.total_batch = o.B * o.T * dp.world_size; }
+    int micro_steps = dp_accum_steps(o.total_batch, o.B, o.T, dp.world_size) * dp.world_size;   // all ranks together
+    RunAgreement agreement = run_agreement_of(&o, &config, init, resume_path[0] ? &ck : NULL, dp.world_size);
+    dp_agree(&dp, &agreement);   // every rank stops here, naming what differs, unless all ranks agree
+    dp_connect(&dp);             // the NCCL communicator and its watchdog
 
     matmul_init();
     Model model;
@@ -987,7 +1022,6 @@ int main(int argc, char** argv) {
         if (!adahop_words) { die("'%s' holds no AdaHOP state (written by an older version?)", resume_path); }
         adahop_load(&model.adahop, adahop_words, (size_t)ck.adahop_words);
         free(adahop_words);
-        if ((uint64_t)ck.seed != o.seed) { printf("resume: using the checkpoint's seed %lld\n", (long long)ck.seed); o.seed = (uint64_t)ck.seed; }
     }
     free(init);
 

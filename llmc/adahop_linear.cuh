@@ -273,19 +273,20 @@ static inline void adahop_flush_patterns(AdahopWorkspace* ws, AdahopState* st, c
     ws->host_stats_used = 0;
 }
 
-// seed of one quantization: differs per step, linear and GEMM so stochastic rounding draws fresh numbers
-static inline uint64_t adahop_seed(const AdahopWorkspace* ws, int step, int linear, int gemm) {
-    return mx_mix64(ws->seed ^ ((uint64_t)step << 20) ^ ((uint64_t)linear << 4) ^ (uint64_t)gemm);
+// seed of one quantization: differs per step, global micro-batch of the step (the same at any world size), linear
+// and GEMM, so stochastic rounding draws fresh numbers (bits: GEMM 0-3, linear 4-19, step 20-43, micro-batch 44-63)
+static inline uint64_t adahop_seed(const AdahopWorkspace* ws, int step, int micro, int linear, int gemm) {
+    return mx_mix64(ws->seed ^ ((uint64_t)micro << 44) ^ ((uint64_t)step << 20) ^ ((uint64_t)linear << 4) ^ (uint64_t)gemm);
 }
 
 // forward: out [N x Cout] = x W^T + b; with need_backward, prepares saved->x_t for the dW GEMM; with stats,
 // queues the patterns of x and W (adahop_flush_patterns records them).
 static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, LinearSaved* saved, int linear,
-                                         int step, bool need_backward, bool stats, floatX* out, const floatX* x,
+                                         int step, int micro, bool need_backward, bool stats, floatX* out, const floatX* x,
                                          const floatX* w, const floatX* bias, int N, int Cin, int Cout, cudaStream_t s) {
     Operand a = {x, N, Cin, false}, b = {w, Cout, Cin, false};
     adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_FWD), out, false, 0.0f, a, b, NULL, NULL, NULL, bias, 0, 0,
-                adahop_seed(ws, step, linear, GEMM_FWD), s);
+                adahop_seed(ws, step, micro, linear, GEMM_FWD), s);
     int dw = adahop_strategy_of(st, linear, GEMM_DW);
     saved->dw_strategy_saved = dw;
     if (need_backward && dw != STRAT_BF16 && !saved->input_kept) {
@@ -319,7 +320,7 @@ static inline int adahop_linear_backward_reads(const LinearSaved* saved) {
 // saved->x_channel_idx of x, channel-major (else may be NULL; gathered from x when x is given instead). Both are
 // read before dinp is written, so they may live in the dinp buffer. The dW GEMM uses saved->x_t from the forward.
 static inline void adahop_linear_backward(AdahopWorkspace* ws, AdahopState* st, LinearSaved* saved, int linear,
-                                          int step, bool stats, floatX* dinp, float* dweight,
+                                          int step, int micro, bool stats, floatX* dinp, float* dweight,
                                           float* dbias, float* scratch, const floatX* dout, const floatX* x,
                                           const floatX* x_channels, const floatX* w, int N, int Cin, int Cout,
                                           cudaStream_t s) {
@@ -332,10 +333,10 @@ static inline void adahop_linear_backward(AdahopWorkspace* ws, AdahopState* st, 
     MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
     bool from_saved = dw != STRAT_BF16 && !saved->input_kept;
     adahop_gemm(ws, dw, dweight, true, 1.0f, dyt, xt, from_saved ? &xt_view : NULL, saved->x_channel_idx, x_channels, NULL,
-                1, 0, adahop_seed(ws, step, linear, GEMM_DW), s);
+                1, 0, adahop_seed(ws, step, micro, linear, GEMM_DW), s);
     Operand dy = {dout, N, Cout, false}, wt = {w, Cin, Cout, true};
     adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_DX), dinp, false, 0.0f, dy, wt, NULL, NULL, NULL, NULL, 1, 0,
-                adahop_seed(ws, step, linear, GEMM_DX), s);
+                adahop_seed(ws, step, micro, linear, GEMM_DX), s);
     if (dbias) { bias_backward(dbias, scratch, dout, N, Cout, s); }
     if (stats) { adahop_queue_pattern(ws, linear, TENSOR_DY, dout, N, Cout, s); }
 }

@@ -19,7 +19,7 @@ static inline void die_with_message(const char* message) {
     if (hook != NULL) { hook(message); }
     exit(EXIT_FAILURE);
 }
-#define die(...) do { char die_message_[2048]; snprintf(die_message_, sizeof(die_message_), __VA_ARGS__); \
+#define die(...) do { char die_message_[8192]; snprintf(die_message_, sizeof(die_message_), __VA_ARGS__); \
                       die_with_message(die_message_); } while (0)
 
 static inline FILE* fopen_check_(const char* path, const char* mode, const char* file, int line) {

@@ -104,7 +104,7 @@ static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const flo
     floatX *y = (floatX*)device_malloc((size_t)N * Cout * sizeof(floatX), "y"), *dx = (floatX*)device_malloc((size_t)N * Cin * sizeof(floatX), "dX");
     float* dw = (float*)device_malloc((size_t)Cout * Cin * sizeof(float), "dW");
     cudaCheck(cudaMemset(dw, 0, (size_t)Cout * Cin * sizeof(float)));
-    adahop_linear_forward(ws, &st, &saved, LIN_FC, 0, true, false, y, x, w, NULL, N, Cin, Cout, 0);
+    adahop_linear_forward(ws, &st, &saved, LIN_FC, 0, 0, true, false, y, x, w, NULL, N, Cin, Cout, 0);
     if (c->strategy[GEMM_DW] != STRAT_BF16 && !input_kept && comparable[GEMM_DW]) {
         CHECK(same_bytes(saved.x_t.codes, c->codes[GEMM_DW][1], (size_t)Cin * N / 2) && same_bytes(saved.x_t.scales, c->scales[GEMM_DW][1], (size_t)Cin * N / 32),
               "saved path: x^T saved at forward time differs from the reference's dW operand (strategy %d)", c->strategy[GEMM_DW]);
@@ -122,7 +122,7 @@ static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const flo
         cudaCheckLaunch();
         channels_read = dx;
     }
-    adahop_linear_backward(ws, &st, &saved, LIN_FC, 0, false, dx, dw, NULL, NULL, dy, x_read, channels_read, w, N, Cin, Cout, 0);
+    adahop_linear_backward(ws, &st, &saved, LIN_FC, 0, 0, false, dx, dw, NULL, NULL, dy, x_read, channels_read, w, N, Cin, Cout, 0);
     float* got[3] = {from_device_bf16(y, (size_t)N * Cout), from_device_bf16(dx, (size_t)N * Cin), (float*)malloc_check((size_t)Cout * Cin * sizeof(float))};
     cudaCheck(cudaMemcpy(got[2], dw, (size_t)Cout * Cin * sizeof(float), cudaMemcpyDeviceToHost));
     const float* want[3] = {c->y, c->dX, c->dW};
