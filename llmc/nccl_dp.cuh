@@ -75,7 +75,9 @@ typedef struct {
     cudaEvent_t comm_done;              // recorded on the comm stream after the last bucket
     float* barrier_buf;                 // one float for the final barrier
     cudaEvent_t finished;               // recorded after the final barrier: peers that exit after it are no failure
-    volatile int finishing, watchdog_stop;
+    volatile int finishing;             // dp_free started the final barrier
+    volatile int finished_recorded;     // ... and recorded `finished` after it
+    volatile int watchdog_stop;
     pthread_t watchdog;
 } DataParallel;
 
@@ -110,7 +112,10 @@ static inline void dp_check_(DataParallel* dp, ncclResult_t r, const char* file,
 // the communicator (bounded by an alarm) and exits non-zero
 static inline void dp_watchdog_fail(DataParallel* dp, const char* cause, int report) {
     fprintf(stderr, "error: rank %d of %d stops: %s\n", dp->rank, dp->world_size, cause);
-    if (report && dp->use_file) { rendezvous_report(&dp->rz, cause); }
+    if (dp->use_file) {   // a cause from another rank is not reported again, nor what the abort makes the main thread say
+        if (report) { rendezvous_report(&dp->rz, cause); }
+        dp->rz.reported = 1;
+    }
     alarm(DP_ABORT_GRACE_S);   // SIGALRM ends the process if the abort hangs
     ncclCommAbort(dp->comm);
     _exit(EXIT_FAILURE);
@@ -121,7 +126,7 @@ static inline void dp_watchdog_fail(DataParallel* dp, const char* cause, int rep
 static inline int dp_peers_finished(DataParallel* dp) {
     double t0 = rendezvous_now();
     while (dp->finishing && rendezvous_now() - t0 < DP_ABORT_GRACE_S) {
-        if (cudaEventQuery(dp->finished) == cudaSuccess) { return 1; }
+        if (dp->finished_recorded && cudaEventQuery(dp->finished) == cudaSuccess) { return 1; }
         usleep(10000);
     }
     return 0;
@@ -131,6 +136,7 @@ static inline int dp_peers_finished(DataParallel* dp) {
 static inline void* dp_watchdog_main(void* arg) {
     DataParallel* dp = (DataParallel*)arg;
     char msg[RENDEZVOUS_ERROR_MAX + 64];
+    if (cudaSetDevice(dp->local_rank) != cudaSuccess) { dp_watchdog_fail(dp, "the watchdog cannot select this rank's GPU", 1); }
     while (!dp->watchdog_stop) {
         ncclResult_t state = ncclSuccess;
         if (ncclCommGetAsyncError(dp->comm, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress) {
@@ -263,6 +269,7 @@ static inline void dp_connect(DataParallel* dp) {
     cudaCheck(cudaEventCreateWithFlags(&dp->comm_done, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&dp->finished, cudaEventDisableTiming));
     cudaCheck(cudaMalloc((void**)&dp->barrier_buf, sizeof(float)));
+    cudaCheck(cudaMemset(dp->barrier_buf, 0, sizeof(float)));
     if (pthread_create(&dp->watchdog, NULL, dp_watchdog_main, dp) != 0) { die("cannot start the NCCL watchdog thread"); }
 }
 
@@ -278,6 +285,7 @@ static inline void dp_free(DataParallel* dp) {
     dp->finishing = 1;
     dpCheck(dp, ncclAllReduce(dp->barrier_buf, dp->barrier_buf, 1, ncclFloat, ncclSum, dp->comm, dp->comm_stream));
     cudaCheck(cudaEventRecord(dp->finished, dp->comm_stream));
+    dp->finished_recorded = 1;
     cudaCheck(cudaStreamSynchronize(dp->comm_stream));
     dp->watchdog_stop = 1;
     if (pthread_join(dp->watchdog, NULL) != 0) { die("cannot stop the NCCL watchdog thread"); }

@@ -442,7 +442,8 @@ static inline void rendezvous_await_announcement(Rendezvous* rz) {
 }
 
 // Joins the run on path as rank `rank` of `world`: rank 0 cleans up and announces it, the others wait for that,
-// then every rank waits for all the others (their process ids into rz->peers). From here until
+// then every rank waits for all the others (their process ids into rz->peers; a joined process of this node that is
+// gone, as in the files of a run killed without a report, stops this rank at once). From here until
 // rendezvous_close, die() and exit() on this rank are reported to the others. Dies after timeout_s seconds.
 static inline void rendezvous_open(Rendezvous* rz, const char* path, int rank, int world, double timeout_s) {
     memset(rz, 0, sizeof(*rz));
@@ -465,6 +466,7 @@ static inline void rendezvous_open(Rendezvous* rz, const char* path, int rank, i
     } while (!rendezvous_gather(rz, RDZ_JOIN, ranks, world, peers, sizeof(RendezvousPeer)));
     free(ranks);
     rz->peers = peers;
+    rendezvous_check_peers(rz);   // a join record of a process that is gone: files of a run killed without a report
 }
 
 // rank 0, once every rank has read every round: removes P and the round files (P.error stays until the next run)

@@ -270,6 +270,25 @@ static void test_leftovers(void) {
     remove_rounds_as_rank0();
     CHECK(channel_files_left() == 0, "rank 0 removed the failed run's files (%d left)", channel_files_left());
 
+    // a run killed without a report left every file, its id included: a rank 1 that starts first stops at once
+    // instead of reading that id, because the process of rank 0's join record is gone
+    new_scenario("killed_run", 2);
+    pid_t dead = fork();
+    if (dead == 0) { _exit(0); }
+    waitpid(dead, NULL, 0);
+    RendezvousPeer stale_peer = rendezvous_self();
+    stale_peer.pid = dead;
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    rendezvous_write_check(path, 2, old, NULL, 0);
+    rendezvous_name(name, path, "joined", 0);
+    rendezvous_write_check(name, 0, old, &stale_peer, sizeof(stale_peer));
+    write_stale(".id.0", 0, old);
+    double t0 = rendezvous_now();
+    CHECK(child_fails_with(join_as_rank1_of_2, "rank 0 (process"), "the files of a killed run: rank 1 stops, naming rank 0 as gone");
+    CHECK(rendezvous_now() - t0 < 0.3, "at once, not after the timeout (%.2f s)", rendezvous_now() - t0);
+    rendezvous_remove_channel_files(path);
+    rendezvous_unlink(path);
+
     // a stale P whose run reported no failure may be live: refused
     new_scenario("live", 2);
     rendezvous_write_check(path, 2, old, NULL, 0);
