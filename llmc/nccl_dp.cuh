@@ -176,7 +176,8 @@ static inline int dp_visible_devices(void) {
 
 // Starts MPI when a launcher started this process (mpirun; with MPI also srun and PMIx launchers), on the GPU of
 // the launcher's local rank chosen before MPI_Init (a CUDA-aware MPI would otherwise put a context on GPU 0 for
-// every local rank); checks that MPI sees the launch; sets the rank, world size and local rank.
+// every local rank); checks that MPI sees the launch; sets the rank, world size and local rank (the launcher's,
+// else the rank in MPI's node communicator).
 static inline void dp_mpi_launch(DataParallel* dp, int* local_world) {
 #ifdef USE_MPI
     int launcher_world = rendezvous_launcher_world(), env_local = rendezvous_launcher_local_rank();
@@ -188,9 +189,7 @@ static inline void dp_mpi_launch(DataParallel* dp, int* local_world) {
         die("the launcher started %d processes but MPI sees %d (each a rank 0?): launch with mpirun, or srun --mpi=pmix",
             launcher_world, dp->world_size);
     }
-    if (env_local >= 0 && env_local != dp->local_rank) {
-        die("rank %d: the launcher says local rank %d, MPI's node communicator says %d", dp->rank, env_local, dp->local_rank);
-    }
+    if (env_local >= 0) { dp->local_rank = env_local; }   // the GPU chosen before MPI_Init stays this rank's
 #else
     (void)dp; (void)local_world;
     if (rendezvous_mpirun_world() > 0) {

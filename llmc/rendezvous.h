@@ -6,8 +6,8 @@
 //   P                 rank 0's announcement: the world size and this run's nonce (random, 64 bits)
 //   P.<round>.<rank>  one rank's record of a round (join: its process id; agree: what must match; id: rank 0's
 //                     communicator id), tagged with the nonce: files of another run are never read as this run's
-//   P.error           the first words of a rank that stops: its rank, the nonce and the cause
-// Every file is written to NAME.tmp and renamed, so a reader never sees half a file. Rank 0 starts by removing
+//   P.error           written by a rank that stops: its rank, the nonce and the cause
+// Every file is written to NAME.tmp<pid> and renamed, so a reader never sees half a file. Rank 0 starts by removing
 // what an earlier run left behind: its round files and error file always, P itself only when that run's error file
 // says it failed (P without one may belong to a running job: refused). A rank that starts before rank 0 and reads
 // such a stale P joins with the stale nonce; it watches P while it waits and joins again when rank 0 replaces it.
