@@ -759,8 +759,9 @@ static void usage(const char* prog) {
            "gradient accumulation; only rank 0 prints, samples and writes files):\n"
            "  -G <int>   world size, the number of processes (default 1, or mpirun's)\n"
            "  -I <int>   rank of this process, 0..G-1; it runs on GPU I of the node (default 0, or mpirun's)\n"
-           "  -F <path>  rendezvous file, new, that all ranks can see: rank 0 writes it, the others wait for it up to\n"
-           "             %.0f s (needed for G > 1 without mpirun)\n"
+           "  -F <path>  rendezvous file that all ranks can see: rank 0 announces the run there (replacing the files of a\n"
+           "             failed run, refusing those of a live one), every rank waits for all the others up to %.0f s, and\n"
+           "             a rank that fails tells the others there (needed for G > 1 without mpirun)\n"
            "  -O <0|1>   all-reduce the gradients layer by layer during the backward pass (default 1)\n"
            "  -h         this help\n", prog, RENDEZVOUS_TIMEOUT_S);
 }
