@@ -184,7 +184,7 @@ static void model_build_linears(Model* m, const LinearOptions* lo, uint64_t seed
     m->adahop_words_dev = (int32_t*)device_malloc(words * sizeof(int32_t), "AdaHOP state");
     int num_linears = NUM_LINEAR_KINDS * L;
     m->saved = (LinearSaved*)calloc_check((size_t)num_linears, sizeof(LinearSaved));
-    AdahopPass pass = {&m->ws, &m->adahop, 0, false, m->stream};
+    AdahopPass pass = {&m->ws, &m->adahop, 0, 0, false, m->stream};
     m->pass = pass;
     if (lo->precision == PREC_BF16) { return; }
     int max_rows = N > widest ? N : widest;
@@ -720,7 +720,8 @@ static void usage(const char* prog) {
            "  -o <dir>   output directory for main.log and checkpoints (default: none)\n"
            "  -b <int>   micro-batch size B                (default 16)\n"
            "  -t <int>   sequence length T, a multiple of 8, of 32 with MXFP4 (default 256)\n"
-           "  -d <int>   total batch in tokens; a multiple of B*T*world, the rest is gradient accumulation (default B*T*world)\n"
+           "  -d <int>   total batch in tokens; a multiple of B*T*world, the rest is gradient accumulation (default: the\n"
+           "             resumed checkpoint's, else B*T*world)\n"
            "  -x <int>   optimizer steps                   (default 200)\n"
            "  -l <f>     peak learning rate                (default 1e-3)\n"
            "  -u <int>   warmup steps                      (default 20)\n"
@@ -754,8 +755,9 @@ static void usage(const char* prog) {
            "gradient accumulation; only rank 0 prints, samples and writes files):\n"
            "  -G <int>   world size, the number of processes (default 1, or mpirun's)\n"
            "  -I <int>   rank of this process, 0..G-1; it runs on GPU I of the node (default 0, or mpirun's)\n"
-           "  -F <path>  rendezvous file, new, that all ranks can see: rank 0 writes it, the others wait for it up to\n"
-           "             %.0f s (needed for G > 1 without mpirun)\n"
+           "  -F <path>  rendezvous file that all ranks can see: rank 0 announces the run there (replacing the files of a\n"
+           "             failed run, refusing those of a live one), every rank waits for all the others up to %.0f s, and\n"
+           "             a rank that fails tells the others there (needed for G > 1 without mpirun)\n"
            "  -O <0|1>   all-reduce the gradients layer by layer during the backward pass (default 1)\n"
            "  -h         this help\n", prog, RENDEZVOUS_TIMEOUT_S);
 }
@@ -884,6 +886,7 @@ static void save_state(Model* m, const Options* o, int step, const DataLoader* t
     ck.adahop_words = (int64_t)adahop_state_words(&m->adahop);
     ck.step = step;
     ck.seed = (int64_t)o->seed;
+    ck.total_batch = o->total_batch;
     dataloader_get_state(train, ck.data_state);
     memcpy(ck.rng_state, rng->s, sizeof(rng->s));
     char path[4096];
@@ -904,6 +907,7 @@ static void step_gradients(Model* m, DataLoader* train, const Options* o, int mi
     for (int k = 0; k < micro_steps; k++) {
         dataloader_next_batch(train);
         if (dp_micro_owner(k, world) != m->dp->rank) { continue; }
+        m->pass.micro = k;
         m->pass.stats = k == 0 && adahop_wants_stats(&m->adahop, step);   // patterns from one micro-batch, on rank 0
         m->reduce_now = o->overlap && k >= micro_steps - world;           // this rank's last micro-batch
         model_forward(m, train->inputs, train->targets, o->B, o->T, dloss);
@@ -914,17 +918,38 @@ static void step_gradients(Model* m, DataLoader* train, const Options* o, int mi
     model_reduce_grads(m, o->overlap);
 }
 
+// What the ranks must agree on (llmc/agreement.h): the options that shape the run and its collectives, the model
+// and its initial parameters, and the resume decision (resumed: the checkpoint resumed from, or NULL)
+static RunAgreement run_agreement_of(const Options* o, const ModelConfig* c, const float* init,
+                                     const CheckpointHeader* resumed, int world) {
+    const LinearOptions* l = &o->lin;
+    RunAgreement a;
+    memset(&a, 0, sizeof(a));   // a field missed below would agree by accident, never differ at random
+    a.world_size = world; a.family = c->family; a.num_layers = c->num_layers; a.channels = c->channels;
+    a.num_heads = c->num_heads; a.num_kv_heads = c->num_kv_heads; a.hidden = c->hidden; a.vocab_size = c->vocab_size;
+    a.max_seq_len = c->max_seq_len; a.micro_batch = o->B; a.seq_len = o->T; a.total_batch = o->total_batch;
+    a.max_steps = o->max_steps; a.warmup = o->warmup; a.val_every = o->val_every; a.val_batches = o->val_batches;
+    a.ckpt_every = o->ckpt_every; a.lr = agreement_double(o->lr); a.final_lr_frac = agreement_double(o->final_lr_frac);
+    a.weight_decay = agreement_double(o->weight_decay); a.grad_clip = agreement_double(o->grad_clip);
+    a.precision = l->precision; a.gemm_path = l->path; a.stochastic_grads = l->stochastic_grads;
+    a.calib_steps = l->calib_steps; a.calib_strategy = l->calib_strategy; a.reclass_every = l->reclass_every;
+    a.reclass_window = l->reclass_window; a.oe_k = l->oe_k; a.recompute_fch = l->recompute_fch; a.overlap = o->overlap;
+    a.seed = (int64_t)o->seed;
+    a.resume_step = resumed ? resumed->step : 0;
+    a.data_state = resumed ? agreement_hash(resumed->data_state, sizeof(resumed->data_state)) : 0;
+    a.init_hash = agreement_hash(init, model_num_params(c) * sizeof(float));
+    return a;
+}
+
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv);
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) { die("no CUDA GPU found: this trainer needs one"); }
     DataParallel dp;
-    dp_init(&dp, &o.dp);   // this process's rank, its GPU, the communicator (one rank without -G / mpirun)
+    dp_launch(&dp, &o.dp);   // this process's rank and GPU; the rendezvous of all ranks (one rank without -G / mpirun)
     if (dp.rank > 0 && freopen("/dev/null", "w", stdout) == NULL) {   // only rank 0 prints; errors still reach stderr
         die("rank %d: cannot redirect stdout to /dev/null", dp.rank);
     }
-    if (o.total_batch == -1) { o.total_batch = o.B * o.T * dp.world_size; }
-    int micro_steps = dp_accum_steps(o.total_batch, o.B, o.T, dp.world_size) * dp.world_size;   // all ranks together
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, dp.local_rank));
     if (prop.major < 8) { die("GPU '%s' (sm_%d%d) has no BF16 tensor cores; sm_80 or newer is needed", prop.name, prop.major, prop.minor); }
@@ -954,6 +979,11 @@ int main(int argc, char** argv) {
         }
         fclose_check(fp);
         if (resume_path[0] && !(ck.contents & CKPT_OPTIMIZER)) { die("'%s' holds no optimizer state: cannot resume from it", load_path); }
+        if (resume_path[0] && (uint64_t)ck.seed != o.seed) {   // before anything is seeded from it
+            printf("resume: using the checkpoint's seed %lld\n", (long long)ck.seed);
+            o.seed = (uint64_t)ck.seed;
+        }
+        if (resume_path[0] && o.total_batch == -1 && ck.total_batch > 0) { o.total_batch = (int)ck.total_batch; }
         if (resume_path[0] && model_is_preset_name(o.init)) {   // the checkpoint's model (and family) must be -e's
             ModelConfig want;
             if (model_config_from_preset(o.init, config.max_seq_len, config.vocab_size, &want) == 0) {
@@ -968,6 +998,11 @@ int main(int argc, char** argv) {
         model_init_params(&config, init, o.seed);
     }
     if (o.T > config.max_seq_len) { die("flag -t: T=%d exceeds the model's max_seq_len %d", o.T, config.max_seq_len); }
+    if (o.total_batch == -1) { o.total_batch = o.B * o.T * dp.world_size; }
+    int micro_steps = dp_accum_steps(o.total_batch, o.B, o.T, dp.world_size) * dp.world_size;   // all ranks together
+    RunAgreement agreement = run_agreement_of(&o, &config, init, resume_path[0] ? &ck : NULL, dp.world_size);
+    dp_agree(&dp, &agreement);   // every rank stops here, naming what differs, unless all ranks agree
+    dp_connect(&dp);             // the NCCL communicator and its watchdog
 
     matmul_init();
     Model model;
@@ -984,7 +1019,6 @@ int main(int argc, char** argv) {
         if (!adahop_words) { die("'%s' holds no AdaHOP state (written by an older version?)", resume_path); }
         adahop_load(&model.adahop, adahop_words, (size_t)ck.adahop_words);
         free(adahop_words);
-        if ((uint64_t)ck.seed != o.seed) { printf("resume: using the checkpoint's seed %lld\n", (long long)ck.seed); o.seed = (uint64_t)ck.seed; }
     }
     free(init);
 

@@ -262,20 +262,21 @@ static inline void adahop_flush_patterns(AdahopWorkspace* ws, AdahopState* st, c
     ws->host_stats_used = 0;
 }
 
-// seed of one quantization: differs per step, linear and GEMM so stochastic rounding draws fresh numbers
-static inline uint64_t adahop_seed(const AdahopWorkspace* ws, int step, int linear, int gemm) {
-    return mx_mix64(ws->seed ^ ((uint64_t)step << 20) ^ ((uint64_t)linear << 4) ^ (uint64_t)gemm);
+// seed of one quantization: differs per step, global micro-batch of the step (the same at any world size), linear
+// and GEMM, so stochastic rounding draws fresh numbers (bits: GEMM 0-3, linear 4-19, step 20-43, micro-batch 44-63)
+static inline uint64_t adahop_seed(const AdahopWorkspace* ws, int step, int micro, int linear, int gemm) {
+    return mx_mix64(ws->seed ^ ((uint64_t)micro << 44) ^ ((uint64_t)step << 20) ^ ((uint64_t)linear << 4) ^ (uint64_t)gemm);
 }
 
 // ----------------------------------------------------------------------------
 // the linear layer
 
-// the model-wide context of a forward / backward pass: scratch, strategies, the optimizer step (seeds) and whether
-// the pass records outlier patterns
+// the model-wide context of a forward / backward pass: scratch, strategies, the optimizer step and the global
+// micro-batch of the step (seeds), and whether the pass records outlier patterns
 typedef struct {
     AdahopWorkspace* ws;
     AdahopState* st;
-    int step;
+    int step, micro;
     bool stats;
     cudaStream_t stream;
 } AdahopPass;
@@ -309,7 +310,7 @@ static inline void adahop_linear_forward(const AdahopLinear* lin, floatX* out, c
     int Cin = lin->Cin, Cout = lin->Cout;
     cudaStream_t s = p->stream;
     AdahopGemm fwd = {adahop_strategy_of(p->st, lin->index, GEMM_FWD), out, false, 0.0f, {x, N, Cin, false},
-                      {lin->w, Cout, Cin, false}, NULL, NULL, NULL, lin->bias, false, adahop_seed(ws, p->step, lin->index, GEMM_FWD)};
+                      {lin->w, Cout, Cin, false}, NULL, NULL, NULL, lin->bias, false, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_FWD)};
     adahop_gemm(ws, &fwd, s);
     int dw = adahop_strategy_of(p->st, lin->index, GEMM_DW);
     saved->dw_strategy_saved = dw;
@@ -357,10 +358,10 @@ static inline void adahop_linear_backward(const AdahopLinear* lin, floatX* dinp,
     MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
     bool from_saved = dw != STRAT_BF16 && !saved->input_kept;
     AdahopGemm gw = {dw, lin->dw, true, 1.0f, {dout, Cout, N, true}, {x, Cin, N, true}, from_saved ? &xt_view : NULL,
-                     saved->x_channel_idx, x_channels, NULL, true, adahop_seed(ws, p->step, lin->index, GEMM_DW)};
+                     saved->x_channel_idx, x_channels, NULL, true, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DW)};
     adahop_gemm(ws, &gw, s);
     AdahopGemm gx = {adahop_strategy_of(p->st, lin->index, GEMM_DX), dinp, false, 0.0f, {dout, N, Cout, false},
-                     {lin->w, Cin, Cout, true}, NULL, NULL, NULL, NULL, true, adahop_seed(ws, p->step, lin->index, GEMM_DX)};
+                     {lin->w, Cin, Cout, true}, NULL, NULL, NULL, NULL, true, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DX)};
     adahop_gemm(ws, &gx, s);
     if (lin->dbias) { bias_backward(lin->dbias, scratch, dout, N, Cout, s); }
     if (p->stats) { adahop_queue_pattern(ws, lin->index, TENSOR_DY, dout, N, Cout, s); }

@@ -10,6 +10,7 @@
 //  12-13 number of parameters (checked against the shape)   14-15 seed the run was started with
 //  16-17 number of int32 words of AdaHOP state (llmc/adahop.h), stored after m and v
 //  18 num_kv_heads  19 hidden (LLaMA only; zero for GPT-2, so GPT-2 files are those of earlier builds)
+//  20-21 total batch in tokens of the run that wrote a training state (0: not recorded)
 //  32-63  data loader state, 16 int64 (llmc/dataloader.h)    64-71 host RNG state, 4 uint64
 //  72-255 reserved, zero
 #ifndef LLMC_CHECKPOINT_H
@@ -40,6 +41,7 @@ typedef struct {
     int64_t step;
     int64_t seed;
     int64_t adahop_words;         // with CKPT_ADAHOP: int32 words of AdaHOP state after m and v
+    int64_t total_batch;          // tokens per optimizer step of the run (0: not recorded)
     int64_t data_state[CKPT_DATA_STATE_LEN];
     uint64_t rng_state[4];
 } CheckpointHeader;
@@ -93,6 +95,7 @@ static inline void checkpoint_write_with_adahop(const char* path, const Checkpoi
     ckpt_put64(h, 12, (int64_t)n);
     ckpt_put64(h, 14, ck->seed);
     ckpt_put64(h, 16, (ck->contents & CKPT_ADAHOP) ? ck->adahop_words : 0);
+    ckpt_put64(h, 20, ck->total_batch);
     for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ckpt_put64(h, 32 + 2 * i, ck->data_state[i]); }
     for (int i = 0; i < 4; i++) { ckpt_put64(h, 64 + 2 * i, (int64_t)ck->rng_state[i]); }
 
@@ -162,6 +165,8 @@ static inline FILE* ckpt_open_family(const char* path, int want, CheckpointHeade
     ck->step = ckpt_get64(h, 10);
     ck->seed = ckpt_get64(h, 14);
     ck->adahop_words = ckpt_get64(h, 16);
+    ck->total_batch = ckpt_get64(h, 20);
+    if (ck->total_batch < 0) { die("checkpoint '%s': invalid total batch %lld", path, (long long)ck->total_batch); }
     if (ck->adahop_words < 0 || ck->adahop_words > (1 << 28)) { die("checkpoint '%s': invalid AdaHOP state size %lld", path, (long long)ck->adahop_words); }
     int64_t nparams = ckpt_get64(h, 12);
     if (nparams != (int64_t)ckpt_num_params(ck)) {

@@ -138,7 +138,7 @@ static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const flo
     floatX *y = (floatX*)device_malloc((size_t)N * Cout * sizeof(floatX), "y"), *dx = (floatX*)device_malloc((size_t)N * Cin * sizeof(floatX), "dX");
     float* dw = (float*)device_malloc((size_t)Cout * Cin * sizeof(float), "dW");
     cudaCheck(cudaMemset(dw, 0, (size_t)Cout * Cin * sizeof(float)));
-    AdahopPass pass = {ws, &st, 0, false, 0};
+    AdahopPass pass = {ws, &st, 0, 0, false, 0};
     AdahopLinear lin = {&pass, &saved, LIN_FC, Cin, Cout, w, NULL, dw, NULL};
     adahop_linear_forward(&lin, y, x, N, true);
     if (c->strategy[GEMM_DW] != STRAT_BF16 && !input_kept && comparable[GEMM_DW]) {
