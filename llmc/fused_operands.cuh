@@ -346,7 +346,8 @@ struct SwigluBackwardProducer {
 // GELU backward of the gradient d [N x C] through the fc output inp [N x C], emitting what e asks for of the fc
 // linear's output gradient dY = d * gelu'(inp); e->bf16, when given, is what gelu_backward leaves in d, and may be d
 // itself (in place: each thread reads its 32 values before it writes them)
-static inline void gelu_backward_emit(const OperandEmit* e, const floatX* d, const floatX* inp, int N, int C, cudaStream_t s) {
+static inline void gelu_backward_emit(const OperandEmit* e, const floatX* d, const floatX* inp, int N, int C,
+                                      cudaStream_t s) {
     GeluBackwardProducer producer = {inp, d, C};
     emit_operands(producer, e, N, C, s);
 }
@@ -366,8 +367,8 @@ static inline void swiglu_backward_emit(const OperandEmit* e, const floatX* dout
     size_t out_bytes = (size_t)N * 2 * H * sizeof(floatX);
     if (e->bf16 && (byte_ranges_overlap(e->bf16, out_bytes, inp, out_bytes) ||
                     byte_ranges_overlap(e->bf16, out_bytes, dout, out_bytes / 2))) {
-        die("swiglu_backward_emit: the BF16 d(gate, up) overlaps its inputs (gate/up values or dout); it cannot be written "
-            "in place (write it elsewhere, or run swiglu_backward in place and quantize separately)");
+        die("swiglu_backward_emit: the BF16 d(gate, up) overlaps its inputs (gate/up values or dout); it cannot be "
+            "written in place (write it elsewhere, or run swiglu_backward in place and quantize separately)");
     }
     SwigluBackwardProducer producer = {inp, dout, H};
     emit_operands(producer, e, N, 2 * H, s);

@@ -7,8 +7,9 @@
 // (gelu_backward_emit at d12 and d24, in place on the gradient as the trainer runs it, whose values drift over the
 // repeats while the kernels' costs do not depend on them; swiglu_backward_emit at llama:d24, 2H = 5504 wide), for the
 // strategy combinations the trainer runs (with the gradients' stochastic rounding of -S 1), and the fused producer
-// with the rows' E4M3 made by a second pass over their MXFP4 codes (mx_to_e4m3) instead of in shared memory. The separate path always writes the BF16 output (its quantizers read it back); the fused one
-// only where the row says so. Prints median ms and separate / fused (> 1: the fused producer is faster).
+// with the rows' E4M3 made by a second pass over their MXFP4 codes (mx_to_e4m3) instead of in shared memory. The
+// separate path always writes the BF16 output (its quantizers read it back); the fused one only where the row says so.
+// Prints median ms and separate / fused (> 1: the fused producer is faster).
 // Usage: build/bench_fused_operands [repeats]
 #include "llmc/cuda_common.cuh"
 #include "dev/cuda/bench_common.cuh"
@@ -21,7 +22,10 @@
 // it E4M3 (staged codes in shared memory, or MXFP4 codes written and then mx_to_e4m3: the second-pass alternative),
 // x^T (the dW GEMM's B or, of a gradient, A; with its Hadamard), the OE column sums, the BF16 output kept, stochastic
 // rounding
-typedef struct { const char* name; int row_hadamard, rows_via_codes, cols, col_hadamard, col_sq, bf16, stochastic; } BenchCase;
+typedef struct {
+    const char* name;
+    int row_hadamard, rows_via_codes, cols, col_hadamard, col_sq, bf16, stochastic;
+} BenchCase;
 
 enum { GELU, SWIGLU, GELU_BACKWARD, SWIGLU_BACKWARD };
 
@@ -57,7 +61,8 @@ int main(int argc, char** argv) {
     struct { int N, C, producer; const char* what; } shapes[] = {
         {32768, 4096, GELU, "GELU, d24"}, {65536, 3072, GELU, "GELU, d12"}, {16384, 6400, GELU, "GELU, d48"},
         {32768, 2752, SWIGLU, "SwiGLU, llama:d24"}, {65536, 3072, GELU_BACKWARD, "GELU backward, d12"},
-        {32768, 4096, GELU_BACKWARD, "GELU backward, d24"}, {32768, 5504, SWIGLU_BACKWARD, "SwiGLU backward, llama:d24"}};
+        {32768, 4096, GELU_BACKWARD, "GELU backward, d24"},
+        {32768, 5504, SWIGLU_BACKWARD, "SwiGLU backward, llama:d24"}};
     BenchCase cases[] = {
         {"IHT rows, IHT x^T, BF16 kept", 1, 0, 1, 1, 0, 1, 0},
         {"IHT rows, IHT x^T, no BF16", 1, 0, 1, 1, 0, 0, 0},
@@ -86,7 +91,8 @@ int main(int argc, char** argv) {
             const BenchCase* b = &cases[k];
             OperandEmit e;   // what the separate path writes (and the fused one, unless the rows go via codes)
             memset(&e, 0, sizeof(e));
-            MXQuantOptions ro = {b->row_hadamard, MX_SCALE_OCP, b->stochastic, 1}, co = {b->col_hadamard, MX_SCALE_OCP, b->stochastic, 2};
+            MXQuantOptions ro = {b->row_hadamard, MX_SCALE_OCP, b->stochastic, 1};
+            MXQuantOptions co = {b->col_hadamard, MX_SCALE_OCP, b->stochastic, 2};
             e.rows = &rows;
             e.row_opt = ro;
             e.cols = b->cols ? &cols : NULL;

@@ -2,10 +2,11 @@
 // and GELU and SwiGLU backward (the fc / gate-up linear's output gradient; GELU's in place, as the trainer runs it),
 // emitting their BF16 output, the row-wise E4M3 operand with its row scales and inexact-block count, the row-wise
 // MXFP4 codes, x^T in MXFP4 and the column sums of squares, each compared bit for bit with gelu_forward /
-// swiglu_forward / gelu_backward / swiglu_backward followed by the separate quantizers (quantize_operands_separate: mx_quantize_rows_e4m3, or mx_quantize_rows + mx_to_e4m3 above its K limit,
-// and mx_quantize_cols), on random, outlier-heavy, zero, huge + tiny and NaN/Inf inputs, at shapes with a lone
-// 32-token strip, partial 256-channel chunks and widths above the one-pass limit, for each strategy combination with
-// round-to-nearest and stochastic rounding (a different seed for the rows and for x^T, as the dX and dW GEMMs have).
+// swiglu_forward / gelu_backward / swiglu_backward followed by the separate quantizers (quantize_operands_separate:
+// mx_quantize_rows_e4m3, or mx_quantize_rows + mx_to_e4m3 above its K limit, and mx_quantize_cols), on random,
+// outlier-heavy, zero, huge + tiny and NaN/Inf inputs, at shapes with a lone 32-token strip, partial 256-channel
+// chunks and widths above the one-pass limit, for each strategy combination with round-to-nearest and stochastic
+// rounding (a different seed for the rows and for x^T, as the dX and dW GEMMs have).
 // Every emitted buffer starts as a different byte pattern than its reference, so a missed write fails. Unsupported
 // shapes and an in-place SwiGLU backward exit with a message.
 #include "llmc/cuda_common.cuh"
@@ -251,7 +252,8 @@ int main(void) {
     CHECK(child_fails_with(bad_rows_shape, "the E4M3 operand is 64 x 512"), "a mis-shaped E4M3 operand is refused");
     CHECK(child_fails_with(bad_cols_shape, "the column operand (x^T) is 64 x 256, want 256 x 64"), "a mis-shaped x^T is refused");
     CHECK(child_fails_with(sums_without_cols, "need the column operand"), "column sums without x^T are refused");
-    CHECK(child_fails_with(swiglu_backward_in_place, "cannot be written in place"), "an in-place SwiGLU backward emit is refused");
+    CHECK(child_fails_with(swiglu_backward_in_place, "cannot be written in place"),
+          "an in-place SwiGLU backward emit is refused");
     // asks the GPU for its shared memory (in the child: the parent has not started CUDA before forking)
     CHECK(child_fails_with(too_wide_for_shared, "shared memory per block"), "E4M3 rows too wide for shared memory are refused");
     int count = 0;
@@ -278,8 +280,8 @@ int main(void) {
                 cudaCheck(cudaFree(inp));
                 cudaCheck(cudaFree(grad));
             }
-            printf("  %-15s %-16s: %d checks so far, %d failed\n", producer_names[p], data_names[kind], tests_passed + tests_failed,
-                   tests_failed);
+            printf("  %-15s %-16s: %d checks so far, %d failed\n", producer_names[p], data_names[kind],
+                   tests_passed + tests_failed, tests_failed);
         }
     }
     return test_summary("test_fused_operands");
