@@ -743,7 +743,7 @@ static void usage(const char* prog) {
            "  -P <path>  MXFP4 GEMM path: fast (E4M3 on FP8 tensor cores) | exact (dequantize + BF16) (default fast)\n"
            "  -S <0|1>   stochastic rounding of the gradient operands (default 0)\n"
            "  -w <int>   AdaHOP calibration steps before the first strategy vote (default 30)\n"
-           "  -C <str>   precision of the calibration steps: plain (MXFP4, ADAHOP.md) | iht (with the Hadamard; closer to\n"
+           "  -C <str>   precision of the calibration steps: plain (MXFP4, docs/adahop.md) | iht (with the Hadamard; closer to\n"
            "             bf16 in dev/RESULTS.md's d12 runs) (default plain)\n"
            "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 250)\n"
            "  -W <int>   steps of pattern statistics before each re-classification (default 10)\n"

@@ -1,5 +1,5 @@
 // The AdaHOP controller (host C, shared by the CPU reference and the GPU trainer): the precision of the block
-// linears, the strategy table (ADAHOP.md section 5), and the choice of a strategy per (linear, GEMM) by majority
+// linears, the strategy table (docs/adahop.md section 5), and the choice of a strategy per (linear, GEMM) by majority
 // vote over recorded outlier patterns (section 7): a calibration of `calib_steps` steps in plain MXFP4 (the
 // reference; `calib_strategy` STRAT_IHT runs them with the Hadamard instead), then (ours) a re-classification
 // every `reclass_every` steps over the `reclass_window` steps before it.
@@ -60,7 +60,7 @@ static inline int calib_strategy_from_flag(const char* value) {
 // the pattern of the transposed tensor (Row <-> Column)
 static inline int pattern_transpose(int p) { return p == PATTERN_ROW ? PATTERN_COL : (p == PATTERN_COL ? PATTERN_ROW : p); }
 
-// strategy of a GEMM from the patterns of A as [M x K] and of B as [K x N] (ADAHOP.md section 5)
+// strategy of a GEMM from the patterns of A as [M x K] and of B as [K x N] (docs/adahop.md section 5)
 static inline int adahop_strategy(int pattern_a, int pattern_b) {
     if (pattern_a == PATTERN_COL && pattern_b == PATTERN_COL) { return STRAT_BF16; }
     if (pattern_b == PATTERN_COL) { return STRAT_IHT_OE_COLS_B; }
@@ -77,7 +77,7 @@ static inline void linear_gemm_patterns(int px, int pw, int pdy, int pa[3], int 
 }
 
 // the strategy of `gemm` from the patterns of x, W, dY; for dW, OE on rows of dY^T becomes plain IHT (the saved
-// x exists only in MXFP4, ADAHOP.md section 6)
+// x exists only in MXFP4, docs/adahop.md section 6)
 static inline int adahop_gemm_strategy(const int patterns[NUM_TENSORS], int gemm) {
     int pa[NUM_GEMMS], pb[NUM_GEMMS];
     linear_gemm_patterns(patterns[TENSOR_X], patterns[TENSOR_W], patterns[TENSOR_DY], pa, pb);
@@ -86,7 +86,7 @@ static inline int adahop_gemm_strategy(const int patterns[NUM_TENSORS], int gemm
 }
 
 // a state for num_layers blocks, nothing recorded, not calibrated; dies on invalid settings; calib_strategy is
-// STRAT_PLAIN (ADAHOP.md's calibration) or STRAT_IHT
+// STRAT_PLAIN (the paper's calibration, docs/adahop.md section 7) or STRAT_IHT
 static inline void adahop_init(AdahopState* st, int precision, int num_layers, int calib_steps, int calib_strategy,
                                int reclass_every, int reclass_window, int oe_k) {
     if (precision < 0 || precision >= NUM_PRECISIONS) { die("adahop_init: unknown precision %d", precision); }

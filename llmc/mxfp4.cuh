@@ -400,7 +400,7 @@ __global__ void outer_scale_add_kernel(float* out, const float* part, const floa
 // Fast path for a small FP32 output with a long K (the dW GEMM, K = tokens): out [M x N] = beta * out + (A diag(sa))
 // (B diag(sb))^T as mx_gemm_fast computes it, but the FP8 GEMM runs with unit scales into part (FP32 [M x N]
 // scratch) and the row scales follow in outer_scale_add_kernel: cuBLASLt runs this shape much faster with one
-// scale per tensor than with per-row scales (../shared/ANCHORS.md: 1182 against 849 TFLOP/s).
+// scale per tensor than with per-row scales (H200, 768 x 3072 x 65536: 1182 against 849 TFLOP/s).
 static inline void mx_gemm_fast_scales_after(float* out, float beta, const E4M3Operand* a, const E4M3Operand* b, float* part,
                                              cudaStream_t stream) {
     if (a->K != b->K) { die("mx_gemm_fast_scales_after: inner dimensions %d and %d differ", a->K, b->K); }
