@@ -311,5 +311,5 @@ done
 if [ $n_failed -gt 0 ]; then echo "run_modes.sh: $n_failed run(s) failed"; exit 1; fi
 if [ $dry -eq 1 ]; then exit 0; fi
 if [ $n_unfinished -gt 0 ]; then echo "run_modes.sh: $n_unfinished run(s) unfinished: call again with the same flags to continue"; exit 3; fi
-echo "run_modes.sh: every run finished; plot with: python3 scripts/plot_losses.py $root"
+echo "run_modes.sh: every run finished; plot with: ${PYTHON:-python3} scripts/plot_losses.py $root"
 exit 0

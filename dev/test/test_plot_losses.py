@@ -355,8 +355,12 @@ def main():
         have_mpl = True
     except ImportError:
         have_mpl = False
-        print("SKIP: matplotlib is not installed (pip install -r scripts/requirements.txt): "
-              "the PNG checks are skipped, the table is checked with --no-plot")
+        reason = ("dev/test/test_plot_losses.py PNG checks: matplotlib is not installed "
+                  "(pip install -r scripts/requirements.txt); the table is checked with --no-plot")
+        print(f"SKIP: {reason}")
+        if os.environ.get("TEST_SKIP_LOG"):
+            with open(os.environ["TEST_SKIP_LOG"], "a") as log:
+                log.write(reason + "\n")
     tmp = tempfile.mkdtemp(prefix="test_plot_losses_")
     try:
         test_plot(tmp, have_mpl)
