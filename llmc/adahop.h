@@ -171,6 +171,18 @@ static inline int adahop_majority(const int* votes, int previous) {
     return votes[best] > 0 ? best : previous;
 }
 
+// the strategy in effect of every (linear, GEMM), into out[num_linears * NUM_GEMMS]
+static inline void adahop_effective_strategies(const AdahopState* st, int* out) {
+    for (int i = 0; i < st->num_linears * NUM_GEMMS; i++) { out[i] = adahop_strategy_of(st, i / NUM_GEMMS, i % NUM_GEMMS); }
+}
+
+#define ADAHOP_CHANGE_TEXT_MAX 128
+// one strategy change in the logs' words: "layer <l> <linear> <gemm>: <before> -> <after>"
+static inline void adahop_change_text(const AdahopState* st, int linear, int gemm, int before, int after, char* buf, size_t n) {
+    snprintf(buf, n, "layer %d %s %s: %s -> %s", linear / NUM_LINEAR_KINDS, st->linear_names[linear % NUM_LINEAR_KINDS],
+             adahop_gemm_names[gemm], adahop_strategy_names[before], adahop_strategy_names[after]);
+}
+
 // votes every (linear, tensor), derives the strategies, clears the votes; logs and counts the changed GEMMs
 static inline int adahop_vote(AdahopState* st, int step, FILE* log) {
     int changes = 0;
@@ -183,9 +195,9 @@ static inline int adahop_vote(AdahopState* st, int step, FILE* log) {
             if (before == after) { continue; }
             changes++;
             if (log) {
-                fprintf(log, "adahop step %d layer %d %s %s: %s -> %s\n", step + 1, lin / NUM_LINEAR_KINDS,
-                        st->linear_names[lin % NUM_LINEAR_KINDS], adahop_gemm_names[g], adahop_strategy_names[before],
-                        adahop_strategy_names[after]);
+                char text[ADAHOP_CHANGE_TEXT_MAX];
+                adahop_change_text(st, lin, g, before, after, text, sizeof(text));
+                fprintf(log, "adahop step %d %s\n", step + 1, text);
             }
         }
     }
