@@ -81,10 +81,14 @@ test-cpu: export TEST_SKIP_LOG = $(SKIP_LOG)_cpu.txt
 test-python: export TEST_SKIP_LOG = $(SKIP_LOG)_python.txt
 test-gpu: export TEST_SKIP_LOG = $(SKIP_LOG)_gpu.txt
 
-# the Python requirements, installed once per interpreter (the stamp's name comes from its path)
+# the Python requirements, installed once per interpreter (the stamp's name comes from its path); a numpy the
+# interpreter already has stays as it is (PyTorch and other compiled packages were built against it), the other
+# packages are picked to fit it
 PYTHON_DEPS = $(BUILD)/.python-deps-$(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null | cksum | cut -d' ' -f1)
 $(PYTHON_DEPS): dev/data/requirements.txt scripts/requirements.txt | $(BUILD)
-	$(PYTHON) -m pip install -q -r dev/data/requirements.txt -r scripts/requirements.txt && touch $@ || echo "warning: could not install the Python requirements into $(PYTHON)"
+	@$(PYTHON) -c 'import numpy; print("numpy==" + numpy.__version__)' > $@.constraints 2>/dev/null || : > $@.constraints
+	$(PYTHON) -m pip install -q -c $@.constraints -r dev/data/requirements.txt -r scripts/requirements.txt && touch $@ \
+	    || echo "warning: could not install the Python requirements into $(PYTHON)"
 
 test-cpu: cpu
 	@rm -f $$TEST_SKIP_LOG
