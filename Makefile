@@ -108,7 +108,8 @@ test-gpu: cuda
 	bash dev/test/run_gpu_tests.sh
 
 test-profiler: $(PROFILER) | $(BUILD)
-	@if [ -n "$(PROFILER)" ]; then echo "== test_kernel_profile (the CUPTI profiler's table, no GPU)"; ./$(BUILD)/test_kernel_profile; \
+	@rm -f $(SKIP_LOG)_profiler.txt; \
+	 if [ -n "$(PROFILER)" ]; then echo "== test_kernel_profile (the CUPTI profiler's table, no GPU)"; ./$(BUILD)/test_kernel_profile; \
 	 else echo "test_kernel_profile: no CUPTI headers in $(CUDA_ROOT), kernel profiler not built" | tee $(SKIP_LOG)_profiler.txt; fi
 
 test-gpu-if-present: | $(BUILD)
