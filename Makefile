@@ -1,8 +1,12 @@
-# Build and test. `make test` runs every CPU test, compiles and links every CUDA program for sm_90, and,
-# on a machine with an NVIDIA GPU, runs the GPU tests too. `make train` trains on the embedded data.
+# Build and test. `make test` runs every CPU test, compiles and links every CUDA program for sm_90 (in parallel,
+# JOBS at a time), on a machine with an NVIDIA GPU runs the GPU tests too, and ends with the list of tests it
+# skipped and why. `make train` trains on the embedded data.
 CC ?= gcc
 NVCC ?= nvcc
+# the one Python interpreter of every script and test make runs (they read $PYTHON)
 PYTHON ?= python3
+export PYTHON
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CFLAGS = -O2 -std=gnu11 -Wall -Wextra -I.
 OMPFLAGS = $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 NVCCFLAGS = -O3 -std=c++17 -I. -gencode arch=compute_90,code=sm_90 -Xcompiler -Wall -Xcompiler -fopenmp
@@ -31,7 +35,7 @@ CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/tes
                 $(BUILD)/test_adahop_linear_gpu $(BUILD)/test_flash_attention $(BUILD)/bench_attention $(BUILD)/test_nccl_dp \
                 $(BUILD)/bench_fp8_scaling $(BUILD)/test_llama_kernels $(BUILD)/test_fused_operands $(BUILD)/bench_fused_operands
 
-.PHONY: all cpu cuda test test-cpu test-python test-gpu train clean
+.PHONY: all cpu cuda test test-cpu test-python test-gpu test-profiler test-gpu-if-present skip-summary train clean
 all: cpu cuda
 cpu: train_gpt2 test_gpt2 $(CPU_TESTS) $(BUILD)/bench_quant_error $(BUILD)/test_adahop_case
 cuda: $(CUDA_PROGRAMS) $(PROFILER)
@@ -70,28 +74,59 @@ $(BUILD)/test_kernel_profile: dev/cuda/test_kernel_profile.c dev/cuda/kernel_pro
 	    -L$(CUDA_ROOT)/lib64 -L$(CUDA_ROOT)/extras/CUPTI/lib64 -lcupti
 
 # ---- tests
-$(BUILD)/.python-deps: dev/data/requirements.txt scripts/requirements.txt | $(BUILD)
-	$(PYTHON) -m pip install -q -r dev/data/requirements.txt -r scripts/requirements.txt && touch $@ || echo "warning: could not install the Python requirements"
+# A test that cannot run here (a missing package, no GPU) says so and appends "what: why" to the file
+# $TEST_SKIP_LOG names: one file per test target, build/skipped_<target>.txt, listed at the end of `make test`.
+SKIP_LOG = $(abspath $(BUILD))/skipped
+test-cpu: export TEST_SKIP_LOG = $(SKIP_LOG)_cpu.txt
+test-python: export TEST_SKIP_LOG = $(SKIP_LOG)_python.txt
+test-gpu: export TEST_SKIP_LOG = $(SKIP_LOG)_gpu.txt
+
+# the Python requirements, installed once per interpreter (the stamp's name comes from its path); a numpy the
+# interpreter already has stays as it is (PyTorch and other compiled packages were built against it), the other
+# packages are picked to fit it
+PYTHON_DEPS = $(BUILD)/.python-deps-$(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null | cksum | cut -d' ' -f1)
+$(PYTHON_DEPS): dev/data/requirements.txt scripts/requirements.txt | $(BUILD)
+	@$(PYTHON) -c 'import numpy; print("numpy==" + numpy.__version__)' > $@.constraints 2>/dev/null || : > $@.constraints
+	$(PYTHON) -m pip install -q -c $@.constraints -r dev/data/requirements.txt -r scripts/requirements.txt && touch $@ \
+	    || echo "warning: could not install the Python requirements into $(PYTHON)"
 
 test-cpu: cpu
+	@rm -f $$TEST_SKIP_LOG
 	@for t in $(CPU_TESTS); do echo "== $$t"; ./$$t || exit 1; done
 	@echo "== test_gpt2 (CPU reference vs PyTorch fixture)"; ./test_gpt2
 	@echo "== CPU reference trains a tiny model"; bash dev/test/cpu_train_smoke.sh
 	@echo "== CPU reference trains in every precision mode"; bash dev/test/cpu_modes_smoke.sh
 	@echo "== AdaHOP linear: PyTorch oracle vs C reference"; bash dev/test/adahop_cases.sh
 
-test-python: $(BUILD)/.python-deps
+test-python: $(PYTHON_DEPS)
+	@rm -f $$TEST_SKIP_LOG
 	@echo "== dev/data/test_tokenize_text.py"; $(PYTHON) dev/data/test_tokenize_text.py
 	@echo "== dev/test/test_plot_losses.py (plot_losses.py; run_modes.sh with a fake trainer)"; $(PYTHON) dev/test/test_plot_losses.py
 
 test-gpu: cuda
+	@rm -f $$TEST_SKIP_LOG
 	bash dev/test/run_gpu_tests.sh
 
-test: test-cpu test-python cuda
-	@if [ -n "$(PROFILER)" ]; then echo "== test_kernel_profile (the CUPTI profiler's table, no GPU)"; ./$(BUILD)/test_kernel_profile; \
-	 else echo "no CUPTI headers in $(CUDA_ROOT): kernel profiler not built"; fi
+test-profiler: $(PROFILER) | $(BUILD)
+	@rm -f $(SKIP_LOG)_profiler.txt; \
+	 if [ -n "$(PROFILER)" ]; then echo "== test_kernel_profile (the CUPTI profiler's table, no GPU)"; ./$(BUILD)/test_kernel_profile; \
+	 else echo "test_kernel_profile: no CUPTI headers in $(CUDA_ROOT), kernel profiler not built" | tee $(SKIP_LOG)_profiler.txt; fi
+
+test-gpu-if-present: | $(BUILD)
 	@if nvidia-smi -L >/dev/null 2>&1; then $(MAKE) --no-print-directory test-gpu; \
-	 else echo "no NVIDIA GPU here: CUDA programs compiled and linked for sm_90; GPU tests skipped"; fi
+	 else echo "GPU tests: no NVIDIA GPU here (the CUDA programs were compiled and linked for sm_90)" | tee $(SKIP_LOG)_gpu.txt; fi
+
+skip-summary:
+	@if cat $(SKIP_LOG)_*.txt 2>/dev/null | grep -q .; then echo "== skipped:"; cat $(SKIP_LOG)_*.txt | sed 's/^/  /'; \
+	 else echo "== no tests skipped"; fi
+
+# builds everything JOBS at a time (each target's output kept together), then runs the tests one after the other;
+# the list of skipped tests is printed whether or not a test failed
+test: | $(BUILD)
+	@rm -f $(SKIP_LOG)_*.txt
+	@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target cpu cuda
+	@$(MAKE) --no-print-directory -j1 test-cpu test-python test-profiler test-gpu-if-present; status=$$?; \
+	 $(MAKE) --no-print-directory skip-summary; exit $$status
 
 train: train_gpt2_adahop
 	./train_gpt2_adahop

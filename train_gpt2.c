@@ -61,7 +61,7 @@ static void usage(const char* prog) {
         "  -g <int>   tokens to sample at the end, 0 = none (default 32)\n"
         "  -p <mode>  block linears: bf16 (FP32 here) | mxfp4 | hadamard | adahop, emulated (default bf16)\n"
         "  -w <int>   AdaHOP calibration steps before the first strategy vote (default 30)\n"
-        "  -C <str>   precision of the calibration steps: plain (MXFP4, ADAHOP.md) | iht (with the Hadamard) (default plain)\n"
+        "  -C <str>   precision of the calibration steps: plain (MXFP4, docs/adahop.md) | iht (with the Hadamard) (default plain)\n"
         "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 0)\n"
         "  -W <int>   steps of pattern statistics before each re-classification (default 5)\n"
         "  -K <int>   rows/columns taken out by outlier extraction, at most the operand's (default 64)\n"

@@ -31,6 +31,7 @@
 #include "llmc/sampler.h"          // defines: sample_softmax
 #include "llmc/tokenizer.h"        // defines: Tokenizer (decoding for samples)
 #include "llmc/adahop.h"           // defines: AdahopState, strategies, votes, PREC_*, LIN_*, GEMM_*
+#include "llmc/jsonlog.h"          // defines: JsonLine, jsonl_* (main.jsonl, one JSON object per line)
 // GPU kernels
 #include "llmc/cuda_common.cuh"    // defines: floatX (BF16), cudaCheck, device_malloc, x128 loads/stores
 #include "llmc/matmul.cuh"         // defines: matmul, linear_forward/backward (cuBLASLt), column sums via column_sums.cuh
@@ -763,7 +764,7 @@ static void usage(const char* prog) {
            "  -P <path>  MXFP4 GEMM path: fast (E4M3 on FP8 tensor cores) | exact (dequantize + BF16) (default fast)\n"
            "  -S <0|1>   stochastic rounding of the gradient operands (default 0)\n"
            "  -w <int>   AdaHOP calibration steps before the first strategy vote (default 30)\n"
-           "  -C <str>   precision of the calibration steps: plain (MXFP4, ADAHOP.md) | iht (with the Hadamard; closer to\n"
+           "  -C <str>   precision of the calibration steps: plain (MXFP4, docs/adahop.md) | iht (with the Hadamard; closer to\n"
            "             bf16 in dev/RESULTS.md's d12 runs) (default plain)\n"
            "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 250)\n"
            "  -W <int>   steps of pattern statistics before each re-classification (default 10)\n"
@@ -971,6 +972,81 @@ static RunAgreement run_agreement_of(const Options* o, const ModelConfig* c, con
     return a;
 }
 
+// the dense BF16 tensor-core peak of an H100 / H200 SXM, the denominator of MFU (for every precision mode, so that
+// MFU compares the modes' speed on the same model work)
+#define GPU_PEAK_FLOPS 989e12
+
+// what one optimizer step measured, for its lines in the logs
+typedef struct {
+    int step;                 // 1-based: the step just finished
+    float loss, lr, norm;
+    double seconds, tok_s, mfu, mem_gib;
+} StepFigures;
+
+// main.jsonl's first line of a run (or of a resumed piece of it): the model, the batch, the precision, and the
+// FLOPs per token behind the MFU figures
+static void json_run_event(FILE* fp, const Model* m, const Options* o, int micro_steps, int start_step, double flops_per_token) {
+    if (!fp) { return; }
+    const ModelConfig* c = &m->config;
+    JsonLine j;
+    jsonl_begin(&j, "run");
+    jsonl_string(&j, "family", family_names[c->family]);
+    jsonl_int(&j, "layers", c->num_layers);  jsonl_int(&j, "channels", c->channels);
+    jsonl_int(&j, "heads", c->num_heads);    jsonl_int(&j, "kv_heads", c->num_kv_heads);
+    jsonl_int(&j, "hidden", c->hidden);      jsonl_int(&j, "vocab", c->vocab_size);
+    jsonl_int(&j, "params", (long long)m->num_params);
+    jsonl_int(&j, "B", o->B);  jsonl_int(&j, "T", o->T);
+    jsonl_int(&j, "tokens_per_step", o->total_batch);  jsonl_int(&j, "micro_steps", micro_steps);
+    jsonl_int(&j, "world_size", m->dp->world_size);
+    jsonl_string(&j, "precision", precision_names[o->lin.precision]);
+    jsonl_int(&j, "seed", (long long)o->seed);
+    jsonl_int(&j, "start_step", start_step);  jsonl_int(&j, "max_steps", o->max_steps);
+    jsonl_number(&j, "flops_per_token", flops_per_token);
+    jsonl_number(&j, "peak_flops", GPU_PEAK_FLOPS);
+    jsonl_end(&j, fp);
+}
+
+// main.jsonl's line of a step: its figures and, when a vote changed strategies (against `before`, the strategies in
+// effect during the step), their checksum and the changed GEMMs
+static void json_step_event(FILE* fp, const StepFigures* f, const AdahopState* st, const int* before) {
+    if (!fp) { return; }
+    JsonLine j;
+    jsonl_begin(&j, "step");
+    jsonl_int(&j, "step", f->step);
+    jsonl_number(&j, "loss", f->loss);  jsonl_number(&j, "lr", f->lr);  jsonl_number(&j, "grad_norm", f->norm);
+    jsonl_number(&j, "ms", f->seconds * 1e3);  jsonl_number(&j, "tok_s", f->tok_s);
+    jsonl_number(&j, "mfu", f->mfu);  jsonl_number(&j, "mem_gib", f->mem_gib);
+    int n = st->num_linears * NUM_GEMMS, changed = 0;
+    char (*texts)[ADAHOP_CHANGE_TEXT_MAX] = (char (*)[ADAHOP_CHANGE_TEXT_MAX])malloc_check((size_t)n * ADAHOP_CHANGE_TEXT_MAX);
+    const char** items = (const char**)malloc_check((size_t)n * sizeof(char*));
+    for (int i = 0; i < n; i++) {
+        int now = adahop_strategy_of(st, i / NUM_GEMMS, i % NUM_GEMMS);
+        if (now == before[i]) { continue; }
+        adahop_change_text(st, i / NUM_GEMMS, i % NUM_GEMMS, before[i], now, texts[changed], ADAHOP_CHANGE_TEXT_MAX);
+        items[changed] = texts[changed];
+        changed++;
+    }
+    if (changed > 0) {
+        char sum[16];
+        snprintf(sum, sizeof(sum), "%08x", adahop_strategy_checksum(st));
+        jsonl_string(&j, "strategies", sum);
+        jsonl_string_list(&j, "strategy_changes", items, changed);
+    }
+    jsonl_end(&j, fp);
+    free(texts);
+    free(items);
+}
+
+// main.jsonl's line of a validation
+static void json_val_event(FILE* fp, int step, float val_loss) {
+    if (!fp) { return; }
+    JsonLine j;
+    jsonl_begin(&j, "val");
+    jsonl_int(&j, "step", step);
+    jsonl_number(&j, "val_loss", val_loss);
+    jsonl_end(&j, fp);
+}
+
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv);
     int device_count = 0;
@@ -1060,13 +1136,16 @@ int main(int argc, char** argv) {
     Tokenizer tokenizer;
     tokenizer_init(&tokenizer, o.tokenizer_path);
 
-    FILE* logf = NULL;
+    FILE *logf = NULL, *jsonf = NULL;   // main.log (text) and main.jsonl (one JSON object per event)
     if (o.out_dir && dp.rank == 0) {
         mkdir(o.out_dir, 0755);
         char path[4096];
         snprintf(path, sizeof(path), "%s/main.log", o.out_dir);
         logf = fopen_check(path, start_step > 0 ? "a" : "w");
+        snprintf(path, sizeof(path), "%s/main.jsonl", o.out_dir);
+        jsonf = fopen_check(path, start_step > 0 ? "a" : "w");
     }
+    double flops_per_token = model_flops_per_token(&config, o.T);
     printf("%s: L=%d C=%d NH=%d", family_names[config.family], config.num_layers, config.channels, config.num_heads);
     if (config.family == FAMILY_LLAMA) { printf(" NKV=%d H=%d", config.num_kv_heads, config.hidden); }
     printf(" V=%d (padded %d) maxT=%d, %.1fM parameters\n", config.vocab_size, config.padded_vocab_size,
@@ -1088,6 +1167,10 @@ int main(int argc, char** argv) {
                o.lin.calib_steps, adahop_strategy_names[o.lin.calib_strategy], o.lin.reclass_every, o.lin.reclass_window, o.lin.oe_k);
         adahop_print_table(&model.adahop, stdout);
     }
+    printf("model FLOPs per token %.4g (6 x %.1fM matmul weights + attention); MFU against %.0f TFLOP/s per GPU\n",
+           flops_per_token, model_matmul_params(&config) / 1e6, GPU_PEAK_FLOPS / 1e12);
+    json_run_event(jsonf, &model, &o, micro_steps, start_step, flops_per_token);
+    int* strategies_before = (int*)malloc_check((size_t)model.adahop.num_linears * NUM_GEMMS * sizeof(int));
 
     double total_time = 0.0;
     int timed_steps = 0;
@@ -1098,6 +1181,7 @@ int main(int argc, char** argv) {
             float vl = evaluate(&model, &val, o.val_batches, o.B, o.T);
             printf("step %5d | val loss %.6f\n", step, vl);
             if (logf) { fprintf(logf, "s:%d vl:%.6f\n", step, vl); fflush(logf); }
+            json_val_event(jsonf, step, vl);
         }
         if (dp.rank == 0 && o.sample_every > 0 && step > 0 && (step % o.sample_every == 0 || last)) { print_sample(&model, &tokenizer, &rng, o.gen_tokens, o.T); }
         if (last) { break; }
@@ -1108,6 +1192,7 @@ int main(int argc, char** argv) {
         float norm = model_update(&model, lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.grad_clip, step + 1);
         float loss = model_mean_loss(&model, o.B, o.T, micro_steps);
         double dt = now_seconds() - t0;
+        adahop_effective_strategies(&model.adahop, strategies_before);
         bool voted = adahop_is_vote_step(&model.adahop, step);
         bool changed = adahop_end_step(&model.adahop, step, logf ? logf : stdout) > 0;
         if (voted && model.dp->world_size > 1) { model_share_adahop(&model); }   // only rank 0 recorded the patterns
@@ -1121,13 +1206,16 @@ int main(int argc, char** argv) {
         }
         if (step > start_step) { total_time += dt; timed_steps++; }   // the first step includes warm-up
         double tok_s = o.total_batch / dt;
-        printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s%s\n", step + 1, o.max_steps, loss, lr,
-               norm, dt * 1e3, tok_s, strat);
+        StepFigures fig = {step + 1, loss, lr, norm, dt, tok_s, flops_per_token * tok_s / (dp.world_size * GPU_PEAK_FLOPS),
+                           device_bytes_allocated / 1073741824.0};
+        printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | MFU %.1f%%%s\n", step + 1, o.max_steps,
+               loss, lr, norm, dt * 1e3, tok_s, 100.0 * fig.mfu, strat);
         if (logf) {
             fprintf(logf, "s:%d tl:%.6f lr:%.6e norm:%.4f tok/s:%.0f mem_gib:%.3f%s\n", step + 1, loss, lr, norm, tok_s,
-                    device_bytes_allocated / 1073741824.0, strat);
+                    fig.mem_gib, strat);
             fflush(logf);
         }
+        json_step_event(jsonf, &fig, &model.adahop, strategies_before);
     }
     if (timed_steps > 0) {
         size_t free_b, total_b;
@@ -1136,7 +1224,9 @@ int main(int argc, char** argv) {
                (double)o.total_batch * timed_steps / total_time, timed_steps, device_bytes_allocated / 1073741824.0,
                (total_b - free_b) / 1073741824.0);
     }
+    free(strategies_before);
     if (logf) { fclose_check(logf); }
+    if (jsonf) { fclose_check(jsonf); }
     dataloader_free(&train);
     if (have_val) { dataloader_free(&val); }
     tokenizer_free(&tokenizer);

@@ -34,8 +34,8 @@ Case file (little endian), read by dev/test/adahop_case_file.h:
   for GEMM g in (fwd, dx, dw): int32 OE indices [k_g], ascending (empty without OE)
 
 Example:
-  /usr/bin/python3 dev/adahop_linear_ref.py --seed 7 --out build/adahop_cases/case7.bin
-  /usr/bin/python3 dev/adahop_linear_ref.py --seed 3 -N 96 --cin 64 --cout 160 --strategies 1,2,4 \
+  python3 dev/adahop_linear_ref.py --seed 7 --out build/adahop_cases/case7.bin
+  python3 dev/adahop_linear_ref.py --seed 3 -N 96 --cin 64 --cout 160 --strategies 1,2,4 \
       --oe-k 8 --kind rows --sr --out build/adahop_cases/c3.bin
 Works with torch 1.13 (CPU) and torch 2.x (--device cuda).
 """

@@ -34,7 +34,7 @@ for steps in 5 15; do
     grep "^kernel_profile:" "$out.x$steps.log"   # CUPTI errors or dropped records: the table is incomplete
     [ -s "$out.x$steps.tsv" ] || { echo "profile_step.sh: the profiler wrote no table for -x $steps (see $out.x$steps.log)"; exit 1; }
 done
-python3 - "$out.x5.tsv" "$out.x15.tsv" "$out.x15.log" "$precision ${flags[*]}" <<'EOF'
+${PYTHON:-python3} - "$out.x5.tsv" "$out.x15.tsv" "$out.x15.log" "$precision ${flags[*]}" <<'EOF'
 import re, shutil, subprocess, sys
 STEPS = 10   # steps 6..15: the 15-step run minus the 5-step run
 def table(path):   # total_ns, count, name per line

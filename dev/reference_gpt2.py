@@ -10,7 +10,7 @@ linear weights [out, in]), so gradients come out directly in our layout. Weights
 float32 (exactly what the model file holds) and then cast to --dtype for the computation.
 
 Example (the committed fixture, see dev/test/fixtures/README.md):
-  /usr/bin/python3 dev/reference_gpt2.py --preset tiny -B 2 -T 16 --dtype float64 --seed 1337 \
+  python3 dev/reference_gpt2.py --preset tiny -B 2 -T 16 --dtype float64 --seed 1337 \
       --write-model dev/test/fixtures/tiny_model.bin --write-ref dev/test/fixtures/tiny_ref.bin
 Works with torch 1.13 (CPU) and torch 2.x (--device cuda).
 """

@@ -13,7 +13,7 @@ gate+up, linear weights [out, in]), so gradients come out in our layout. Weights
 to --dtype for the computation.
 
 Example (the committed fixture, see dev/test/fixtures/README.md):
-  /usr/bin/python3 dev/reference_llama.py --preset tiny -B 2 -T 16 --dtype float64 --seed 1337 \\
+  python3 dev/reference_llama.py --preset tiny -B 2 -T 16 --dtype float64 --seed 1337 \\
       --write-ref dev/test/fixtures/llama_tiny_ref.bin
 Works with torch 1.13 (CPU) and torch 2.x (--device cuda).
 """

@@ -1,5 +1,5 @@
 // The AdaHOP controller (host C, shared by the CPU reference and the GPU trainer): the precision of the block
-// linears, the strategy table (ADAHOP.md section 5), and the choice of a strategy per (linear, GEMM) by majority
+// linears, the strategy table (docs/adahop.md section 5), and the choice of a strategy per (linear, GEMM) by majority
 // vote over recorded outlier patterns (section 7): a calibration of `calib_steps` steps in plain MXFP4 (the
 // reference; `calib_strategy` STRAT_IHT runs them with the Hadamard instead), then (ours) a re-classification
 // every `reclass_every` steps over the `reclass_window` steps before it.
@@ -84,7 +84,7 @@ static inline int classify_pattern(const double* row_var, const double* col_var,
 // the pattern of the transposed tensor (Row <-> Column)
 static inline int pattern_transpose(int p) { return p == PATTERN_ROW ? PATTERN_COL : (p == PATTERN_COL ? PATTERN_ROW : p); }
 
-// strategy of a GEMM from the patterns of A as [M x K] and of B as [K x N] (ADAHOP.md section 5)
+// strategy of a GEMM from the patterns of A as [M x K] and of B as [K x N] (docs/adahop.md section 5)
 static inline int adahop_strategy(int pattern_a, int pattern_b) {
     if (pattern_a == PATTERN_COL && pattern_b == PATTERN_COL) { return STRAT_BF16; }
     if (pattern_b == PATTERN_COL) { return STRAT_IHT_OE_ROWS_B; }
@@ -101,7 +101,7 @@ static inline void linear_gemm_patterns(int px, int pw, int pdy, int pa[3], int 
 }
 
 // the strategy of `gemm` from the patterns of x, W, dY; for dW, OE on rows of dY^T becomes plain IHT (the saved
-// x exists only in MXFP4, ADAHOP.md section 6)
+// x exists only in MXFP4, docs/adahop.md section 6)
 static inline int adahop_gemm_strategy(const int patterns[NUM_TENSORS], int gemm) {
     int pa[NUM_GEMMS], pb[NUM_GEMMS];
     linear_gemm_patterns(patterns[TENSOR_X], patterns[TENSOR_W], patterns[TENSOR_DY], pa, pb);
@@ -110,7 +110,7 @@ static inline int adahop_gemm_strategy(const int patterns[NUM_TENSORS], int gemm
 }
 
 // a state for num_layers blocks, nothing recorded, not calibrated; dies on invalid settings; calib_strategy is
-// STRAT_PLAIN (ADAHOP.md's calibration) or STRAT_IHT
+// STRAT_PLAIN (the paper's calibration, docs/adahop.md section 7) or STRAT_IHT
 static inline void adahop_init(AdahopState* st, int precision, int num_layers, int calib_steps, int calib_strategy,
                                int reclass_every, int reclass_window, int oe_k) {
     if (precision < 0 || precision >= NUM_PRECISIONS) { die("adahop_init: unknown precision %d", precision); }
@@ -195,6 +195,18 @@ static inline int adahop_majority(const int* votes, int previous) {
     return votes[best] > 0 ? best : previous;
 }
 
+// the strategy in effect of every (linear, GEMM), into out[num_linears * NUM_GEMMS]
+static inline void adahop_effective_strategies(const AdahopState* st, int* out) {
+    for (int i = 0; i < st->num_linears * NUM_GEMMS; i++) { out[i] = adahop_strategy_of(st, i / NUM_GEMMS, i % NUM_GEMMS); }
+}
+
+#define ADAHOP_CHANGE_TEXT_MAX 128
+// one strategy change in the logs' words: "layer <l> <linear> <gemm>: <before> -> <after>"
+static inline void adahop_change_text(const AdahopState* st, int linear, int gemm, int before, int after, char* buf, size_t n) {
+    snprintf(buf, n, "layer %d %s %s: %s -> %s", linear / NUM_LINEAR_KINDS, st->linear_names[linear % NUM_LINEAR_KINDS],
+             adahop_gemm_names[gemm], adahop_strategy_names[before], adahop_strategy_names[after]);
+}
+
 // votes every (linear, tensor), derives the strategies, clears the votes; logs and counts the changed GEMMs
 static inline int adahop_vote(AdahopState* st, int step, FILE* log) {
     int changes = 0;
@@ -207,9 +219,9 @@ static inline int adahop_vote(AdahopState* st, int step, FILE* log) {
             if (before == after) { continue; }
             changes++;
             if (log) {
-                fprintf(log, "adahop step %d layer %d %s %s: %s -> %s\n", step + 1, lin / NUM_LINEAR_KINDS,
-                        st->linear_names[lin % NUM_LINEAR_KINDS], adahop_gemm_names[g], adahop_strategy_names[before],
-                        adahop_strategy_names[after]);
+                char text[ADAHOP_CHANGE_TEXT_MAX];
+                adahop_change_text(st, lin, g, before, after, text, sizeof(text));
+                fprintf(log, "adahop step %d %s\n", step + 1, text);
             }
         }
     }

@@ -1,7 +1,7 @@
 // Plain-C reference of the AdaHOP tensor operations (host only; also compiles as C++ for the GPU tests):
 // MXFP4 quantization along rows / along columns (transposed output), with the inner Hadamard transform and
 // stochastic rounding as options; dequantization; the exact E4M3 re-expression with one FP32 scale per row
-// (ADAHOP.md section 9); outlier-pattern statistics and classification (section 4); top-k outlier selection
+// (docs/adahop.md section 9); outlier-pattern statistics and classification (section 4); top-k outlier selection
 // and FP64 reference products, plain and with outlier extraction (section 6); the emulated AdaHOP GEMM of the
 // CPU trainer (float storage, any strategy, operands given in either orientation). The strategy table and the
 // controller are in adahop.h.
@@ -124,7 +124,7 @@ static inline void nt_fake_quant(float* out, NTOperand op, int hadamard, int rul
     mxtensor_free(&q);
 }
 
-// E4M3 re-expression (ADAHOP.md section 9) with one FP32 scale per group of `group` elements along K (a multiple
+// E4M3 re-expression (docs/adahop.md section 9) with one FP32 scale per group of `group` elements along K (a multiple
 // of 32 dividing K; group = K: one scale per row, as cuBLASLt's per-row scaling takes; group = 128: its VEC128
 // scaling): per group, emax = the largest block exponent (NaN blocks ignored, -127 if there is none),
 // scale[r * (K / group) + g] = 2^(emax - 6), element = e4m3(code value * 2^(e - emax + 6)). For blocks with
@@ -159,7 +159,7 @@ static inline int to_e4m3_rows_cpu(uint8_t* e4m3, float* row_scale, const MXTens
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Outlier patterns (ADAHOP.md section 4; the classification itself is llmc/adahop.h's classify_pattern)
+// Outlier patterns (docs/adahop.md section 4; the classification itself is llmc/adahop.h's classify_pattern)
 
 // population variances of the rows (over columns) and of the columns (over rows) of x [R x C], in double
 static inline void row_col_variance_cpu(const float* x, int R, int C, double* row_var, double* col_var) {
@@ -193,7 +193,7 @@ static inline int tensor_pattern_cpu(const float* x, int R, int C) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Outlier extraction (ADAHOP.md section 6) and reference products
+// Outlier extraction (docs/adahop.md section 6) and reference products
 
 typedef struct { double key; int i; } TopkItem;
 

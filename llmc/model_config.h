@@ -65,6 +65,24 @@ static inline int model_widest_linear(const ModelConfig* c) {
     return fc > qkv ? fc : qkv;
 }
 
+// weights that take part in a matrix multiply per token: the block linears (qkv, attention projection, MLP in and
+// out) of every layer and the LM head over the real vocabulary (the padding columns are not model work);
+// embedding lookups, norms and biases are left out
+static inline double model_matmul_params(const ModelConfig* c) {
+    double C = c->channels;
+    double per_layer = C * (model_qkv_channels(c) + c->channels + model_fc_channels(c)) + (double)c->hidden * C;
+    return c->num_layers * per_layer + (double)c->vocab_size * C;
+}
+
+// model FLOPs of training on one token at sequence length T (forward + backward, PaLM's accounting):
+// 6 per matmul weight (2 forward, 2 for dX, 2 for dW), plus attention's two products, QK^T and (scores)V, each
+// 2 T C FLOPs per token and layer forward (all NH query heads of size C / NH, the causal mask not discounted), so
+// 3 x 4 T C = 12 T C per layer with the backward. The FLOPs of a step are this times its tokens; MFU divides
+// their rate by the GPU's peak.
+static inline double model_flops_per_token(const ModelConfig* c, int T) {
+    return 6.0 * model_matmul_params(c) + 12.0 * c->num_layers * (double)T * c->channels;
+}
+
 // checks the family and the invariants of its shape; returns NULL when fine, else a message
 static inline const char* model_config_problem(const ModelConfig* c) {
     if (c->family == FAMILY_LLAMA) {

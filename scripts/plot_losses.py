@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
 """Loss curves and final-loss table of several train_gpt2_adahop runs.
 
-Reads <run>/main.log of each run (lines "s:<step> tl:<loss> lr:... norm:... tok/s:... mem_gib:...",
-"s:<step> vl:<loss>" and "adahop step <s> layer <l> <linear> <gemm>: <old> -> <new>"), draws one PNG with
-three panels: train loss (EMA-smoothed), val loss, and val loss minus the bf16 reference at the same step
-(with the bf16 seed-to-seed spread as a band when two bf16 seeds exist). Prints a table: final val loss per
-run, its gap to bf16 (absolute and %), the gap in units of the seed-to-seed spread, and the number of AdaHOP
-strategy changes in the log; --markdown FILE writes the same table as Markdown.
+Reads <run>/main.jsonl of each run (one JSON object per line: "run", "step" with loss, tok_s, mfu and the
+strategy_changes of a vote, "val" with val_loss), or, for runs without it, <run>/main.log (lines
+"s:<step> tl:<loss> lr:... norm:... tok/s:... mem_gib:...", "s:<step> vl:<loss>" and
+"adahop step <s> layer <l> <linear> <gemm>: <old> -> <new>"). Draws one PNG with three panels: train loss
+(EMA-smoothed), val loss, and val loss minus the bf16 reference at the same step (with the bf16 seed-to-seed
+spread as a band when two bf16 seeds exist). Prints a table: final val loss per run, its gap to bf16 (absolute
+and %), the gap in units of the seed-to-seed spread, the number of AdaHOP strategy changes, and the median
+tok/s and MFU over the steps after the first; --markdown FILE writes the same table as Markdown.
 
-Arguments are run directories (holding main.log) or roots whose subdirectories are runs, e.g. the --root
-of scripts/run_modes.sh (runs named <mode>_s<seed>). See scripts/README.md.
+Arguments are run directories (holding main.jsonl or main.log) or roots whose subdirectories are runs, e.g. the
+--root of scripts/run_modes.sh (runs named <mode>_s<seed>). See scripts/README.md.
 """
 import argparse
+import json
 import math
 import os
 import re
@@ -22,8 +25,12 @@ MODES = ("bf16", "mxfp4", "hadamard", "adahop")
 COLORS = {"bf16": "black", "mxfp4": "tab:red", "hadamard": "tab:blue", "adahop": "tab:green"}
 VARIANT_COLORS = ["tab:purple", "tab:orange", "tab:brown", "tab:olive", "tab:cyan"]   # more runs of one mode
 RE_TRAIN = re.compile(r"^s:(\d+) tl:(\S+)")
+RE_TOK_S = re.compile(r" tok/s:(\S+)")
 RE_VAL = re.compile(r"^s:(\d+) vl:(\S+)")
-RE_ADAHOP = re.compile(r"^adahop step (\d+) layer (\d+) (\S+) (\S+): (.+?) -> (.+?)\s*$")
+CHANGE = r"layer (\d+) (\S+) (\S+): (.+?) -> (.+?)\s*$"   # one strategy change, in both logs
+RE_CHANGE = re.compile("^" + CHANGE)
+RE_ADAHOP = re.compile(r"^adahop step (\d+) " + CHANGE)
+LOGS = ("main.jsonl", "main.log")   # a run's logs, the first one present is read
 RE_NAME = re.compile(r"^(?P<mode>bf16|mxfp4|hadamard|adahop)(?:[_-]s(?P<seed>\d+))?$")
 
 
@@ -37,7 +44,9 @@ class Run:
         self.name = os.path.basename(os.path.normpath(path))
         self.mode, self.seed = None, None
         self.train, self.val = {}, {}   # step -> loss; a step logged twice (resumed run) keeps the last value
+        self.tok_s, self.mfu = {}, {}   # step -> tokens per second, model FLOPs utilisation (main.jsonl only)
         self.adahop = {}                # (step, layer, linear, gemm) -> (old, new)
+        self.info = {}                  # main.jsonl's "run" event: precision, seed, model, FLOPs per token
 
     @property
     def label(self):
@@ -52,17 +61,27 @@ class Run:
     def adahop_change_steps(self):
         return len({k[0] for k in self.adahop})
 
+    def add_change(self, step, m):
+        """a strategy change at `step` from a CHANGE match"""
+        self.adahop[(step, int(m.group(1)), m.group(2), m.group(3))] = (m.group(4), m.group(5))
 
-def load_run(path):
-    run = Run(path)
-    log = os.path.join(path, "main.log")
-    if not os.path.isfile(log):
-        raise InputError(f"no main.log in {path}")
+
+def median_after_first(values):
+    """median of a step -> value map without its first step (warm-up); None when too few values"""
+    first = min(values) if values else None
+    v = sorted(x for s, x in values.items() if s != first and x is not None)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2 if v else None
+
+
+def read_text_log(run, log):
     with open(log, errors="replace") as f:
         for line in f:
             m = RE_TRAIN.match(line)
             if m:
                 run.train[int(m.group(1))] = float(m.group(2))
+                t = RE_TOK_S.search(line)
+                if t:
+                    run.tok_s[int(m.group(1))] = float(t.group(1))
                 continue
             m = RE_VAL.match(line)
             if m:
@@ -70,10 +89,46 @@ def load_run(path):
                 continue
             m = RE_ADAHOP.match(line)
             if m:
-                run.adahop[(int(m.group(1)), int(m.group(2)), m.group(3), m.group(4))] = (m.group(5), m.group(6))
+                run.add_change(int(m.group(1)), m)
+
+
+def read_json_log(run, log):
+    """the events of main.jsonl; a last line without its newline (still being written) is left out"""
+    with open(log, errors="replace") as f:
+        lines = f.read().split("\n")[:-1]
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            ev = json.loads(line)
+            kind = ev.get("event")
+            if kind == "step":
+                s = int(ev["step"])
+                run.train[s] = float(ev["loss"])
+                run.tok_s[s], run.mfu[s] = ev.get("tok_s"), ev.get("mfu")
+                for text in ev.get("strategy_changes", []):
+                    m = RE_CHANGE.match(text)
+                    if not m:
+                        raise ValueError(f"strategy change '{text}'")
+                    run.add_change(s, m)
+            elif kind == "val":
+                run.val[int(ev["step"])] = float(ev["val_loss"])
+            elif kind == "run":
+                run.info = ev
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise InputError(f"{log}:{no}: not a train_gpt2_adahop event ({type(e).__name__}: {e})")
+
+
+def load_run(path):
+    run = Run(path)
+    log = next((os.path.join(path, n) for n in LOGS if os.path.isfile(os.path.join(path, n))), None)
+    if log is None:
+        raise InputError(f"no main.jsonl or main.log in {path}")
+    (read_json_log if log.endswith(".jsonl") else read_text_log)(run, log)
     if not run.train and not run.val:
-        raise InputError(f"{log} has no 's:<step> tl:' or 's:<step> vl:' lines (empty, or not a train_gpt2_adahop log)")
-    # mode and seed: run_modes.sh records the trainer flags; otherwise the directory name <mode>_s<seed>
+        raise InputError(f"{log} has no train or val losses (empty, or not a train_gpt2_adahop log)")
+    # mode and seed: run_modes.sh records the trainer flags; else main.jsonl's run event; else the directory name
+    # <mode>_s<seed>
     args_file = os.path.join(path, "run_modes.args")
     if os.path.isfile(args_file):
         try:
@@ -83,6 +138,9 @@ def load_run(path):
             run.seed = int(flags["-r"]) if "-r" in flags else None
         except (ValueError, KeyError):
             pass
+    run.mode = run.mode or run.info.get("precision")
+    if run.seed is None and run.info.get("seed") is not None:
+        run.seed = int(run.info["seed"])
     m = RE_NAME.match(run.name)
     if run.mode is None:
         run.mode = m.group("mode") if m else None
@@ -93,23 +151,25 @@ def load_run(path):
 
 def find_runs(paths):
     dirs = []
+    def is_run(d):
+        return any(os.path.exists(os.path.join(d, n)) for n in LOGS)
     for p in paths:
-        if os.path.isfile(p) and os.path.basename(p) == "main.log":
+        if os.path.isfile(p) and os.path.basename(p) in LOGS:
             p = os.path.dirname(p) or "."
         if not os.path.exists(p):
             raise InputError(f"{p} does not exist")
         if not os.path.isdir(p):
-            raise InputError(f"{p} is neither a run directory nor a main.log")
-        if os.path.exists(os.path.join(p, "main.log")):
+            raise InputError(f"{p} is neither a run directory nor a main.jsonl / main.log")
+        if is_run(p):
             dirs.append(p)
             continue
         subs = sorted(os.path.join(p, d) for d in os.listdir(p) if os.path.isdir(os.path.join(p, d)))
-        found = [d for d in subs if os.path.exists(os.path.join(d, "main.log"))]
+        found = [d for d in subs if is_run(d)]
         if not found:
-            raise InputError(f"no main.log in {p} nor in its subdirectories")
+            raise InputError(f"no main.jsonl or main.log in {p} nor in its subdirectories")
         for d in subs:
             if d not in found and RE_NAME.match(os.path.basename(d)):
-                print(f"warning: {d}: no main.log yet, left out", file=sys.stderr)
+                print(f"warning: {d}: no main.jsonl or main.log yet, left out", file=sys.stderr)
         dirs.extend(found)
     runs = [load_run(d) for d in dirs]
     names = [r.name for r in runs]
@@ -180,13 +240,17 @@ def seed_spread(runs, ref):
     return {"step": s, "spread": spread, "pct": 100.0 * spread / base, "runs": [r.name for r in bf16]}
 
 
+def mul(x, k):
+    return None if x is None else x * k
+
+
 def fmt(x, spec, none="n/a"):
     return none if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
 def build_table(runs, ref, spread, alpha):
     header = ["run", "mode", "seed", "steps", "train_ema", "val_step", "val_loss", "gap_to_bf16", "gap_%",
-              "gap/spread", "adahop_changes", "change_steps"]
+              "gap/spread", "adahop_changes", "change_steps", "tok/s", "mfu_%"]
     rows, notes = [], []
     for r in runs:
         steps = sorted(r.train)
@@ -209,7 +273,8 @@ def build_table(runs, ref, spread, alpha):
                      fmt(max(steps) if steps else None, "d"), fmt(tr, ".4f"), fmt(r.last_val_step(), "d"),
                      fmt(r.final_val(), ".4f"), fmt(gap, "+.4f") + cmp_note, fmt(pct, "+.2f") + ("%" if pct is not None else ""),
                      fmt(ratio, "+.2f"), str(changes) if r.mode in ("adahop", None) or changes else "-",
-                     str(r.adahop_change_steps()) if r.mode in ("adahop", None) or changes else "-"])
+                     str(r.adahop_change_steps()) if r.mode in ("adahop", None) or changes else "-",
+                     fmt(median_after_first(r.tok_s), ".0f"), fmt(mul(median_after_first(r.mfu), 100), ".1f")])
     rows = [[c.replace(" (ref)", "(ref)") for c in row] for row in rows]   # cells without spaces
     lines = []
     if ref is None:
@@ -237,7 +302,8 @@ def markdown_table(header, rows, lines, notes, alpha):
     md += [""] + [f"- {x}" for x in lines + notes]
     md.append(f"- train_ema: EMA of the train loss (alpha {alpha}) at the last step; gap = val loss - reference at the "
               "same step; gap/spread = gap in units of the bf16 seed-to-seed spread; adahop_changes: strategy "
-              "changes logged ('adahop step' lines), change_steps: at how many steps")
+              "changes logged, change_steps: at how many steps; tok/s and mfu_% (model FLOPs utilisation, main.jsonl "
+              "only): medians over the steps after the first")
     return "\n".join(md) + "\n"
 
 
@@ -315,7 +381,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(
         description="Plot train/val loss of train_gpt2_adahop runs and print final val loss gaps to bf16.",
         epilog="Example: python3 scripts/plot_losses.py runs/gutenberg_d12 --markdown runs/gutenberg_d12/losses.md")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="run directory (with main.log), its main.log, or a root of run directories")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="run directory (with main.jsonl or main.log), one of those files, or a root of run directories")
     p.add_argument("-o", "--out", help="PNG file (default: <root>/losses.png for one root, else losses.png)")
     p.add_argument("--ema", type=float, default=0.9, metavar="A",
                    help="EMA weight of the past for the train loss, 0 <= A < 1, 0 = no smoothing (default 0.9)")
@@ -355,7 +422,8 @@ def main(argv=None):
         if not a.no_plot:
             out = a.out
             if out is None:
-                one_root = len(a.paths) == 1 and os.path.isdir(a.paths[0]) and not os.path.exists(os.path.join(a.paths[0], "main.log"))
+                one_root = (len(a.paths) == 1 and os.path.isdir(a.paths[0])
+                            and not any(os.path.exists(os.path.join(a.paths[0], n)) for n in LOGS))
                 out = os.path.join(a.paths[0], "losses.png") if one_root else "losses.png"
             plot(runs, ref, spread, a.ema, out, a.title, a.ymax, a.xmin)
             print(f"wrote {out}")

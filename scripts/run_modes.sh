@@ -158,13 +158,22 @@ is_finished() {   # main.log has the final train line and, with validation on, t
         END { exit !(t && (v == 0 || l)) }' "$log"
 }
 truncate_log() {   # drop what the trainer logged after checkpoint k (it is trained and validated again on resume)
-    local log=$1/main.log k=$2
-    [ -f "$log" ] && [ "$k" -gt 0 ] || return 0
-    awk -v k="$k" '
-        /^s:[0-9]+ tl:/ { split($1, a, ":"); if (a[2] + 0 <= k) print; next }
-        /^s:[0-9]+ vl:/ { split($1, a, ":"); if (a[2] + 0 < k) print; next }
-        /^adahop step [0-9]+ / { if ($3 + 0 <= k) print; next }
-        { print }' "$log" > "$log.trunc" && mv "$log.trunc" "$log"
+    local log=$1/main.log json=$1/main.jsonl k=$2
+    [ "$k" -gt 0 ] || return 0
+    if [ -f "$log" ]; then
+        awk -v k="$k" '
+            /^s:[0-9]+ tl:/ { split($1, a, ":"); if (a[2] + 0 <= k) print; next }
+            /^s:[0-9]+ vl:/ { split($1, a, ":"); if (a[2] + 0 < k) print; next }
+            /^adahop step [0-9]+ / { if ($3 + 0 <= k) print; next }
+            { print }' "$log" > "$log.trunc" && mv "$log.trunc" "$log"
+    fi
+    if [ -f "$json" ]; then   # the trainer's lines start {"event":"<kind>","step":<s>; a line cut off mid-write goes too
+        awk -v k="$k" '
+            !/}$/ { next }
+            /^\{"event":"step","step":[0-9]+,/ { split($0, a, /[:,]/); if (a[4] + 0 <= k) print; next }
+            /^\{"event":"val","step":[0-9]+,/ { split($0, a, /[:,]/); if (a[4] + 0 < k) print; next }
+            { print }' "$json" > "$json.trunc" && mv "$json.trunc" "$json"
+    fi
 }
 prune_ckpts() {   # state_%08d.bin names sort by step
     local d=$1 f all=()
@@ -311,5 +320,5 @@ done
 if [ $n_failed -gt 0 ]; then echo "run_modes.sh: $n_failed run(s) failed"; exit 1; fi
 if [ $dry -eq 1 ]; then exit 0; fi
 if [ $n_unfinished -gt 0 ]; then echo "run_modes.sh: $n_unfinished run(s) unfinished: call again with the same flags to continue"; exit 3; fi
-echo "run_modes.sh: every run finished; plot with: python3 scripts/plot_losses.py $root"
+echo "run_modes.sh: every run finished; plot with: ${PYTHON:-python3} scripts/plot_losses.py $root"
 exit 0

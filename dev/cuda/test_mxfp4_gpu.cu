@@ -302,7 +302,7 @@ static void test_outlier_extraction(int M, int N, int K, int k) {
 static void test_native_sm100(int M, int N, int K) {
     int major;
     cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
-    if (major < 10) { printf("  native MXFP4 GEMM: skipped, needs sm_100 (this GPU is sm_%d0)\n", major); return; }
+    if (major < 10) { test_skip("test_mxfp4_gpu native MXFP4 GEMM", "needs sm_100, this GPU is sm_%d0", major); return; }
     float *a = make_data(DATA_GAUSS, M, K), *b = make_data(DATA_GAUSS, N, K);
     floatX *da = to_device_bf16(a, (size_t)M * K), *db = to_device_bf16(b, (size_t)N * K);
     MXQuantOptions opt = {1, MX_SCALE_OCP, 0, 0};

@@ -1,6 +1,6 @@
 """
-Writes the token decoding file the C trainer reads (llm.c's gpt2_tokenizer.bin, version 2) from a local
-gpt2.tiktoken file. Needs only the standard library.
+Writes the token decoding file the C trainer reads (llm.c's gpt2_tokenizer.bin, version 2) from the repo's
+data/gpt2.tiktoken (or --ranks FILE). Needs only the standard library.
 
 Format: int32 header[256] = {20240328 magic, 2 version, vocab size 50257, eot token 50256, 0...}, then for
 each token id 0..50256: one uint8 length followed by that many bytes. Token 50256 is b"<|endoftext|>".
@@ -15,7 +15,7 @@ import struct
 import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_RANKS = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data", "tokenizer", "gpt2.tiktoken"))
+DEFAULT_RANKS = os.path.join(REPO_ROOT, "data", "gpt2.tiktoken")
 MAGIC, VERSION, HEADER_INTS = 20240328, 2, 256
 EOT, EOT_BYTES = 50256, b"<|endoftext|>"
 

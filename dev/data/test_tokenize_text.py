@@ -1,10 +1,14 @@
 """
 Tests of dev/data/tokenize_text.py: shard headers, round-trip decoding of the shards back to the text,
-the val splits, sharding, .xz input, worker count independence, and the committed tinyshakespeare shards.
-Run: python3 dev/data/test_tokenize_text.py   (skips, exit 0, when tiktoken or numpy is missing)
+the val splits, sharding, .xz input, worker count independence, the committed tinyshakespeare shards and
+the committed token decoding file, all from the repo's data/ (gpt2.tiktoken, the shards, gpt2_tokenizer.bin).
+Run: python3 dev/data/test_tokenize_text.py   (skips, exit 0, when tiktoken or numpy is missing; the reason is
+also appended to the file named by $TEST_SKIP_LOG, which `make test` summarizes)
 """
 import contextlib
+import filecmp
 import glob
+import hashlib
 import io
 import lzma
 import os
@@ -15,11 +19,19 @@ try:
     import numpy as np
     import tiktoken  # noqa: F401  (tokenize_text needs it)
 except ImportError as e:
-    print(f"skipping dev/data/test_tokenize_text.py: {e} (pip install -r dev/data/requirements.txt)")
+    reason = f"dev/data/test_tokenize_text.py: {e} (pip install -r dev/data/requirements.txt)"
+    print(f"skipping {reason}")
+    if os.environ.get("TEST_SKIP_LOG"):
+        with open(os.environ["TEST_SKIP_LOG"], "a") as log:
+            log.write(reason + "\n")
     sys.exit(0)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_tokenizer_bin as mtb  # noqa: E402
 import tokenize_text as tt  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINYSHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"  # data/README.md
 
 DOCS = ["First doc.\nIt has two lines, numbers 12345 and émojis 🙂.",
         "  Second doc:\tindented, with 'quotes' and it's contractions.\n\n\nBlank lines above.",
@@ -140,24 +152,35 @@ def test_single_file(enc, tmp):
 
 
 def test_committed_tinyshakespeare(enc, tmp):
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    source = os.path.join(repo, "..", "shared", "data", "text", "tinyshakespeare.txt")
-    val_path, train_path = (os.path.join(repo, "data", f"tinyshakespeare_{s}.bin") for s in ("val", "train"))
-    if not all(os.path.exists(p) for p in (source, val_path, train_path)):
-        print("  (tinyshakespeare source or data/ shards missing: check skipped)")
-        return
-    val, train = tt.read_shard(val_path)[1], tt.read_shard(train_path)[1]
+    """data/'s shards decode to tinyshakespeare (the file's sha256), and tokenizing that text again with the
+    --tinyshakespeare preset writes the same two files byte for byte"""
+    committed = [os.path.join(REPO, "data", f"tinyshakespeare_{s}.bin") for s in ("val", "train")]
+    val, train = (tt.read_shard(p)[1] for p in committed)
     assert len(val) == 32768 and len(train) == 305260, (len(val), len(train))
     tokens = np.concatenate([val, train])
-    text = open(source, encoding="utf-8").read()
-    assert enc.decode(tokens[tokens != tt.EOT].tolist()) == text
+    raw = enc.decode_bytes(tokens[tokens != tt.EOT].tolist())
+    assert hashlib.sha256(raw).hexdigest() == TINYSHAKESPEARE_SHA256, "decoded text is not tinyshakespeare"
+    text = raw.decode("utf-8")
     assert len(enc.encode_ordinary(text)) == 338025
+    src, out = os.path.join(tmp, "tinyshakespeare.txt"), os.path.join(tmp, "out_tinyshakespeare")
+    write(src, text)
+    with contextlib.redirect_stdout(io.StringIO()):
+        tt.main([src, "--tinyshakespeare", "--out-dir", out, "--workers", "1"])
+    for path in committed:
+        assert filecmp.cmp(path, os.path.join(out, os.path.basename(path)), shallow=False), path
+
+
+def test_committed_tokenizer_bin(enc, tmp):
+    """make_tokenizer_bin.py turns data/gpt2.tiktoken into data/gpt2_tokenizer.bin byte for byte, and the
+    table agrees with the BPE's own token bytes"""
+    out = os.path.join(tmp, "gpt2_tokenizer.bin")
+    pieces = mtb.read_ranks(tt.DEFAULT_RANKS)
+    mtb.write_tokenizer_bin(out, pieces + [mtb.EOT_BYTES])
+    assert filecmp.cmp(out, os.path.join(REPO, "data", "gpt2_tokenizer.bin"), shallow=False)
+    assert all(enc.decode_single_token_bytes(i) == piece for i, piece in enumerate(pieces))
 
 
 def main():
-    if not os.path.isfile(tt.DEFAULT_RANKS):
-        print(f"skipping dev/data/test_tokenize_text.py: no tokenizer ranks at {tt.DEFAULT_RANKS}")
-        return 0
     enc = tt.load_encoding(tt.DEFAULT_RANKS)
     tests = [v for k, v in globals().items() if k.startswith("test_")]
     passed = failed = 0

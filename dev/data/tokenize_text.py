@@ -1,6 +1,6 @@
 """
-Tokenizes raw text files into llm.c token shards with the GPT-2 BPE, loaded from a local gpt2.tiktoken
-file (no network).
+Tokenizes raw text files into llm.c token shards with the GPT-2 BPE, loaded from the repo's
+data/gpt2.tiktoken (or --ranks FILE; no network).
 
 Shard format (llm.c): int32 header[256] = {20240520 magic, 1 version, number of tokens, 0...}, then the
 tokens as uint16, little endian.
@@ -14,10 +14,10 @@ The held-out split is the START of the token stream (--val-tokens N or --val-doc
 file (--val-input). Outputs: OUT_DIR/PREFIX_val_000000.bin ..., OUT_DIR/PREFIX_train_000000.bin ...,
 or OUT_DIR/PREFIX_val.bin and OUT_DIR/PREFIX_train.bin with --single-file.
 
-Examples (from the repo root):
-  python3 dev/data/tokenize_text.py --tinyshakespeare ../shared/data/text/tinyshakespeare.txt --out-dir data
-  python3 dev/data/tokenize_text.py ../shared/data/text/gutenberg_train_0*.txt.xz \\
-      --val-input ../shared/data/text/gutenberg_val.txt.xz --out-dir gutenberg --prefix gutenberg --workers 2
+Examples (from the repo root; the text paths are where your corpus lies):
+  python3 dev/data/tokenize_text.py --tinyshakespeare text/tinyshakespeare.txt --out-dir data
+  python3 dev/data/tokenize_text.py text/gutenberg_train_0*.txt.xz \\
+      --val-input text/gutenberg_val.txt.xz --out-dir gutenberg --prefix gutenberg --workers 2
 """
 import argparse
 import lzma
@@ -30,7 +30,7 @@ import tiktoken
 import tiktoken.load
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_RANKS = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data", "tokenizer", "gpt2.tiktoken"))
+DEFAULT_RANKS = os.path.join(REPO_ROOT, "data", "gpt2.tiktoken")
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 EOT = 50256
 DOC_SEPARATOR = "\n<|endoftext|>\n"

@@ -167,10 +167,10 @@ if [ "$gpus" -ge 2 ]; then
             same_logs "$out/plain" "$out/mpi2" $tol
         result "2 ranks started by mpirun vs 1 rank with twice the accumulation, within $tol" $?
     else
-        echo "skipped: the mpirun launch needs mpirun and a trainer built with OpenMPI"
+        echo "dp_test $init: skipped: the mpirun launch needs mpirun and a trainer built with OpenMPI" | tee -a "${TEST_SKIP_LOG:-/dev/null}"
     fi
 else
-    echo "skipped: the 2-rank part needs 2 GPUs, this machine has $gpus"
+    echo "dp_test $init: skipped: the 2-rank part needs 2 GPUs, this machine has $gpus" | tee -a "${TEST_SKIP_LOG:-/dev/null}"
 fi
 echo "dp_test $init: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU tests (needs an NVIDIA GPU, PyTorch for the reference): kernels vs the CPU reference, the whole model
 # vs the independent PyTorch GPT-2 (124M) and LLaMA-small (d12), every precision on both, bit-exact resume from a
-# checkpoint (GPT-2 and LLaMA), and data-parallel training.
+# checkpoint (GPT-2 and LLaMA), main.jsonl against main.log, and data-parallel training.
 # Every part runs; the exit status is non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -70,6 +70,10 @@ bash dev/test/resume_test.sh llama:d8 || failed+=(resume_test_llama)
 echo "== -A 1 (MLP pre-activation recomputed in the backward pass) gives the same numbers with less memory"
 bash dev/test/recompute_test.sh d6 || failed+=(recompute_test)
 bash dev/test/recompute_test.sh llama:d8 || failed+=(recompute_test_llama)
+
+echo "== main.jsonl: every event equals main.log's, FLOPs per token and MFU recomputed; plot_losses.py reads it"
+bash dev/test/jsonl_test.sh d6 || failed+=(jsonl_test)
+bash dev/test/jsonl_test.sh llama:d8 || failed+=(jsonl_test_llama)
 
 echo "== data parallel: world size 1 through the DP flags equals a plain run; 2 ranks equal 1 rank with twice the accumulation"
 bash dev/test/dp_test.sh d6 || failed+=(dp_test)

@@ -175,7 +175,7 @@ static void test_patterns(void) {
 }
 
 static void test_strategies(void) {
-    int pats[3] = {PATTERN_ROW, PATTERN_NONE, PATTERN_COL};   // table rows: A; columns: B (ADAHOP.md section 5)
+    int pats[3] = {PATTERN_ROW, PATTERN_NONE, PATTERN_COL};   // table rows: A; columns: B (docs/adahop.md section 5)
     int table[3][3] = {{STRAT_IHT, STRAT_IHT_OE_ROWS_A, STRAT_IHT_OE_ROWS_B},
                        {STRAT_IHT, STRAT_IHT, STRAT_IHT_OE_ROWS_B},
                        {STRAT_IHT, STRAT_IHT, STRAT_BF16}};

@@ -1,10 +1,13 @@
 // Minimal test harness for the C tests: CHECK counts passes and failures, test_summary prints
-// "N passed, N failed" and returns the process exit code; child_fails_with runs code that should die;
+// "N passed, N failed" and returns the process exit code; test_skip reports a check that cannot run here;
+// child_fails_with runs code that should die;
 // close_enough and check_scalar_rel compare against an oracle; fd_worst_ratio checks a gradient by finite differences.
 #ifndef DEV_TEST_COMMON_H
 #define DEV_TEST_COMMON_H
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
 #include <math.h>
 #include <sys/wait.h>
@@ -20,6 +23,20 @@ static int tests_passed = 0, tests_failed = 0;
 static inline int test_summary(const char* name) {
     printf("%s: %d passed, %d failed\n", name, tests_passed, tests_failed);
     return tests_failed == 0 ? 0 : 1;
+}
+
+// prints "what: SKIP: why" and appends that line to the file $TEST_SKIP_LOG names, if set (`make test` lists
+// those lines at its end)
+static inline void test_skip(const char* what, const char* why_fmt, ...) {
+    char why[512];
+    va_list ap;
+    va_start(ap, why_fmt);
+    vsnprintf(why, sizeof(why), why_fmt, ap);
+    va_end(ap);
+    printf("  %s: SKIP: %s\n", what, why);
+    const char* path = getenv("TEST_SKIP_LOG");
+    FILE* log = path && path[0] ? fopen(path, "a") : NULL;
+    if (log) { fprintf(log, "%s: %s\n", what, why); fclose(log); }
 }
 
 // runs fn in a forked child with its stderr captured; returns 1 if the child exited non-zero and its stderr

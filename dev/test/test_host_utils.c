@@ -1,11 +1,13 @@
 // CPU tests of the host-side pieces of the trainer: checkpoint files (round trip and every kind of bad
 // file), the learning-rate schedule, the sampler, the token grouping of the embedding backward, the RNG
-// and GPT-2 init; LLaMA model files.
+// and GPT-2 init; LLaMA model files; the model FLOPs per token (MFU) and the JSON Lines writer.
 #include <sys/stat.h>
 #include "llmc/checkpoint.h"
 #include "llmc/schedule.h"
 #include "llmc/sampler.h"
 #include "llmc/token_groups.h"
+#include "llmc/model_config.h"
+#include "llmc/jsonlog.h"
 #include "dev/test/test_common.h"
 
 static char tmpdir[] = "/tmp/test_host_utils_XXXXXX";
@@ -273,6 +275,60 @@ static void test_rng_and_init(void) {
     free(p);
 }
 
+// model_flops_per_token against a count of every weight matrix by hand, for a tiny model of each family
+static void test_flops(void) {
+    int T = 32;
+    ModelConfig g = {FAMILY_GPT2, 32, 100, 128, 2, 4, 4, 64, 256};   // L=2 C=64 NH=4 V=100
+    double gpt2_layer = 192 * 64 + 64 * 64 + 256 * 64 + 64 * 256;    // qkv, attention projection, fc, fc projection
+    double gpt2_matmul = 2 * gpt2_layer + 100 * 64;                  // + the LM head over the real vocabulary
+    CHECK(model_matmul_params(&g) == gpt2_matmul, "GPT-2 matmul weights %.0f, by hand %.0f", model_matmul_params(&g), gpt2_matmul);
+    double attention = 2 * 3 * (2 * T * 64 + 2 * T * 64);   // 2 layers x 3 (forward, backward) x (QK^T + AV)
+    CHECK(model_flops_per_token(&g, T) == 6 * gpt2_matmul + attention, "GPT-2 FLOPs per token %.0f, by hand %.0f",
+          model_flops_per_token(&g, T), 6 * gpt2_matmul + attention);
+    ModelConfig l = {FAMILY_LLAMA, 32, 100, 128, 2, 4, 2, 64, 96};   // L=2 C=64 NH=4 NKV=2 (head 16) H=96
+    double llama_layer = (4 + 2 + 2) * 16 * 64 + 64 * 64 + 2 * 96 * 64 + 64 * 96;   // q+k+v, o, gate/up, down
+    double llama_matmul = 2 * llama_layer + 100 * 64;
+    CHECK(model_matmul_params(&l) == llama_matmul, "LLaMA matmul weights %.0f, by hand %.0f", model_matmul_params(&l), llama_matmul);
+    CHECK(model_flops_per_token(&l, T) == 6 * llama_matmul + attention, "LLaMA FLOPs per token %.0f, by hand %.0f",
+          model_flops_per_token(&l, T), 6 * llama_matmul + attention);
+    CHECK(model_flops_per_token(&g, 2 * T) - model_flops_per_token(&g, T) == attention, "only attention grows with T");
+}
+
+// the text of every field kind, escaping, null for non-finite numbers, a line longer than the first buffer
+static void test_jsonl(void) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/events.jsonl", tmpdir);
+    FILE* fp = fopen_check(path, "w");
+    JsonLine j;
+    jsonl_begin(&j, "step");
+    jsonl_int(&j, "step", 10);
+    jsonl_number(&j, "loss", 3.25);
+    jsonl_number(&j, "bad", NAN);
+    jsonl_string(&j, "name", "a\"b\\c\nd\001");
+    const char* items[2] = {"x", "y z"};
+    jsonl_string_list(&j, "changes", items, 2);
+    jsonl_string_list(&j, "none", items, 0);
+    jsonl_end(&j, fp);
+    char long_value[5001];
+    memset(long_value, 'v', 5000);
+    long_value[5000] = '\0';
+    jsonl_begin(&j, "long");
+    jsonl_string(&j, "value", long_value);
+    jsonl_end(&j, fp);
+    jsonl_begin(&j, "unwritten");
+    jsonl_end(&j, NULL);
+    fclose_check(fp);
+    fp = fopen_check(path, "r");
+    char line[8192];
+    const char* want = "{\"event\":\"step\",\"step\":10,\"loss\":3.25,\"bad\":null,\"name\":\"a\\\"b\\\\c\\nd\\u0001\","
+                       "\"changes\":[\"x\",\"y z\"],\"none\":[]}\n";
+    CHECK(fgets(line, sizeof(line), fp) && strcmp(line, want) == 0, "jsonl fields: got %s", line);
+    CHECK(fgets(line, sizeof(line), fp) && strlen(line) == strlen("{\"event\":\"long\",\"value\":\"\"}\n") + 5000 &&
+          strstr(line, long_value) != NULL, "jsonl long line: %zu bytes", strlen(line));
+    CHECK(fgets(line, sizeof(line), fp) == NULL, "jsonl: a line ended without a file writes nothing");
+    fclose_check(fp);
+}
+
 int main(void) {
     if (mkdtemp(tmpdir) == NULL) { die("mkdtemp failed"); }
     test_checkpoint();
@@ -282,6 +338,8 @@ int main(void) {
     test_sampler();
     test_token_groups();
     test_rng_and_init();
+    test_flops();
+    test_jsonl();
     char cmd[512];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
     if (system(cmd) != 0) { printf("warning: could not remove %s\n", tmpdir); }

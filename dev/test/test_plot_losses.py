@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """CPU test of scripts/plot_losses.py and scripts/run_modes.sh (no GPU).
 
-plot_losses.py: synthetic main.log files of 5 runs (bf16, mxfp4, hadamard, adahop with seed 1337, bf16 with
-seed 42); the PNG is written and non-empty, the printed gaps to bf16, gap %, gap/spread, the seed-to-seed
-spread, the EMA train loss and the AdaHOP change counts equal the values computed here; the Markdown table
-is written; missing and empty logs stop with a clear error. Without matplotlib the plotting checks are
-skipped (with a message) and the table is checked with --no-plot.
+plot_losses.py: synthetic logs of 5 runs (bf16, mxfp4, hadamard, adahop with seed 1337, bf16 with seed 42):
+adahop has only a main.jsonl, hadamard a main.jsonl and a main.log with other numbers (main.jsonl must win),
+the others a main.log; the PNG is written and non-empty, the printed gaps to bf16, gap %, gap/spread, the
+seed-to-seed spread, the EMA train loss, the AdaHOP change counts and the median tok/s and MFU equal the values
+computed here; the Markdown table is written; a main.jsonl run takes its mode and seed from its run event and
+leaves out a last line still being written; missing and empty logs and a bad JSON line stop with a clear
+error. Without matplotlib the plotting checks are skipped (with a message) and the table is checked with
+--no-plot.
 
 run_modes.sh: flag errors, --dry-run, and a fake trainer (a Python script given by --trainer or
 ADAHOP_TRAINER, with the real trainer's log, checkpoint and resume behaviour) trained in pieces by --steps and
@@ -13,6 +16,7 @@ by --minutes: the pieces add up to exactly the log of one uninterrupted run, fin
 (detected from main.log), a run started with other flags is refused, a failing trainer is reported.
 Prints "N passed, N failed"; exits 1 on a failure.
 """
+import json
 import math
 import os
 import re
@@ -82,6 +86,43 @@ def write_log(d, name):
                 f.write(f"s:100 vl:{val_loss(name, 100):.6f}\n")
 
 
+def write_jsonl(d, name, run_event):
+    """name's run as the trainer's main.jsonl: tok/s 1000 + step, MFU 0.25 + step / 1000; the strategy changes of
+    an adahop run in their step's event; a last line cut off mid-write"""
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "main.jsonl"), "w") as f:
+        f.write(json.dumps({"event": "run", "family": "GPT-2", "flops_per_token": 1e9, **run_event}) + "\n")
+        for s in range(0, STEPS + 1):
+            if s % VAL_EVERY == 0:
+                v = FINAL_VAL[name] if s == STEPS else val_loss(name, s)
+                f.write(json.dumps({"event": "val", "step": s, "val_loss": float(f"{v:.6f}")}) + "\n")
+            if s == STEPS:
+                break
+            ev = {"event": "step", "step": s + 1, "loss": float(f"{train_loss(name, s + 1):.6f}"), "lr": 1e-3,
+                  "grad_norm": 0.5, "tok_s": 1000.0 + s + 1, "mfu": 0.25 + (s + 1) / 1000, "mem_gib": 1.0}
+            changes = ["layer %d %s %s: %s -> %s" % a[1:] for a in ADAHOP_LINES if a[0] == s + 1 and name.startswith("adahop")]
+            if changes:
+                ev.update(strategies="0badc0de", strategy_changes=changes)
+            f.write(json.dumps(ev) + "\n")
+        f.write('{"event": "step", "step": 999, "lo')
+
+
+JSONL_TOK_S, JSONL_MFU = 1101, 35.1   # the medians over steps 2..200 of write_jsonl's tok/s and MFU (in %)
+
+
+def write_run(d, name):
+    """adahop: main.jsonl only; hadamard: main.jsonl and a main.log whose numbers are all wrong; others: main.log"""
+    mode, seed = name.split("_s")
+    if name.startswith("adahop") or name.startswith("hadamard"):
+        write_jsonl(d, name, {"precision": mode, "seed": int(seed)})
+    if not name.startswith("adahop"):
+        write_log(d, name)
+    if name.startswith("hadamard"):
+        log = os.path.join(d, "main.log")
+        text = open(log).read()
+        open(log, "w").write(re.sub(r"(tl|vl):(\S+)", lambda m: f"{m.group(1)}:{float(m.group(2)) + 1:.6f}", text))
+
+
 def expected_ema(name):
     s_, out = 0.0, None
     for i, st in enumerate(range(1, STEPS + 1)):
@@ -107,7 +148,7 @@ def num(cell):
 def test_plot(tmp, have_mpl):
     root = os.path.join(tmp, "runs")
     for name in FINAL_VAL:
-        write_log(os.path.join(root, name), name)
+        write_run(os.path.join(root, name), name)
     png, md = os.path.join(tmp, "out", "losses.png"), os.path.join(tmp, "losses.md")
     cmd = [sys.executable, PLOT, root, "--ema", str(EMA), "--markdown", md]
     cmd += ["-o", png] if have_mpl else ["--no-plot"]
@@ -139,21 +180,42 @@ def test_plot(tmp, have_mpl):
         check(f[3] == str(STEPS) and f[5] == str(STEPS), f"{name}: steps and val step {STEPS}", " ".join(f))
     a = rows.get("adahop_s1337", [""] * 12)
     check(a[10] == str(len(ADAHOP_LINES)) and a[11] == "2", f"adahop: {len(ADAHOP_LINES)} strategy changes at 2 steps", " ".join(a))
+    for name in FINAL_VAL:
+        f = rows.get(name, [""] * 14)
+        want = [str(JSONL_TOK_S), str(JSONL_MFU)] if name[:4] in ("adah", "hada") else ["1000", "n/a"]
+        check(f[12:14] == want, f"{name}: median tok/s and MFU % {want}", " ".join(f))
     check(rows.get("bf16_s1337", [""])[0].endswith("(ref)"), "bf16_s1337 is the reference")
     mdtext = open(md).read() if os.path.isfile(md) else ""
     check(mdtext.startswith("| run |") and mdtext.count("\n| ") == 5 and "seed-to-seed spread" in mdtext,
           "Markdown table written (--markdown)", mdtext[:300])
 
-    # a single run directory and a main.log path are accepted too
-    rc, out, err = run([sys.executable, PLOT, os.path.join(root, "adahop_s1337", "main.log"),
-                        os.path.join(root, "bf16_s1337"), "--no-plot"])
-    check(rc == 0 and "adahop_s1337" in out and "+0.0150" in out, "run dirs / main.log paths as arguments", out + err)
+    # a single run directory and a main.jsonl or main.log path are accepted too
+    rc, out, err = run([sys.executable, PLOT, os.path.join(root, "adahop_s1337", "main.jsonl"),
+                        os.path.join(root, "bf16_s1337", "main.log"), "--no-plot"])
+    check(rc == 0 and "adahop_s1337" in out and "+0.0150" in out, "run dirs / main.jsonl / main.log paths as arguments", out + err)
+
+    # a main.jsonl run named neither <mode>_s<seed> nor by run_modes.sh: mode and seed from its run event
+    named = os.path.join(tmp, "named", "myrun")
+    write_jsonl(named, "mxfp4_s1337", {"precision": "mxfp4", "seed": 7})
+    rc, out, err = run([sys.executable, PLOT, named, "--no-plot"])
+    row = next((ln.split() for ln in out.splitlines() if ln.startswith("myrun")), [])
+    check(rc == 0 and row[1:4] == ["mxfp4", "7", str(STEPS)], "main.jsonl: mode and seed from the run event", out + err)
+
+    # a line that is not an event: the file and line are named
+    bad = os.path.join(tmp, "badjson")
+    os.makedirs(bad)
+    open(os.path.join(bad, "main.jsonl"), "w").write('{"event": "val", "step": 0, "val_loss": 11.0}\n{"event": "step", "step": 1}\n')
+    rc, out, err = run([sys.executable, PLOT, bad, "--no-plot"])
+    check(rc == 2 and "main.jsonl:2" in err and "Traceback" not in err, "a step event without a loss: file:line error, exit 2", err)
+    open(os.path.join(bad, "main.jsonl"), "w").write('{"event": "val", "step": 0, "val_loss": 11.0}\nnot json\n')
+    rc, out, err = run([sys.executable, PLOT, bad, "--no-plot"])
+    check(rc == 2 and "main.jsonl:2" in err and "Traceback" not in err, "a line that is not JSON: file:line error, exit 2", err)
 
     # errors: missing log, empty log, bad --ema
     miss = os.path.join(tmp, "nolog")
     os.makedirs(miss)
     rc, out, err = run([sys.executable, PLOT, miss, "--no-plot"])
-    check(rc == 2 and "no main.log in" in err and "Traceback" not in err, "missing main.log: clear error, exit 2", err)
+    check(rc == 2 and "no main.jsonl or main.log in" in err and "Traceback" not in err, "missing logs: clear error, exit 2", err)
     rc, out, err = run([sys.executable, PLOT, os.path.join(tmp, "does_not_exist"), "--no-plot"])
     check(rc == 2 and "does not exist" in err, "missing directory: clear error, exit 2", err)
     empty = os.path.join(tmp, "empty")
@@ -169,8 +231,8 @@ def test_plot(tmp, have_mpl):
 
 # ---------------------------------------------------------------------------- run_modes.sh
 FAKE_TRAINER = r'''#!PYTHON
-# Fake train_gpt2_adahop: the real trainer's main.log, checkpoint (state_%08d.bin via .tmp) and -y 1 resume
-# behaviour, losses a pure function of (mode, seed, step). FAKE_STEP_SLEEP: seconds per step; FAKE_FAIL=1: exit 1.
+# Fake train_gpt2_adahop: the real trainer's main.log and main.jsonl (a run event per piece), checkpoint
+# (state_%08d.bin via .tmp) and -y 1 resume behaviour, losses a pure function of (mode, seed, step). FAKE_STEP_SLEEP: seconds per step; FAKE_FAIL=1: exit 1.
 import math, os, re, sys, time
 a = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 with open(os.environ["FAKE_CALLS"], "a") as f:
@@ -186,6 +248,8 @@ if a.get("-y") == "1" and out and os.path.isdir(out):
     start = max(st) if st else 0
 os.makedirs(out, exist_ok=True)
 log = open(os.path.join(out, "main.log"), "a" if start > 0 else "w")
+jl = open(os.path.join(out, "main.jsonl"), "a" if start > 0 else "w")
+jl.write('{"event":"run","start_step":%d}\n' % start); jl.flush()
 off = {"bf16": 0.0, "mxfp4": 0.05, "hadamard": 0.03, "adahop": 0.01}[mode] + 0.001 * (seed % 7)
 for step in range(start, x + 1):
     last = step == x
@@ -194,6 +258,7 @@ for step in range(start, x + 1):
         open(p + ".tmp", "w").write("ckpt %d\n" % step); os.rename(p + ".tmp", p)
     if v > 0 and (step % v == 0 or last):
         log.write("s:%d vl:%.6f\n" % (step, 3 + 8 * math.exp(-step / 10) + off)); log.flush()
+        jl.write('{"event":"val","step":%d,"val_loss":%.6f}\n' % (step, 3 + 8 * math.exp(-step / 10) + off)); jl.flush()
     if last:
         break
     time.sleep(sleep)
@@ -201,7 +266,18 @@ for step in range(start, x + 1):
         log.write("adahop step 3 layer 0 qkv fwd: MXFP4 -> IHT\n")
     log.write("s:%d tl:%.6f lr:1.0e-03 norm:0.5 tok/s:%d mem_gib:1.000\n" % (step + 1, 3 + 8 * math.exp(-(step + 1) / 10) + off, 1000 + step))
     log.flush()
+    jl.write('{"event":"step","step":%d,"loss":%.6f,"tok_s":%d}\n' % (step + 1, 3 + 8 * math.exp(-(step + 1) / 10) + off, 1000 + step))
+    jl.flush()
 '''
+
+
+def events(d):
+    """the step and val lines of d/main.jsonl (the run events differ between one run and its pieces)"""
+    return [ln for ln in open(os.path.join(d, "main.jsonl")) if not ln.startswith('{"event":"run"')]
+
+
+def json_steps(d):
+    return [json.loads(ln)["step"] for ln in events(d) if ln.startswith('{"event":"step"')]
 
 
 def test_run_modes(tmp):
@@ -251,11 +327,12 @@ def test_run_modes(tmp):
 
     # the reference: one uninterrupted run per mode
     targs = ["-x", "10", "-n", "2", "-v", "5", "-s", "0"]
-    ref = {}
+    ref, ref_json = {}, {}
     for m, s in [("bf16", 1337), ("adahop", 1337), ("bf16", 42)]:
         d = os.path.join(tmp, "ref", f"{m}_s{s}")
         subprocess.run([fake] + targs + ["-p", m, "-r", str(s), "-o", d], env={**os.environ, **env}, check=True)
         ref[f"{m}_s{s}"] = open(os.path.join(d, "main.log")).read()
+        ref_json[f"{m}_s{s}"] = events(d)
 
     # pieces of 4 steps: 10 steps = 3 invocations; the 4th finds everything finished
     base = rm + ["--root", root, "--modes", "bf16,adahop", "--seed2", "42", "--steps", "4", "--keep", "1", "--poll", "0.05",
@@ -272,10 +349,13 @@ def test_run_modes(tmp):
                 steps = [int(x.split()[0][2:]) for x in open(os.path.join(d, "main.log")) if " tl:" in x]
                 ckpts = sorted(f for f in os.listdir(d) if f.startswith("state_"))
                 ok = ok and steps and steps[-1] == 4 * (k + 1) and ckpts == ["state_%08d.bin" % (4 * (k + 1))]
-            check(ok, f"invocation {k + 1}: every run stopped at step {4 * (k + 1)}, log cut there, older checkpoints deleted (--keep 1)")
+                ok = ok and json_steps(d)[-1] == 4 * (k + 1)
+            check(ok, f"invocation {k + 1}: every run stopped at step {4 * (k + 1)}, logs cut there, older checkpoints deleted (--keep 1)")
     check(codes == [3, 3, 0], "exit status 3 (runs remain), 3, then 0 (all finished)", str(codes))
     same = all(open(os.path.join(root, n, "main.log")).read() == ref[n] for n in ref)
     check(same, "3 pieces add up to exactly the main.log of one uninterrupted run (each run)")
+    same = all(events(os.path.join(root, n)) == ref_json[n] for n in ref)
+    check(same, "3 pieces add up to exactly the main.jsonl steps and vals of one uninterrupted run (each run)")
     n0 = ncalls()
     rc, out, err = run(base, env=env)
     check(rc == 0 and out.count("already finished") == 3 and ncalls() == n0, "4th invocation: all 3 runs 'already finished', trainer not started", out)
@@ -319,8 +399,9 @@ def test_run_modes(tmp):
     ck = max(int(f[6:14]) for f in os.listdir(d5) if re.match(r"state_\d+\.bin$", f))
     alive = shutil.which("pgrep") is not None and \
         subprocess.run(["pgrep", "-f", f"-o {d5} -y 1"], capture_output=True).returncode == 0
-    check(first.returncode == 130 and "interrupted" in err1 and steps[-1] == ck and not alive,
-          f"SIGTERM: exit 130, trainer stopped, main.log cut at checkpoint {ck}", f"rc={first.returncode} {err1} steps={steps[-3:]} alive={alive}")
+    check(first.returncode == 130 and "interrupted" in err1 and steps[-1] == ck and json_steps(d5)[-1] == ck and not alive,
+          f"SIGTERM: exit 130, trainer stopped, main.log and main.jsonl cut at checkpoint {ck}",
+          f"rc={first.returncode} {err1} steps={steps[-3:]} json={json_steps(d5)[-3:]} alive={alive}")
 
     # wall-clock pieces: 40 steps of 0.05 s, 1.5 s per invocation; all pieces add up to one run
     root4 = os.path.join(tmp, "r4")
@@ -328,6 +409,7 @@ def test_run_modes(tmp):
     subprocess.run([fake] + targs4 + ["-p", "bf16", "-r", "1337", "-o", os.path.join(tmp, "ref4")],
                    env={**os.environ, **env, "FAKE_STEP_SLEEP": "0"}, check=True)
     ref4 = open(os.path.join(tmp, "ref4", "main.log")).read()
+    ref4_json = events(os.path.join(tmp, "ref4"))
     codes, times, consistent = [], [], True
     for _ in range(20):
         t0 = time.time()
@@ -346,7 +428,8 @@ def test_run_modes(tmp):
     check(codes[-1] == 0 and len(codes) >= 2 and all(c == 3 for c in codes[:-1]), "--minutes: several pieces, then finished", str(codes))
     check(max(times) < 1.5 + 3.0, "--minutes 0.025: every invocation ends near its 1.5 s budget", str(times))
     check(consistent, "--minutes: after each piece main.log ends at the newest checkpoint")
-    check(open(os.path.join(root4, "bf16_s1337", "main.log")).read() == ref4, "--minutes pieces add up to exactly one uninterrupted run")
+    check(open(os.path.join(root4, "bf16_s1337", "main.log")).read() == ref4 and events(os.path.join(root4, "bf16_s1337")) == ref4_json,
+          "--minutes pieces add up to exactly one uninterrupted run (main.log and main.jsonl)")
 
 
 def main():
@@ -355,8 +438,12 @@ def main():
         have_mpl = True
     except ImportError:
         have_mpl = False
-        print("SKIP: matplotlib is not installed (pip install -r scripts/requirements.txt): "
-              "the PNG checks are skipped, the table is checked with --no-plot")
+        reason = ("dev/test/test_plot_losses.py PNG checks: matplotlib is not installed "
+                  "(pip install -r scripts/requirements.txt); the table is checked with --no-plot")
+        print(f"SKIP: {reason}")
+        if os.environ.get("TEST_SKIP_LOG"):
+            with open(os.environ["TEST_SKIP_LOG"], "a") as log:
+                log.write(reason + "\n")
     tmp = tempfile.mkdtemp(prefix="test_plot_losses_")
     try:
         test_plot(tmp, have_mpl)
