@@ -33,7 +33,7 @@ CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/tes
 
 .PHONY: all cpu cuda test test-cpu test-python test-gpu train clean
 all: cpu cuda
-cpu: train_gpt2 test_gpt2 $(CPU_TESTS) $(BUILD)/bench_quant_error $(BUILD)/test_adahop_case
+cpu: train_gpt2 test_gpt2 $(CPU_TESTS) $(BUILD)/bench_quant_error $(BUILD)/test_adahop_case $(BUILD)/model_logits
 cuda: $(CUDA_PROGRAMS) $(PROFILER)
 
 $(BUILD):
@@ -48,6 +48,9 @@ $(BUILD)/test_%: dev/test/test_%.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 $(BUILD)/test_llama_cpu: dev/test/reference_file.h dev/test/reference_checks.h
 $(BUILD)/test_adahop_case: dev/test/test_adahop_case.c dev/test/adahop_case_file.h $(HOST_HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
+# the CPU reference's logits of a model file of either family (the oracle of dev/test/test_export_hf.py)
+$(BUILD)/model_logits: dev/test/model_logits.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 $(BUILD)/bench_quant_error: dev/bench_quant_error.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
@@ -70,8 +73,8 @@ $(BUILD)/test_kernel_profile: dev/cuda/test_kernel_profile.c dev/cuda/kernel_pro
 	    -L$(CUDA_ROOT)/lib64 -L$(CUDA_ROOT)/extras/CUPTI/lib64 -lcupti
 
 # ---- tests
-$(BUILD)/.python-deps: dev/data/requirements.txt scripts/requirements.txt | $(BUILD)
-	$(PYTHON) -m pip install -q -r dev/data/requirements.txt -r scripts/requirements.txt && touch $@ || echo "warning: could not install the Python requirements"
+$(BUILD)/.python-deps: dev/data/requirements.txt scripts/requirements.txt dev/requirements.txt | $(BUILD)
+	$(PYTHON) -m pip install -q -r dev/data/requirements.txt -r scripts/requirements.txt -r dev/requirements.txt && touch $@ || echo "warning: could not install the Python requirements"
 
 test-cpu: cpu
 	@for t in $(CPU_TESTS); do echo "== $$t"; ./$$t || exit 1; done
@@ -80,9 +83,11 @@ test-cpu: cpu
 	@echo "== CPU reference trains in every precision mode"; bash dev/test/cpu_modes_smoke.sh
 	@echo "== AdaHOP linear: PyTorch oracle vs C reference"; bash dev/test/adahop_cases.sh
 
-test-python: $(BUILD)/.python-deps
+test-python: $(BUILD)/.python-deps $(BUILD)/model_logits
 	@echo "== dev/data/test_tokenize_text.py"; $(PYTHON) dev/data/test_tokenize_text.py
 	@echo "== dev/test/test_plot_losses.py (plot_losses.py; run_modes.sh with a fake trainer)"; $(PYTHON) dev/test/test_plot_losses.py
+	@echo "== dev/test/test_export_hf.py (Hugging Face export vs the CPU reference)"; \
+	 $(PYTHON) dev/test/test_export_hf.py $(if $(wildcard data/gpt2.tiktoken),--ranks data/gpt2.tiktoken)
 
 test-gpu: cuda
 	bash dev/test/run_gpu_tests.sh
