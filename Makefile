@@ -23,7 +23,7 @@ CUDA_HEADERS = $(wildcard llmc/*.cuh)
 CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_tokenizer $(BUILD)/test_gpt2_layers \
             $(BUILD)/test_mxfp4 $(BUILD)/test_adahop_cpu $(BUILD)/test_adahop_state $(BUILD)/test_cpu_modes \
             $(BUILD)/test_zero $(BUILD)/test_rendezvous
-CPU_TESTS += $(BUILD)/test_llama_cpu
+CPU_TESTS += $(BUILD)/test_llama_cpu $(BUILD)/test_evals
 # the CUPTI kernel profiler is built when the toolkit has CUPTI (in include/ and lib64/, or in extras/CUPTI/)
 CUDA_ROOT = $(abspath $(dir $(shell command -v $(NVCC)))..)
 PROFILER = $(if $(wildcard $(CUDA_ROOT)/include/cupti.h $(CUDA_ROOT)/extras/CUPTI/include/cupti.h),$(BUILD)/libkernel_profile.so $(BUILD)/test_kernel_profile)
