@@ -83,11 +83,15 @@ test-cpu: cpu
 	@echo "== CPU reference trains in every precision mode"; bash dev/test/cpu_modes_smoke.sh
 	@echo "== AdaHOP linear: PyTorch oracle vs C reference"; bash dev/test/adahop_cases.sh
 
-test-python: $(BUILD)/.python-deps $(BUILD)/model_logits
+# the GPT-2 BPE ranks for the tests that tokenize, when the repository has them
+RANKS_ARG = $(if $(wildcard data/gpt2.tiktoken),--ranks data/gpt2.tiktoken)
+test-python: $(BUILD)/.python-deps $(BUILD)/model_logits train_gpt2
 	@echo "== dev/data/test_tokenize_text.py"; $(PYTHON) dev/data/test_tokenize_text.py
 	@echo "== dev/test/test_plot_losses.py (plot_losses.py; run_modes.sh with a fake trainer)"; $(PYTHON) dev/test/test_plot_losses.py
 	@echo "== dev/test/test_export_hf.py (Hugging Face export vs the CPU reference)"; \
-	 $(PYTHON) dev/test/test_export_hf.py $(if $(wildcard data/gpt2.tiktoken),--ranks data/gpt2.tiktoken)
+	 $(PYTHON) dev/test/test_export_hf.py $(RANKS_ARG)
+	@echo "== dev/test/test_evals.py (prepare_evals.py; train_gpt2 -E vs dev/eval_hf.py on the exported model)"; \
+	 $(PYTHON) dev/test/test_evals.py $(RANKS_ARG)
 
 test-gpu: cuda
 	bash dev/test/run_gpu_tests.sh
