@@ -29,7 +29,7 @@ CUDA_ROOT = $(abspath $(dir $(shell command -v $(NVCC)))..)
 PROFILER = $(if $(wildcard $(CUDA_ROOT)/include/cupti.h $(CUDA_ROOT)/extras/CUPTI/include/cupti.h),$(BUILD)/libkernel_profile.so $(BUILD)/test_kernel_profile)
 CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/test_mxfp4_gpu $(BUILD)/bench_mxfp4 \
                 $(BUILD)/test_adahop_linear_gpu $(BUILD)/test_flash_attention $(BUILD)/bench_attention $(BUILD)/test_nccl_dp \
-                $(BUILD)/bench_fp8_scaling $(BUILD)/test_llama_kernels
+                $(BUILD)/bench_fp8_scaling $(BUILD)/test_llama_kernels $(BUILD)/model_logits_gpu
 
 .PHONY: all cpu cuda test test-cpu test-python test-gpu train clean
 all: cpu cuda
@@ -50,18 +50,20 @@ $(BUILD)/test_llama_cpu: dev/test/reference_file.h dev/test/reference_checks.h
 $(BUILD)/test_adahop_case: dev/test/test_adahop_case.c dev/test/adahop_case_file.h $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 # the CPU reference's logits of a model file of either family (the oracle of dev/test/test_export_hf.py)
-$(BUILD)/model_logits: dev/test/model_logits.c $(HOST_HEADERS) | $(BUILD)
+$(BUILD)/model_logits: dev/test/model_logits.c dev/test/logits_file.h $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 $(BUILD)/bench_quant_error: dev/bench_quant_error.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 
 # ---- CUDA: the trainer, the model test and the kernel tests (compile and link anywhere nvcc exists)
-train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp: NVCCFLAGS += $(DP_NVCCFLAGS)
-train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp: NVLIBS += $(DP_LIBS)
+train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp $(BUILD)/model_logits_gpu: NVCCFLAGS += $(DP_NVCCFLAGS)
+train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp $(BUILD)/model_logits_gpu: NVLIBS += $(DP_LIBS)
 train_gpt2_adahop: train_gpt2_adahop.cu $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
+# the trainer's logits of a model file (dev/test/export_gpu_test.py)
+$(BUILD)/model_logits_gpu: train_gpt2_adahop.cu dev/test/logits_file.h
 $(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) $(wildcard dev/test/*.h dev/cuda/*.cuh) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 # the CUPTI kernel profiler that dev/profile_step.sh loads into the trainer (CUDA_INJECTION64_PATH), and its CPU test

@@ -70,22 +70,32 @@ def write_model(path, cfg, params, optimizer_state=False):
             f.write(np.random.default_rng(1).normal(size=2 * flat.size).astype("<f4").tobytes())
 
 
+def write_tokens(path, tokens):
+    """the token file of build/model_logits (dev/test/logits_file.h)"""
+    with open(path, "wb") as f:
+        f.write(np.array(tokens.shape, dtype="<i4").tobytes())
+        f.write(tokens.astype("<i4").tobytes())
+
+
 def c_logits(model_path, tokens, tmp):
     """the C reference's logits [B, T, V] of the model file on tokens [B, T]"""
     tok_path, out_path = os.path.join(tmp, "tokens.bin"), os.path.join(tmp, "logits.bin")
-    with open(tok_path, "wb") as f:
-        f.write(np.array(tokens.shape, dtype="<i4").tobytes())
-        f.write(tokens.astype("<i4").tobytes())
+    write_tokens(tok_path, tokens)
     subprocess.run([os.path.join(ROOT, "build", "model_logits"), model_path, tok_path, out_path], check=True,
                    stdout=subprocess.DEVNULL)
     return np.fromfile(out_path, dtype="<f4").reshape(*tokens.shape, -1)
 
 
-def hf_logits(model, tokens):
-    """transformers' logits [B, T, V] as float64 numpy"""
+def hf_logits_on(model, tokens, device):
+    """transformers' logits [B, T, V] of the model on `device`, as float64 numpy"""
     import torch
     with torch.no_grad():
-        return model(torch.from_numpy(tokens.astype(np.int64))).logits.double().numpy()
+        return model(torch.from_numpy(tokens.astype(np.int64)).to(device)).logits.double().cpu().numpy()
+
+
+def hf_logits(model, tokens):
+    """transformers' logits [B, T, V] on the CPU"""
+    return hf_logits_on(model, tokens, "cpu")
 
 
 def max_rel_diff(a, b):
