@@ -2,11 +2,13 @@
 """Loss curves and final-loss table of several train_gpt2_adahop runs.
 
 Reads <run>/main.log of each run (lines "s:<step> tl:<loss> lr:... norm:... tok/s:... mem_gib:...",
-"s:<step> vl:<loss>" and "adahop step <s> layer <l> <linear> <gemm>: <old> -> <new>"), draws one PNG with
-three panels: train loss (EMA-smoothed), val loss, and val loss minus the bf16 reference at the same step
-(with the bf16 seed-to-seed spread as a band when two bf16 seeds exist). Prints a table: final val loss per
-run, its gap to bf16 (absolute and %), the gap in units of the seed-to-seed spread, and the number of AdaHOP
-strategy changes in the log; --markdown FILE writes the same table as Markdown.
+"s:<step> vl:<loss>", "adahop step <s> layer <l> <linear> <gemm>: <old> -> <new>" and the downstream evals of
+-E, "s:<step> <task>:<score> ..."), draws one PNG with three panels: train loss (EMA-smoothed), val loss, and
+val loss minus the bf16 reference at the same step (with the bf16 seed-to-seed spread as a band when two bf16
+seeds exist), and a fourth with the eval scores over the steps when a log has evals. Prints a table: final val
+loss per run, its gap to bf16 (absolute and %), the gap in units of the seed-to-seed spread, the number of
+AdaHOP strategy changes in the log and, when a log has evals, the last eval step and its scores; --markdown FILE
+writes the same table as Markdown.
 
 Arguments are run directories (holding main.log) or roots whose subdirectories are runs, e.g. the --root
 of scripts/run_modes.sh (runs named <mode>_s<seed>). See scripts/README.md.
@@ -23,6 +25,7 @@ COLORS = {"bf16": "black", "mxfp4": "tab:red", "hadamard": "tab:blue", "adahop":
 VARIANT_COLORS = ["tab:purple", "tab:orange", "tab:brown", "tab:olive", "tab:cyan"]   # more runs of one mode
 RE_TRAIN = re.compile(r"^s:(\d+) tl:(\S+)")
 RE_VAL = re.compile(r"^s:(\d+) vl:(\S+)")
+RE_EVAL = re.compile(r"^s:(\d+)((?: [A-Za-z0-9_]+:\S+)+)\s*$")
 RE_ADAHOP = re.compile(r"^adahop step (\d+) layer (\d+) (\S+) (\S+): (.+?) -> (.+?)\s*$")
 RE_NAME = re.compile(r"^(?P<mode>bf16|mxfp4|hadamard|adahop)(?:[_-]s(?P<seed>\d+))?$")
 
@@ -38,6 +41,7 @@ class Run:
         self.mode, self.seed = None, None
         self.train, self.val = {}, {}   # step -> loss; a step logged twice (resumed run) keeps the last value
         self.adahop = {}                # (step, layer, linear, gemm) -> (old, new)
+        self.evals = {}                 # step -> {task: score} (and <task>_ppl: perplexity)
 
     @property
     def label(self):
@@ -48,6 +52,10 @@ class Run:
 
     def final_val(self):
         return self.val[self.last_val_step()] if self.val else None
+
+    def last_evals(self):
+        """(step, {task: score}) of the last eval line, or (None, {})"""
+        return (max(self.evals), self.evals[max(self.evals)]) if self.evals else (None, {})
 
     def adahop_change_steps(self):
         return len({k[0] for k in self.adahop})
@@ -67,6 +75,14 @@ def load_run(path):
             m = RE_VAL.match(line)
             if m:
                 run.val[int(m.group(1))] = float(m.group(2))
+                continue
+            m = RE_EVAL.match(line)
+            if m:
+                try:
+                    scores = {k: float(v) for k, v in (kv.split(":", 1) for kv in m.group(2).split())}
+                except ValueError:
+                    raise InputError(f"{log}: eval line with a non-number: {line.strip()}")
+                run.evals.setdefault(int(m.group(1)), {}).update(scores)
                 continue
             m = RE_ADAHOP.match(line)
             if m:
@@ -187,6 +203,9 @@ def fmt(x, spec, none="n/a"):
 def build_table(runs, ref, spread, alpha):
     header = ["run", "mode", "seed", "steps", "train_ema", "val_step", "val_loss", "gap_to_bf16", "gap_%",
               "gap/spread", "adahop_changes", "change_steps"]
+    eval_keys = sorted({k for r in runs for k in r.last_evals()[1]})
+    if eval_keys:
+        header += ["eval_step"] + eval_keys
     rows, notes = [], []
     for r in runs:
         steps = sorted(r.train)
@@ -210,6 +229,9 @@ def build_table(runs, ref, spread, alpha):
                      fmt(r.final_val(), ".4f"), fmt(gap, "+.4f") + cmp_note, fmt(pct, "+.2f") + ("%" if pct is not None else ""),
                      fmt(ratio, "+.2f"), str(changes) if r.mode in ("adahop", None) or changes else "-",
                      str(r.adahop_change_steps()) if r.mode in ("adahop", None) or changes else "-"])
+        if eval_keys:
+            step, scores = r.last_evals()
+            rows[-1] += [fmt(step, "d")] + [fmt(scores.get(k), ".2f" if k.endswith("_ppl") else ".4f") for k in eval_keys]
     rows = [[c.replace(" (ref)", "(ref)") for c in row] for row in rows]   # cells without spaces
     lines = []
     if ref is None:
@@ -237,7 +259,8 @@ def markdown_table(header, rows, lines, notes, alpha):
     md += [""] + [f"- {x}" for x in lines + notes]
     md.append(f"- train_ema: EMA of the train loss (alpha {alpha}) at the last step; gap = val loss - reference at the "
               "same step; gap/spread = gap in units of the bf16 seed-to-seed spread; adahop_changes: strategy "
-              "changes logged ('adahop step' lines), change_steps: at how many steps")
+              "changes logged ('adahop step' lines), change_steps: at how many steps; eval columns: the scores of the "
+              "last eval line (-E: acc_norm, LAMBADA accuracy and <task>_ppl perplexity)")
     return "\n".join(md) + "\n"
 
 
@@ -248,8 +271,11 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
         import matplotlib.pyplot as plt
     except ImportError:
         raise InputError("matplotlib is not installed: pip install -r scripts/requirements.txt (or use --no-plot)")
-    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
-    ax_tr, ax_val, ax_gap = axes
+    with_evals = any(r.evals for r in runs)
+    fig, axes = plt.subplots(1, 4 if with_evals else 3, figsize=(24 if with_evals else 18, 5.5))
+    ax_tr, ax_val, ax_gap = axes[:3]
+    markers = "osD^vP*Xh"
+    tasks = sorted({k for r in runs for sc in r.evals.values() for k in sc if not k.endswith("_ppl")})
     seen_bf16, seen_modes, variants = 0, set(), 0
     for r in runs:
         color = COLORS.get(r.mode, None)
@@ -273,6 +299,11 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
         vsteps = [s for s in sorted(r.val) if xmin is None or s >= xmin]
         if vsteps:
             ax_val.plot(vsteps, [r.val[s] for s in vsteps], style, marker="o", markersize=3, color=color, label=r.label)
+        for i, task in enumerate(tasks if with_evals else []):
+            es = [s for s in sorted(r.evals) if task in r.evals[s] and (xmin is None or s >= xmin)]
+            if es:
+                axes[3].plot(es, [r.evals[s][task] for s in es], style, marker=markers[i % len(markers)], markersize=4,
+                             color=color, label=f"{r.label} {task}")
         if ref is not None and r is not ref:
             gs = [s for s in sorted(set(r.val) & set(ref.val)) if xmin is None or s >= xmin]
             if gs:
@@ -285,6 +316,8 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
     ax_tr.set_title(f"train loss (EMA {alpha})" if alpha > 0 else "train loss")
     ax_val.set_title("val loss")
     ax_gap.set_title(f"val loss − {ref.name}" if ref else "val loss − bf16 (no bf16 run)")
+    if with_evals:
+        axes[3].set_title("downstream evals (acc_norm; LAMBADA: accuracy)")
     for ax in axes:
         ax.set_xlabel("step")
         ax.grid(True, alpha=0.3)

@@ -50,6 +50,8 @@ FINAL_VAL = {"bf16_s1337": 3.2500, "mxfp4_s1337": 3.3100, "hadamard_s1337": 3.28
              "bf16_s42": 3.2580}
 OFFSET = {k: v - 3.25 for k, v in FINAL_VAL.items()}
 STEPS, VAL_EVERY, EMA = 200, 50, 0.8
+EVALS = {100: {"hellaswag": 0.2712, "lambada": 0.1504, "lambada_ppl": 180.25}, STEPS: {"hellaswag": 0.2934,
+         "lambada": 0.2011, "lambada_ppl": 95.5}}   # the -E lines of the adahop run
 ADAHOP_LINES = [(31, 0, "qkv", "fwd", "plain", "iht"), (31, 0, "qkv", "dx", "plain", "iht"),   # llmc/adahop.h names
                 (31, 3, "fc", "dw", "plain", "iht+oe_rows_a"), (31, 5, "attproj", "fwd", "plain", "iht"),
                 (131, 3, "fc", "dw", "iht+oe_rows_a", "iht")]
@@ -70,6 +72,8 @@ def write_log(d, name):
             if s % VAL_EVERY == 0:
                 v = FINAL_VAL[name] if s == STEPS else val_loss(name, s)
                 f.write(f"s:{s} vl:{v:.6f}\n")
+            if name.startswith("adahop") and s in EVALS:
+                f.write(f"s:{s}" + "".join(f" {k}:{v:.6f}" for k, v in EVALS[s].items()) + "\n")
             if name.startswith("adahop"):
                 for a in ADAHOP_LINES:
                     if a[0] == s + 1:
@@ -139,6 +143,11 @@ def test_plot(tmp, have_mpl):
         check(f[3] == str(STEPS) and f[5] == str(STEPS), f"{name}: steps and val step {STEPS}", " ".join(f))
     a = rows.get("adahop_s1337", [""] * 12)
     check(a[10] == str(len(ADAHOP_LINES)) and a[11] == "2", f"adahop: {len(ADAHOP_LINES)} strategy changes at 2 steps", " ".join(a))
+    last = EVALS[STEPS]
+    check(a[12:] == [str(STEPS), f"{last['hellaswag']:.4f}", f"{last['lambada']:.4f}", f"{last['lambada_ppl']:.2f}"],
+          "adahop: eval columns hold the last eval line's scores", " ".join(a))
+    check(rows.get("bf16_s1337", [""] * 16)[12:] == ["n/a"] * 4, "bf16 (no evals): eval columns n/a",
+          " ".join(rows.get("bf16_s1337", [])))
     check(rows.get("bf16_s1337", [""])[0].endswith("(ref)"), "bf16_s1337 is the reference")
     mdtext = open(md).read() if os.path.isfile(md) else ""
     check(mdtext.startswith("| run |") and mdtext.count("\n| ") == 5 and "seed-to-seed spread" in mdtext,
