@@ -116,6 +116,15 @@ def score_task(model, kind, examples, max_len, batch, device):
     return {"acc": correct / n, "acc_norm": correct_norm / n, "ppl": 0.0, "examples": n}
 
 
+def load_model(model_dir, dtype="auto", device="cpu"):
+    """the exported model in eval mode; dtype "auto" (as stored) or a torch dtype (transformers 5 names the
+    argument dtype, earlier versions torch_dtype)"""
+    import transformers
+    from transformers import AutoModelForCausalLM
+    key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+    return AutoModelForCausalLM.from_pretrained(model_dir, **{key: dtype}).to(device).eval()
+
+
 def eval_files(specs):
     """the eval files named by paths and folders"""
     files = []
@@ -139,9 +148,7 @@ def main():
     ap.add_argument("--json", help="also write the scores here")
     args = ap.parse_args()
     import torch
-    from transformers import AutoModelForCausalLM
-    dtype = "auto" if args.dtype == "auto" else getattr(torch, args.dtype)
-    model = AutoModelForCausalLM.from_pretrained(args.model_dir, torch_dtype=dtype).to(args.device).eval()
+    model = load_model(args.model_dir, "auto" if args.dtype == "auto" else getattr(torch, args.dtype), args.device)
     results = {}
     for path in eval_files(args.evals):
         name, kind, examples = read_eval(path)

@@ -16,6 +16,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "dev"))
 import export_hf  # noqa: E402
+from eval_hf import load_model  # noqa: E402
 from test_export_hf import hf_logits_on, write_tokens  # noqa: E402
 
 TOL_FROB = 2e-2
@@ -24,7 +25,6 @@ TOL_FROB = 2e-2
 def check_model(path, tmp):
     """True when the trainer's and transformers' logits of the model file agree"""
     import torch
-    from transformers import AutoModelForCausalLM
     cfg, _, step = export_hf.read_model(path)
     tokens = np.random.default_rng(1).integers(0, cfg["V"], size=(4, 64))
     tok_path, out_path, hf_dir = (os.path.join(tmp, n) for n in ("tokens.bin", "logits.bin", "hf"))
@@ -32,7 +32,7 @@ def check_model(path, tmp):
     subprocess.run([os.path.join(ROOT, "build", "model_logits_gpu"), path, tok_path, out_path], check=True)
     ours = np.fromfile(out_path, dtype="<f4").reshape(*tokens.shape, -1).astype(np.float64)
     export_hf.export(path, hf_dir, "bf16")
-    model = AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.bfloat16).float().to("cuda").eval()
+    model = load_model(hf_dir, torch.bfloat16).float().to("cuda")
     theirs = hf_logits_on(model, tokens, "cuda")
     frob = float(np.linalg.norm(ours - theirs) / np.linalg.norm(theirs))
     top1 = float((ours.argmax(-1) == theirs.argmax(-1)).mean())

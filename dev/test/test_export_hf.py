@@ -24,6 +24,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "dev"))
 import export_hf  # noqa: E402
+from eval_hf import load_model  # noqa: E402
 
 FP32_TOL = 1e-4     # max |logit difference| relative to the largest |logit|
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -119,7 +120,6 @@ def break_one_tensor(model, family):
 def check_family(cfg, name, tmp, optimizer_state):
     """export in fp32 and bf16 and compare with the C reference"""
     import torch
-    from transformers import AutoModelForCausalLM
     model_path = os.path.join(tmp, f"{name}.bin")
     write_model(model_path, cfg, random_model(cfg, seed=cfg["family"] + 1), optimizer_state)
     tokens = np.random.default_rng(7).integers(0, cfg["V"], size=(2, 16))
@@ -128,7 +128,7 @@ def check_family(cfg, name, tmp, optimizer_state):
     export_hf.export(model_path, fp32_dir, "fp32")
     export_hf.export(model_path, bf16_dir, "bf16")
 
-    model = AutoModelForCausalLM.from_pretrained(fp32_dir).eval()
+    model = load_model(fp32_dir)
     arch = type(model).__name__
     check(arch == ("GPT2LMHeadModel" if cfg["family"] == export_hf.FAMILY_GPT2 else "LlamaForCausalLM"),
           f"{name}: fp32 folder loads as {arch}")
@@ -140,8 +140,8 @@ def check_family(cfg, name, tmp, optimizer_state):
     broken = max_rel_diff(hf_logits(model, tokens), want)
     check(broken > 100 * FP32_TOL, f"{name}: one wrong tensor is caught (max rel diff {broken:.2e})")
 
-    bf16 = AutoModelForCausalLM.from_pretrained(bf16_dir, torch_dtype=torch.bfloat16)
-    ref = AutoModelForCausalLM.from_pretrained(fp32_dir).to(torch.bfloat16)
+    bf16 = load_model(bf16_dir, torch.bfloat16)
+    ref = load_model(fp32_dir).to(torch.bfloat16)
     sd, ref_sd = bf16.state_dict(), ref.state_dict()
     same = all(torch.equal(sd[k], ref_sd[k]) for k in ref_sd)
     check(same and len(sd) == len(ref_sd), f"{name}: bf16 weights = fp32 weights rounded to bf16 ({len(sd)} tensors)")
