@@ -21,9 +21,9 @@ import sys
 
 import numpy as np
 
-EVAL_MAGIC, EVAL_VERSION, EVAL_HEADER_INTS = 20261204, 1, 256
-KIND_CHOICE, KIND_LASTWORD = 0, 1
-NAME_SLOT, NAME_BYTES = 16, 64
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))
+import eval_file  # noqa: E402
+from eval_file import KIND_LASTWORD  # noqa: E402
 
 
 def fail(msg):
@@ -33,31 +33,11 @@ def fail(msg):
 
 
 def read_eval(path):
-    """an eval file -> (name, kind, [(label, [(context tokens, completion tokens)] per candidate)])"""
+    """eval_file.read, with a clear error for a bad file"""
     try:
-        data = np.fromfile(path, dtype="<i4")
-    except OSError as e:
-        fail(f"cannot read '{path}': {e.strerror}")
-    if data.size < EVAL_HEADER_INTS or data[0] != EVAL_MAGIC or data[1] != EVAL_VERSION:
-        fail(f"'{path}' is not a version {EVAL_VERSION} eval file")
-    h, w = data[:EVAL_HEADER_INTS], data[EVAL_HEADER_INTS:].tolist()
-    if h[7] != len(w):
-        fail(f"'{path}' holds {len(w)} words, its header says {h[7]} (truncated or corrupt)")
-    name = h[NAME_SLOT:NAME_SLOT + NAME_BYTES // 4].tobytes().split(b"\0")[0].decode()
-    examples, at = [], 0
-    for _ in range(int(h[3])):
-        label, k, nc, npl = w[at:at + 4]
-        lens = w[at + 4:at + 4 + nc + npl]
-        at += 4 + nc + npl
-        segs = []
-        for n in lens:
-            segs.append(w[at:at + n])
-            at += n
-        ctx, comp = segs[:nc], segs[nc:]
-        examples.append((label, [(ctx[min(c, nc - 1)], comp[min(c, npl - 1)]) for c in range(k)]))
-    if at != len(w):
-        fail(f"'{path}': the examples do not fill the file")
-    return name, int(h[2]), examples
+        return eval_file.read(path)
+    except (OSError, eval_file.EvalFileError) as e:
+        fail(str(e))
 
 
 def row_tokens(ctx, comp, max_len):

@@ -11,11 +11,8 @@ int main(int argc, char** argv) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: %s needs one", argv[0]); }
     CheckpointHeader ck;
-    FILE* fp = checkpoint_open_model(argv[1], &ck);
+    float* params = logits_file_read_model(argv[1], &ck);
     ModelConfig config = checkpoint_model(&ck);
-    float* params = (float*)malloc_check(model_num_params(&config) * sizeof(float));
-    checkpoint_read_payload(fp, &ck, params, NULL, NULL);
-    fclose_check(fp);
     int B, T;
     int* tokens = logits_file_read_tokens(argv[2], &B, &T);
     if (T % 8 != 0 || T > config.max_seq_len) { die("token file '%s': T=%d must be a multiple of 8 and at most %d", argv[2], T, config.max_seq_len); }

@@ -12,7 +12,8 @@ its loss on the completion tokens given the context (llm.c's HellaSwag scoring).
   arc_easy    completion = " " + choice. Metric acc_norm (llm-foundry arc_easy.jsonl has the same fields).
   winogrande  llm-foundry winogrande.jsonl {"context_options", "continuation", "gold"}: one candidate per
               context option, completion = " " + continuation. Metric acc (= acc_norm: one completion).
-A candidate whose context + completion is longer than --max-len tokens keeps its last --max-len tokens.
+A candidate longer than --max-len tokens has its context cut from the left to fit (a shared context for every
+candidate of the example).
 
 usage: python dev/data/prepare_evals.py --ranks gpt2.tiktoken --out DIR [--hellaswag F] [--lambada F] [--piqa F]
            [--arc-easy F] [--winogrande F] [--limit N]
@@ -27,15 +28,10 @@ import json
 import os
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import eval_file  # noqa: E402
+from eval_file import KIND_CHOICE, KIND_LASTWORD, MAX_CANDIDATES  # noqa: E402
 from tokenize_text import load_encoding  # noqa: E402
-
-EVAL_MAGIC, EVAL_VERSION, EVAL_HEADER_INTS = 20261204, 1, 256
-KIND_CHOICE, KIND_LASTWORD = 0, 1
-MAX_CANDIDATES = 8     # EVAL_MAX_CANDIDATES in llmc/evals.h
-NAME_SLOT, NAME_BYTES = 16, 64
 
 
 def fail(msg):
@@ -132,23 +128,12 @@ def encode_example(enc, contexts, completions, label, max_len, where):
 
 
 def write_task(path, name, kind, examples, enc, max_len):
-    """writes the eval token file of one task (llmc/evals.h); returns (examples, tokens)"""
-    words, longest, max_k = [], 0, 0
+    """writes the eval token file of one task (llmc/evals.h); returns (examples, words)"""
+    encoded = []
     for i, (contexts, completions, label) in enumerate(examples):
-        k, ctx, comp = encode_example(enc, contexts, completions, label, max_len, f"{name} example {i}")
-        words += [label, k, len(ctx), len(comp)] + [len(c) for c in ctx] + [len(c) for c in comp]
-        for c in ctx + comp:
-            words += c
-        longest = max(longest, max(len(ctx[j if len(ctx) > 1 else 0]) + len(comp[j if len(comp) > 1 else 0]) for j in range(k)))
-        max_k = max(max_k, k)
-    h = np.zeros(EVAL_HEADER_INTS, dtype="<i4")
-    h[0:8] = [EVAL_MAGIC, EVAL_VERSION, kind, len(examples), max_k, longest, enc.n_vocab, len(words)]
-    raw = name.encode()[:NAME_BYTES - 1]
-    h[NAME_SLOT:NAME_SLOT + NAME_BYTES // 4] = np.frombuffer(raw.ljust(NAME_BYTES, b"\0"), dtype="<i4")
-    with open(path, "wb") as f:
-        f.write(h.tobytes())
-        f.write(np.array(words, dtype="<i4").tobytes())
-    return len(examples), len(words)
+        _, ctx, comp = encode_example(enc, contexts, completions, label, max_len, f"{name} example {i}")
+        encoded.append((label, ctx, comp))
+    return len(encoded), eval_file.write(path, name, kind, enc.n_vocab, encoded)
 
 
 TASKS = [("hellaswag", KIND_CHOICE, hellaswag_examples), ("lambada", KIND_LASTWORD, lambada_examples),

@@ -12,11 +12,8 @@
 int main(int argc, char** argv) {
     if (argc != 4) { die("usage: %s MODEL.bin TOKENS.bin LOGITS.bin", argv[0]); }
     CheckpointHeader ck;
-    FILE* fp = checkpoint_open_model(argv[1], &ck);
+    float* params = logits_file_read_model(argv[1], &ck);
     ModelConfig c = checkpoint_model(&ck);
-    float* params = (float*)malloc_check(model_num_params(&c) * sizeof(float));
-    checkpoint_read_payload(fp, &ck, params, NULL, NULL);
-    fclose_check(fp);
     int B, T;
     int* tokens = logits_file_read_tokens(argv[2], &B, &T);
     if (c.family == FAMILY_LLAMA) {
