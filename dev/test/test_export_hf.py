@@ -1,7 +1,7 @@
 """Tests dev/export_hf.py against the FP32 CPU reference (build/model_logits, llmc/gpt2_cpu.h, llmc/llama_cpu.h).
 
 For a tiny GPT-2 (V 50257 padded to 50304) and a tiny LLaMA (V 100 padded to 128, GQA with NKV < NH, untied head,
-written as a training-state file with AdamW moments), both with random weights large enough that attention,
+written as a training-state file with AdamW moments and AdaHOP state), both with random weights large enough that attention,
 biases and norm weights matter and with garbage in the padded vocab rows:
   - the fp32 export loads in transformers (GPT2LMHeadModel / LlamaForCausalLM) and its logits equal the C
     reference's within FP32 tolerance; a model with one tensor wrong is caught by the same comparison
@@ -55,12 +55,14 @@ def random_model(cfg, seed):
 
 
 def write_model(path, cfg, params, optimizer_state=False):
-    """our model file (llmc/checkpoint.h); with optimizer_state a training state with random AdamW m and v"""
+    """our model file (llmc/checkpoint.h); with optimizer_state a training state of the GPU trainer: random AdamW
+    m and v, then 5 words of AdaHOP state"""
     flat = np.concatenate([params[n].reshape(-1) for n, _ in export_hf.param_shapes(cfg)]).astype("<f4")
     h = np.zeros(export_hf.CKPT_HEADER_INTS, dtype="<i4")
-    h[0:10] = [export_hf.CKPT_MAGIC, export_hf.CKPT_VERSION, 3 if optimizer_state else 1, cfg["family"], cfg["maxT"],
+    h[0:10] = [export_hf.CKPT_MAGIC, export_hf.CKPT_VERSION, 7 if optimizer_state else 1, cfg["family"], cfg["maxT"],
                cfg["V"], cfg["Vp"], cfg["L"], cfg["NH"], cfg["C"]]
     h[10] = 7
+    h[16] = 5 if optimizer_state else 0
     h[12], h[13] = flat.size & 0xFFFFFFFF, flat.size >> 32
     if cfg["family"] == export_hf.FAMILY_LLAMA:
         h[18], h[19] = cfg["NKV"], cfg["H"]
@@ -69,6 +71,7 @@ def write_model(path, cfg, params, optimizer_state=False):
         f.write(flat.tobytes())
         if optimizer_state:
             f.write(np.random.default_rng(1).normal(size=2 * flat.size).astype("<f4").tobytes())
+            f.write(np.arange(5, dtype="<i4").tobytes())
 
 
 def write_tokens(path, tokens):
