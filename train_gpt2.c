@@ -123,6 +123,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         }
     }
     if (a->B <= 0 || a->T <= 0 || a->max_steps < 0 || a->val_batches <= 0) { die("need B > 0, T > 0, -x >= 0, -m > 0"); }
+    if (a->eval_every > 0 && a->evals == NULL) { die("flag -V: periodic evals need the eval files (-E)"); }
     if (a->reclass_every > 0 && a->reclass_window > a->reclass_every) {
         die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", a->reclass_window, a->reclass_every);
     }

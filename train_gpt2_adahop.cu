@@ -827,6 +827,7 @@ static Options parse_options(int argc, char** argv) {
         }
     }
     if (o.T % 8 != 0) { die("flag -t: sequence length %d must be a multiple of 8", o.T); }
+    if (o.eval_every > 0 && o.evals == NULL) { die("flag -V: periodic evals need the eval files (-E)"); }
     if ((o.ckpt_every > 0 || o.resume) && o.out_dir == NULL) { die("checkpoints (-n) and resume (-y) need an output directory (-o)"); }
     if (o.lin.reclass_every > 0 && o.lin.reclass_window > o.lin.reclass_every) {
         die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", o.lin.reclass_window, o.lin.reclass_every);

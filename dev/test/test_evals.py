@@ -2,6 +2,7 @@
   - dev/data/prepare_evals.py writes eval files whose tokens decode to the contexts and completions the task's
     format defines (HellaSwag without the activity prefix, " " + ending, LAMBADA's last word, the llm-foundry
     question + "\\nAnswer:", Winogrande's context options), and refuses a bad label with a clear error;
+  - -V without -E and -E naming no file are clear errors;
   - the CPU trainer (./train_gpt2 -E) scores a tiny GPT-2 it trained, and dev/eval_hf.py scores the same model
     exported by dev/export_hf.py in transformers: equal acc and acc_norm on every task, LAMBADA perplexity within
     1e-4 (both FP32). One HellaSwag and one LAMBADA context are longer than T, so both cut them from the left.
@@ -101,6 +102,14 @@ def check_prepare(ranks, tmp, raw, out):
     check(r.returncode == 1 and "label 2" in r.stderr, f"prepare_evals: bad label -> exit {r.returncode}, {r.stderr.strip()}")
 
 
+def check_flag_errors(tmp):
+    """-V without -E, and -E naming no file: one-line errors, exit 1"""
+    trainer = os.path.join(ROOT, "train_gpt2")
+    for flags, msg in ((["-V", "5"], "need the eval files (-E)"), (["-E", os.path.join(tmp, "none", "*.bin")], "names no eval file")):
+        r = subprocess.run([trainer, "-x", "0", "-g", "0"] + flags, capture_output=True, text=True, cwd=ROOT)
+        check(r.returncode == 1 and msg in r.stderr, f"train_gpt2 {' '.join(flags)}: exit {r.returncode}, {r.stderr.strip()}")
+
+
 def engine_scores(out, model):
     """trains a tiny GPT-2 with the CPU trainer, scoring it with -E at the end -> {task: (acc, acc_norm, ppl)}"""
     cmd = [os.path.join(ROOT, "train_gpt2"), "-x", "4", "-v", "0", "-g", "0", "-b", "4", "-t", str(T), "-o", model,
@@ -145,6 +154,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "evals")
         check_prepare(args.ranks, tmp, write_raw(tmp), out)
+        check_flag_errors(tmp)
         try:
             import torch  # noqa: F401
             import transformers  # noqa: F401
