@@ -27,17 +27,17 @@ CUDA_HEADERS = $(wildcard llmc/*.cuh llmc/sm100/*.cuh)
 CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_tokenizer $(BUILD)/test_gpt2_layers \
             $(BUILD)/test_mxfp4 $(BUILD)/test_adahop_cpu $(BUILD)/test_adahop_state $(BUILD)/test_cpu_modes \
             $(BUILD)/test_zero $(BUILD)/test_rendezvous
-CPU_TESTS += $(BUILD)/test_llama_cpu
+CPU_TESTS += $(BUILD)/test_llama_cpu $(BUILD)/test_evals
 # the CUPTI kernel profiler is built when the toolkit has CUPTI (in include/ and lib64/, or in extras/CUPTI/)
 CUDA_ROOT = $(abspath $(dir $(shell command -v $(NVCC)))..)
 PROFILER = $(if $(wildcard $(CUDA_ROOT)/include/cupti.h $(CUDA_ROOT)/extras/CUPTI/include/cupti.h),$(BUILD)/libkernel_profile.so $(BUILD)/test_kernel_profile)
 CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/test_mxfp4_gpu $(BUILD)/bench_mxfp4 \
                 $(BUILD)/test_adahop_linear_gpu $(BUILD)/test_flash_attention $(BUILD)/bench_attention $(BUILD)/test_nccl_dp \
-                $(BUILD)/bench_fp8_scaling $(BUILD)/test_llama_kernels $(BUILD)/test_fused_operands $(BUILD)/bench_fused_operands
+                $(BUILD)/bench_fp8_scaling $(BUILD)/test_llama_kernels $(BUILD)/test_fused_operands $(BUILD)/bench_fused_operands $(BUILD)/model_logits_gpu
 
 .PHONY: all cpu cuda test test-cpu test-python test-gpu test-profiler test-gpu-if-present skip-summary train clean
 all: cpu cuda
-cpu: train_gpt2 test_gpt2 $(CPU_TESTS) $(BUILD)/bench_quant_error $(BUILD)/test_adahop_case
+cpu: train_gpt2 test_gpt2 $(CPU_TESTS) $(BUILD)/bench_quant_error $(BUILD)/test_adahop_case $(BUILD)/model_logits
 cuda: $(CUDA_PROGRAMS) $(PROFILER)
 
 $(BUILD):
@@ -53,16 +53,21 @@ $(BUILD)/test_%: dev/test/test_%.c $(HOST_HEADERS) | $(BUILD)
 $(BUILD)/test_llama_cpu: dev/test/reference_file.h dev/test/reference_checks.h
 $(BUILD)/test_adahop_case: dev/test/test_adahop_case.c dev/test/adahop_case_file.h $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
+# the CPU reference's logits of a model file of either family (the oracle of dev/test/test_export_hf.py)
+$(BUILD)/model_logits: dev/test/model_logits.c dev/test/logits_file.h $(HOST_HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 $(BUILD)/bench_quant_error: dev/bench_quant_error.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 
 # ---- CUDA: the trainer, the model test and the kernel tests (compile and link anywhere nvcc exists)
-train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp: NVCCFLAGS += $(DP_NVCCFLAGS)
-train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp: NVLIBS += $(DP_LIBS)
+train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp $(BUILD)/model_logits_gpu: NVCCFLAGS += $(DP_NVCCFLAGS)
+train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp $(BUILD)/model_logits_gpu: NVLIBS += $(DP_LIBS)
 train_gpt2_adahop: train_gpt2_adahop.cu $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
+# the trainer's logits of a model file (dev/test/export_gpu_test.py)
+$(BUILD)/model_logits_gpu: train_gpt2_adahop.cu dev/test/logits_file.h
 $(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) $(wildcard dev/test/*.h dev/cuda/*.cuh) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 # the CUPTI kernel profiler that dev/profile_step.sh loads into the trainer (CUDA_INJECTION64_PATH), and its CPU test
@@ -85,9 +90,9 @@ test-gpu: export TEST_SKIP_LOG = $(SKIP_LOG)_gpu.txt
 # interpreter already has stays as it is (PyTorch and other compiled packages were built against it), the other
 # packages are picked to fit it
 PYTHON_DEPS = $(BUILD)/.python-deps-$(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null | cksum | cut -d' ' -f1)
-$(PYTHON_DEPS): dev/data/requirements.txt scripts/requirements.txt | $(BUILD)
+$(PYTHON_DEPS): dev/data/requirements.txt scripts/requirements.txt dev/requirements.txt | $(BUILD)
 	@$(PYTHON) -c 'import numpy; print("numpy==" + numpy.__version__)' > $@.constraints 2>/dev/null || : > $@.constraints
-	$(PYTHON) -m pip install -q -c $@.constraints -r dev/data/requirements.txt -r scripts/requirements.txt && touch $@ \
+	$(PYTHON) -m pip install -q -c $@.constraints -r dev/data/requirements.txt -r scripts/requirements.txt -r dev/requirements.txt && touch $@ \
 	    || echo "warning: could not install the Python requirements into $(PYTHON)"
 
 test-cpu: cpu
@@ -98,10 +103,16 @@ test-cpu: cpu
 	@echo "== CPU reference trains in every precision mode"; bash dev/test/cpu_modes_smoke.sh
 	@echo "== AdaHOP linear: PyTorch oracle vs C reference"; bash dev/test/adahop_cases.sh
 
-test-python: $(PYTHON_DEPS)
+# the GPT-2 BPE ranks for the tests that tokenize, when the repository has them
+RANKS_ARG = $(if $(wildcard data/gpt2.tiktoken),--ranks data/gpt2.tiktoken)
+test-python: $(PYTHON_DEPS) $(BUILD)/model_logits train_gpt2
 	@rm -f $$TEST_SKIP_LOG
 	@echo "== dev/data/test_tokenize_text.py"; $(PYTHON) dev/data/test_tokenize_text.py
 	@echo "== dev/test/test_plot_losses.py (plot_losses.py; run_modes.sh with a fake trainer)"; $(PYTHON) dev/test/test_plot_losses.py
+	@echo "== dev/test/test_export_hf.py (Hugging Face export vs the CPU reference)"; \
+	 $(PYTHON) dev/test/test_export_hf.py $(RANKS_ARG)
+	@echo "== dev/test/test_evals.py (prepare_evals.py; train_gpt2 -E vs dev/eval_hf.py on the exported model)"; \
+	 $(PYTHON) dev/test/test_evals.py $(RANKS_ARG)
 
 test-gpu: cuda
 	@rm -f $$TEST_SKIP_LOG

@@ -10,6 +10,9 @@
 // build: gcc -O2 -std=gnu11 -Wall -Wextra -fopenmp -I. train_gpt2.c -o build/train_gpt2 -lm
 // run:   OMP_NUM_THREADS=2 ./build/train_gpt2 -e L2C64H4 -b 4 -t 64 -x 40
 //
+// -E scores the model on downstream evals (llmc/evals.h; files of dev/data/prepare_evals.py) every -V steps and at
+// the end, in the -p precision: -x 0 scores a model file without training.
+//
 // -e picks the model: a model/checkpoint file (llmc/checkpoint.h; only its parameters are used), a depth
 // preset "d6" / "d12" / "d24" / "d36" / "d48", or a spec "L<layers>C<channels>H<heads>" such as L2C64H4.
 // Presets and specs use the GPT-2 vocab (V 50257, Vp 50304), max_seq_len 1024 and GPT-2 init from -r.
@@ -23,6 +26,7 @@
 #include "llmc/sampler.h"
 #include "llmc/dataloader.h"
 #include "llmc/tokenizer.h"
+#include "llmc/evals.h"
 
 #define GPT2_VOCAB 50257
 #define GPT2_EOT 50256
@@ -34,6 +38,8 @@ typedef struct {
     const char* model;
     const char* output;
     const char* tokenizer;
+    const char* evals;           // -E: eval files (a folder or a glob), NULL = none
+    int eval_every;
     int B, T, max_steps, val_every, val_batches, checkpoint_every, gen_tokens;
     int precision, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
     float lr, weight_decay, grad_clip;
@@ -59,6 +65,8 @@ static void usage(const char* prog) {
         "  -v <int>   val loss every n steps, 0 = never (default 10)\n"
         "  -m <int>   val batches per evaluation (default 4)\n"
         "  -g <int>   tokens to sample at the end, 0 = none (default 32)\n"
+        "  -E <path>  downstream eval files: a folder of them or a glob (dev/data/prepare_evals.py) (default: none)\n"
+        "  -V <int>   run the evals every n steps too, 0 = only at the end (default 0)\n"
         "  -p <mode>  block linears: bf16 (FP32 here) | mxfp4 | hadamard | adahop, emulated (default bf16)\n"
         "  -w <int>   AdaHOP calibration steps before the first strategy vote (default 30)\n"
         "  -C <str>   precision of the calibration steps: plain (MXFP4, docs/adahop.md) | iht (with the Hadamard) (default plain)\n"
@@ -75,6 +83,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->model = "L2C64H4";
     a->output = NULL;
     a->tokenizer = "data/gpt2_tokenizer.bin";
+    a->evals = NULL; a->eval_every = 0;
     a->B = 4; a->T = 64; a->max_steps = 40; a->val_every = 10; a->val_batches = 4;
     a->checkpoint_every = 0; a->gen_tokens = 32;
     a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337;
@@ -99,6 +108,8 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
             case 'v': a->val_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'm': a->val_batches = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'g': a->gen_tokens = (int)parse_int(f, v, 0, 1 << 16); break;
+            case 'E': a->evals = v; break;
+            case 'V': a->eval_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'p':
                 a->precision = precision_from_name(v);
                 if (a->precision < 0) { die("flag -p: '%s' is not one of bf16, mxfp4, hadamard, adahop", v); }
@@ -112,6 +123,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
         }
     }
     if (a->B <= 0 || a->T <= 0 || a->max_steps < 0 || a->val_batches <= 0) { die("need B > 0, T > 0, -x >= 0, -m > 0"); }
+    if (a->eval_every > 0 && a->evals == NULL) { die("flag -V: periodic evals need the eval files (-E)"); }
     if (a->reclass_every > 0 && a->reclass_window > a->reclass_every) {
         die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", a->reclass_window, a->reclass_every);
     }
@@ -174,6 +186,16 @@ static void save_model(const char* path, const GPT2CPU* m, int step, uint64_t se
     printf("wrote %s\n", path);
 }
 
+// the eval forward pass (an EvalForwardFn): per-position losses and greedy-argmax flags of the batch. It runs all B
+// rows of T positions (T_used = T here), the shape the activations were allocated for, whatever ran first
+static void cpu_eval_forward(void* model, const EvalBatch* b, float* losses, float* argmax) {
+    GPT2CPU* m = (GPT2CPU*)model;
+    gpt2cpu_forward(m, b->inputs, b->targets, b->B, b->T_used);
+    size_t n = (size_t)b->rows * b->T_used;
+    memcpy(losses, m->acts.losses, n * sizeof(float));
+    eval_argmax_flags_cpu(argmax, m->acts.logits, b->targets, (int)n, m->config.vocab_size, m->config.padded_vocab_size);
+}
+
 // samples n tokens after an EOT token and prints them (decoded when the tokenizer loaded)
 static void generate(GPT2CPU* m, const Tokenizer* tok, int n, Rng* rng) {
     int* gen = (int*)malloc_check((size_t)n * sizeof(int));
@@ -218,6 +240,9 @@ int main(int argc, char** argv) {
     tokenizer_init(&tok, a.tokenizer);
     Rng rng;
     rng_seed(&rng, a.seed);
+    EvalSuite evals = {0, NULL};
+    if (a.evals) { eval_suite_load(&evals, a.evals, c.vocab_size); }
+    EvalModel eval_model = {cpu_eval_forward, &m, a.B, a.T, a.T};   // rows of T positions: the training batch's buffers
     printf("B=%d T=%d steps=%d lr=%g wd=%g clip=%g seed=%llu\n", a.B, a.T, a.max_steps, a.lr, a.weight_decay,
            a.grad_clip, (unsigned long long)a.seed);
 
@@ -236,10 +261,13 @@ int main(int argc, char** argv) {
             printf("val loss %.6f\n", val_loss(&m, &val, a.val_batches));
         }
         if (a.output && a.checkpoint_every > 0 && step % a.checkpoint_every == 0) { save_model(a.output, &m, step, a.seed); }
+        if (a.evals && a.eval_every > 0 && step % a.eval_every == 0 && step < a.max_steps) { eval_suite_run(&evals, step, &eval_model, NULL); }
     }
+    if (a.evals) { eval_suite_run(&evals, a.max_steps, &eval_model, NULL); }
     if (a.gen_tokens > 1) { generate(&m, &tok, a.gen_tokens < a.T ? a.gen_tokens : a.T, &rng); }
     if (a.output) { save_model(a.output, &m, a.max_steps, a.seed); }
 
+    eval_suite_free(&evals);
     tokenizer_free(&tok);
     dataloader_free(&train);
     dataloader_free(&val);

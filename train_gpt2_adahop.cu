@@ -46,6 +46,8 @@
 #include "llmc/adamw.cuh"          // defines: AdamWConfig (the update kernels)
 #include "llmc/adahop_linear.cuh"  // defines: AdahopLinear, AdahopPass, LinearInput, the MXFP4 / AdaHOP linear layer
 #include "llmc/nccl_dp.cuh"        // defines: DataParallel, dp_* collectives, dp_zero_step (ZeRO-1 AdamW)
+#include "llmc/evals.h"            // defines: EvalSet, eval file reading, batching and scoring (host)
+#include "llmc/evals.cuh"          // defines: the GPU argmax of the LAMBADA last word
 
 // ----------------------------------------------------------------------------
 // activations kept for the backward pass, and scratch buffers. The names are GPT-2's; in LLaMA ln1/ln2/lnf are
@@ -724,6 +726,8 @@ typedef struct {
     const char* init;            // "dN" / "llama:dN" for a fresh GPT-2 / LLaMA of depth N, else a checkpoint/model file
     const char* out_dir;         // log and checkpoints; NULL = neither
     const char* tokenizer_path;
+    const char* evals;           // -E: downstream eval files (a folder or a glob), NULL = none
+    int eval_every;              // -V: evals every N steps as well as at the end, 0 = only at the end
     int B, T, total_batch, max_steps, warmup, val_every, val_batches, sample_every, gen_tokens, ckpt_every, resume;
     float lr, final_lr_frac, weight_decay, grad_clip;
     uint64_t seed;
@@ -759,6 +763,10 @@ static void usage(const char* prog) {
            "  -y <0|1>   resume from the newest checkpoint in the -o dir (default 0)\n"
            "  -r <int>   random seed for init, data order and sampling (default 1337)\n"
            "  -z <path>  token decoding file               (default data/gpt2_tokenizer.bin)\n"
+           "  -E <path>  downstream evals (dev/data/prepare_evals.py files: a folder of them or a glob), scored in the\n"
+           "             run's precision on rank 0 at the end, printed and logged (default: none); with -x 0 and a model\n"
+           "             file as -e this scores that model without training\n"
+           "  -V <int>   run the -E evals every N steps as well, 0 = only at the end (default 0)\n"
            "Precision of the block linear layers (qkv, attention projection, MLP up and down; all three GEMMs each):\n"
            "  -p <mode>  bf16 | mxfp4 (no transform) | hadamard (IHT on every GEMM) | adahop (default adahop)\n"
            "  -P <path>  MXFP4 GEMM path: fast (E4M3 on FP8 tensor cores) | exact (dequantize + BF16) (default fast)\n"
@@ -790,7 +798,7 @@ static void usage(const char* prog) {
 
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
-                 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
+                 NULL, 0, 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
                  {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64, 0, 1}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1};
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
@@ -802,6 +810,8 @@ static Options parse_options(int argc, char** argv) {
             case 'e': o.init = v; break;
             case 'o': o.out_dir = v; break;
             case 'z': o.tokenizer_path = v; break;
+            case 'E': o.evals = v; break;
+            case 'V': o.eval_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'b': o.B = (int)parse_int(f, v, 1, 1 << 16); break;
             case 't': o.T = (int)parse_int(f, v, 8, 1 << 16); break;
             case 'd': o.total_batch = (int)parse_int(f, v, 1, 1 << 30); break;
@@ -847,6 +857,7 @@ static Options parse_options(int argc, char** argv) {
         }
     }
     if (o.T % 8 != 0) { die("flag -t: sequence length %d must be a multiple of 8", o.T); }
+    if (o.eval_every > 0 && o.evals == NULL) { die("flag -V: periodic evals need the eval files (-E)"); }
     if ((o.ckpt_every > 0 || o.resume) && o.out_dir == NULL) { die("checkpoints (-n) and resume (-y) need an output directory (-o)"); }
     if (o.lin.reclass_every > 0 && o.lin.reclass_window > o.lin.reclass_every) {
         die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", o.lin.reclass_window, o.lin.reclass_every);
@@ -899,6 +910,29 @@ static void print_sample(Model* m, const Tokenizer* tok, Rng* rng, int gen_token
     }
     printf("\n----------------\n");
     free(tokens); free(row); free(logits);
+}
+
+// the model and a device buffer of argmax flags, for the eval forward pass
+typedef struct {
+    Model* m;
+    float* flags;   // [max_B * max_T]
+} EvalRunner;
+
+// the eval forward pass (an EvalForwardFn, llmc/evals.h): the run's forward with targets and no gradient, then the
+// per-position losses and greedy-argmax flags to the host
+static void gpu_eval_forward(void* runner, const EvalBatch* b, float* losses, float* argmax) {
+    EvalRunner* r = (EvalRunner*)runner;
+    Model* m = r->m;
+    int N = b->rows * b->T_used;
+    size_t offs[6];
+    staging_layout(N, offs);
+    cudaCheck(cudaMemsetAsync(m->acts.losses, 0, (size_t)N * sizeof(float), m->stream));
+    model_forward(m, b->inputs, b->targets, b->rows, b->T_used, 0.0f);
+    eval_argmax_flags(r->flags, m->acts.t[A_LOGITS], m->staging_dev + offs[1], N, m->config.vocab_size,
+                      m->config.padded_vocab_size, m->stream);
+    cudaCheck(cudaMemcpyAsync(losses, m->acts.losses, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost, m->stream));
+    cudaCheck(cudaMemcpyAsync(argmax, r->flags, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost, m->stream));
+    cudaCheck(cudaStreamSynchronize(m->stream));
 }
 
 // <out_dir>/state_<step>.bin, the same file at any world size: every rank sends its shards of master, m and v
@@ -1135,6 +1169,13 @@ int main(int argc, char** argv) {
     if (have_val) { dataloader_init(&val, o.val_pattern, o.B, o.T, 0, 1, 0, 0, config.vocab_size); }
     Tokenizer tokenizer;
     tokenizer_init(&tokenizer, o.tokenizer_path);
+    EvalSuite evals = {0, NULL};
+    EvalRunner eval_runner = {&model, NULL};
+    if (o.evals) {
+        eval_suite_load(&evals, o.evals, config.vocab_size);
+        eval_runner.flags = (float*)device_malloc((size_t)o.B * o.T * sizeof(float), "eval argmax flags");
+    }
+    EvalModel eval_model = {gpu_eval_forward, &eval_runner, o.B, o.T, EVAL_ROW_ALIGN};
 
     FILE *logf = NULL, *jsonf = NULL;   // main.log (text) and main.jsonl (one JSON object per event)
     if (o.out_dir && dp.rank == 0) {
@@ -1183,6 +1224,9 @@ int main(int argc, char** argv) {
             if (logf) { fprintf(logf, "s:%d vl:%.6f\n", step, vl); fflush(logf); }
             json_val_event(jsonf, step, vl);
         }
+        if (o.evals && dp.rank == 0 && ((o.eval_every > 0 && step % o.eval_every == 0) || last)) {
+            eval_suite_run(&evals, step, &eval_model, logf);
+        }
         if (dp.rank == 0 && o.sample_every > 0 && step > 0 && (step % o.sample_every == 0 || last)) { print_sample(&model, &tokenizer, &rng, o.gen_tokens, o.T); }
         if (last) { break; }
 
@@ -1230,6 +1274,8 @@ int main(int argc, char** argv) {
     dataloader_free(&train);
     if (have_val) { dataloader_free(&val); }
     tokenizer_free(&tokenizer);
+    if (o.evals) { cudaCheck(cudaFree(eval_runner.flags)); }
+    eval_suite_free(&evals);
     model_free(&model);
     matmul_free();
     dp_free(&dp);

@@ -79,5 +79,21 @@ echo "== data parallel: world size 1 through the DP flags equals a plain run; 2 
 bash dev/test/dp_test.sh d6 || failed+=(dp_test)
 bash dev/test/dp_test.sh llama:d8 || failed+=(dp_test_llama)
 
+echo "== Hugging Face export: transformers' logits of trained d12 and llama:d12 equal the trainer's (BF16 tolerance)"
+mkdir -p build/export_gpu
+for init in d12 llama:d12; do
+    dir=build/export_gpu/${init/:/_}
+    ./train_gpt2_adahop -e $init -p bf16 -x 30 -b 8 -t 256 -v 0 -s 0 -n 30 -o $dir > $dir.log || failed+=(export_train_$init)
+done
+$PYTHON dev/test/export_gpu_test.py build/export_gpu/d12/state_00000030.bin build/export_gpu/llama_d12/state_00000030.bin \
+    || failed+=(export_gpu_test)
+
+if [ -n "${EVAL_MODEL:-}" ] && [ -n "${EVAL_DIR:-}" ]; then
+    echo "== downstream evals: the trainer's scores of $EVAL_MODEL equal dev/eval_hf.py's within 0.2 points"
+    bash dev/test/evals_gpu_test.sh "$EVAL_MODEL" "$EVAL_DIR" || failed+=(evals_gpu_test)
+else
+    echo "== downstream evals vs dev/eval_hf.py: skipped (set EVAL_MODEL=<trained d12 state> EVAL_DIR=<prepare_evals.py output>)"
+fi
+
 if [ ${#failed[@]} -gt 0 ]; then echo "GPU tests failed: ${failed[*]}"; exit 1; fi
 echo "GPU tests: all parts passed"

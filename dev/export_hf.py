@@ -1,0 +1,292 @@
+"""Exports one of our model or checkpoint files (llmc/checkpoint.h) as a Hugging Face `transformers` model folder.
+
+The folder holds config.json, model.safetensors and, with --ranks, the GPT-2 tokenizer files (vocab.json,
+merges.txt, tokenizer_config.json, special_tokens_map.json) made from a tiktoken ranks file. It loads with
+`AutoModelForCausalLM.from_pretrained(folder)` and `AutoTokenizer.from_pretrained(folder)`, offline:
+  GPT-2 (family 0)  -> GPT2LMHeadModel: tanh GELU ("gelu_new"), LayerNorm eps 1e-5, LM head tied to wte;
+                       our [out, in] linears become GPT-2's Conv1D [in, out] weights.
+  LLaMA (family 1)  -> LlamaForCausalLM: RMSNorm eps 1e-5, RoPE theta 10000 (rotate-half pairs), grouped-query
+                       attention, SwiGLU, no biases, untied LM head; the fused qkv and gate/up are split.
+The padded vocab rows (V..Vp) are dropped: the exported vocab is the real V. Optimizer and AdaHOP state in a
+training-state file are ignored. --dtype bf16 rounds the FP32 weights to nearest even.
+
+Needs numpy only (the safetensors file is written directly; its format: an 8-byte little-endian header length,
+a JSON header naming each tensor's dtype, shape and byte range, then the raw little-endian data).
+
+usage: python dev/export_hf.py MODEL.bin OUT_DIR [--dtype bf16|fp32] [--ranks gpt2.tiktoken]
+"""
+import argparse
+import base64
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+CKPT_MAGIC, CKPT_VERSION, CKPT_HEADER_INTS = 20261202, 1, 256
+CKPT_OPTIMIZER, CKPT_ADAHOP = 2, 4
+FAMILY_GPT2, FAMILY_LLAMA = 0, 1
+NORM_EPS, ROPE_THETA = 1e-5, 10000.0
+EOT_NAME = "<|endoftext|>"
+
+
+def fail(msg):
+    """one-line error and exit 1"""
+    print(f"export_hf: error: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def param_shapes(cfg):
+    """the parameter tensors of the family in file order (llmc/gpt2_config.h, llmc/llama_config.h)"""
+    L, C, Vp, maxT = cfg["L"], cfg["C"], cfg["Vp"], cfg["maxT"]
+    if cfg["family"] == FAMILY_GPT2:
+        return [("wte", (Vp, C)), ("wpe", (maxT, C)), ("ln1w", (L, C)), ("ln1b", (L, C)),
+                ("qkvw", (L, 3 * C, C)), ("qkvb", (L, 3 * C)), ("attprojw", (L, C, C)), ("attprojb", (L, C)),
+                ("ln2w", (L, C)), ("ln2b", (L, C)), ("fcw", (L, 4 * C, C)), ("fcb", (L, 4 * C)),
+                ("fcprojw", (L, C, 4 * C)), ("fcprojb", (L, C)), ("lnfw", (C,)), ("lnfb", (C,))]
+    H, qkv = cfg["H"], (cfg["NH"] + 2 * cfg["NKV"]) * (C // cfg["NH"])
+    return [("wte", (Vp, C)), ("rms1w", (L, C)), ("qkvw", (L, qkv, C)), ("attprojw", (L, C, C)), ("rms2w", (L, C)),
+            ("gateupw", (L, 2 * H, C)), ("downw", (L, C, H)), ("rmsfw", (C,)), ("lmheadw", (Vp, C))]
+
+
+def check_shape(path, cfg):
+    """the invariants of llmc/model_config.h's model_config_problem, as a clear error"""
+    dims = [cfg[k] for k in ("L", "C", "NH", "NKV", "H", "V", "maxT")]
+    if min(dims) <= 0 or cfg["C"] % cfg["NH"] or cfg["NH"] % cfg["NKV"] or cfg["Vp"] < cfg["V"] or cfg["Vp"] % 128:
+        fail(f"'{path}' has an invalid model shape {cfg}")
+    if cfg["family"] == FAMILY_GPT2 and (cfg["NKV"] != cfg["NH"] or cfg["H"] != 4 * cfg["C"]):
+        fail(f"'{path}': a GPT-2 header with LLaMA fields (NKV {cfg['NKV']}, hidden {cfg['H']})")
+    if cfg["family"] == FAMILY_LLAMA and (cfg["C"] // cfg["NH"]) % 2:
+        fail(f"'{path}': LLaMA head size {cfg['C'] // cfg['NH']} is odd")
+
+
+def read_model(path):
+    """reads a model or training-state file -> (cfg, {name: float32 array}, step)"""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        fail(f"cannot read '{path}': {e.strerror}")
+    if len(data) < 4 * CKPT_HEADER_INTS:
+        fail(f"'{path}' is {len(data)} bytes, shorter than the {4 * CKPT_HEADER_INTS}-byte model header")
+    h = np.frombuffer(data[:4 * CKPT_HEADER_INTS], dtype="<i4").astype(np.int64)
+    if h[0] != CKPT_MAGIC or h[1] != CKPT_VERSION:
+        fail(f"'{path}' is not a version {CKPT_VERSION} model file of this engine (magic {h[0]}, version {h[1]})")
+    if h[2] not in (1, 1 | CKPT_OPTIMIZER, 1 | CKPT_OPTIMIZER | CKPT_ADAHOP):
+        fail(f"'{path}': unknown contents flags {h[2]}")
+    if h[3] not in (FAMILY_GPT2, FAMILY_LLAMA):
+        fail(f"'{path}': model family {h[3]} is not supported (0 = GPT-2, 1 = LLaMA)")
+    cfg = dict(family=int(h[3]), maxT=int(h[4]), V=int(h[5]), Vp=int(h[6]), L=int(h[7]), NH=int(h[8]), C=int(h[9]))
+    gpt2 = cfg["family"] == FAMILY_GPT2
+    cfg["NKV"] = cfg["NH"] if gpt2 and h[18] == 0 else int(h[18])
+    cfg["H"] = 4 * cfg["C"] if gpt2 and h[19] == 0 else int(h[19])
+    check_shape(path, cfg)
+    shapes = param_shapes(cfg)
+    n = sum(math.prod(s) for _, s in shapes)
+    stated = int(h[12]) + (int(h[13]) << 32)
+    if stated != n:
+        fail(f"'{path}' says {stated} parameters, its shape implies {n}")
+    copies = 3 if h[2] & CKPT_OPTIMIZER else 1
+    adahop_words = (int(h[16]) + (int(h[17]) << 32)) if h[2] & CKPT_ADAHOP else 0
+    expected = 4 * CKPT_HEADER_INTS + 4 * (copies * n + adahop_words)
+    if len(data) != expected:
+        fail(f"'{path}' is {len(data)} bytes, its header implies {expected} (truncated or corrupt)")
+    flat = np.frombuffer(data, dtype="<f4", count=n, offset=4 * CKPT_HEADER_INTS)
+    params, off = {}, 0
+    for name, shape in shapes:
+        k = math.prod(shape)
+        params[name] = flat[off:off + k].reshape(shape)
+        off += k
+    if not all(np.isfinite(p).all() for p in params.values()):
+        fail(f"'{path}' holds non-finite parameters")
+    return cfg, params, int(h[10]) + (int(h[11]) << 32)
+
+
+def gpt2_tensors(cfg, p):
+    """GPT2LMHeadModel's state dict (lm_head tied to wte, so not stored); Conv1D weights are [in, out]"""
+    V = cfg["V"]
+    t = {"transformer.wte.weight": p["wte"][:V], "transformer.wpe.weight": p["wpe"],
+         "transformer.ln_f.weight": p["lnfw"], "transformer.ln_f.bias": p["lnfb"]}
+    for l in range(cfg["L"]):
+        pre = f"transformer.h.{l}."
+        t.update({pre + "ln_1.weight": p["ln1w"][l], pre + "ln_1.bias": p["ln1b"][l],
+                  pre + "attn.c_attn.weight": p["qkvw"][l].T, pre + "attn.c_attn.bias": p["qkvb"][l],
+                  pre + "attn.c_proj.weight": p["attprojw"][l].T, pre + "attn.c_proj.bias": p["attprojb"][l],
+                  pre + "ln_2.weight": p["ln2w"][l], pre + "ln_2.bias": p["ln2b"][l],
+                  pre + "mlp.c_fc.weight": p["fcw"][l].T, pre + "mlp.c_fc.bias": p["fcb"][l],
+                  pre + "mlp.c_proj.weight": p["fcprojw"][l].T, pre + "mlp.c_proj.bias": p["fcprojb"][l]})
+    return t
+
+
+def llama_tensors(cfg, p):
+    """LlamaForCausalLM's state dict: qkv split into q/k/v (rows: NH, NKV, NKV heads), gate/up into gate and up"""
+    V, H, HS = cfg["V"], cfg["H"], cfg["C"] // cfg["NH"]
+    nq, nkv = cfg["NH"] * HS, cfg["NKV"] * HS
+    t = {"model.embed_tokens.weight": p["wte"][:V], "model.norm.weight": p["rmsfw"], "lm_head.weight": p["lmheadw"][:V]}
+    for l in range(cfg["L"]):
+        pre = f"model.layers.{l}."
+        qkv, gateup = p["qkvw"][l], p["gateupw"][l]
+        t.update({pre + "input_layernorm.weight": p["rms1w"][l],
+                  pre + "self_attn.q_proj.weight": qkv[:nq], pre + "self_attn.k_proj.weight": qkv[nq:nq + nkv],
+                  pre + "self_attn.v_proj.weight": qkv[nq + nkv:], pre + "self_attn.o_proj.weight": p["attprojw"][l],
+                  pre + "post_attention_layernorm.weight": p["rms2w"][l],
+                  pre + "mlp.gate_proj.weight": gateup[:H], pre + "mlp.up_proj.weight": gateup[H:],
+                  pre + "mlp.down_proj.weight": p["downw"][l]})
+    return t
+
+
+def hf_config(cfg, dtype_name, eot):
+    """config.json of the family"""
+    common = {"vocab_size": cfg["V"], "torch_dtype": dtype_name, "bos_token_id": eot, "eos_token_id": eot,
+              "initializer_range": 0.02, "use_cache": True}
+    if cfg["family"] == FAMILY_GPT2:
+        return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_positions": cfg["maxT"],
+                "n_ctx": cfg["maxT"], "n_embd": cfg["C"], "n_layer": cfg["L"], "n_head": cfg["NH"], "n_inner": None,
+                "activation_function": "gelu_new", "layer_norm_epsilon": NORM_EPS, "resid_pdrop": 0.0,
+                "embd_pdrop": 0.0, "attn_pdrop": 0.0, "scale_attn_weights": True, "tie_word_embeddings": True,
+                **common}
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": cfg["C"],
+            "intermediate_size": cfg["H"], "num_hidden_layers": cfg["L"], "num_attention_heads": cfg["NH"],
+            "num_key_value_heads": cfg["NKV"], "head_dim": cfg["C"] // cfg["NH"], "hidden_act": "silu",
+            "max_position_embeddings": cfg["maxT"], "rms_norm_eps": NORM_EPS, "rope_theta": ROPE_THETA,
+            "rope_scaling": None, "attention_bias": False, "mlp_bias": False, "attention_dropout": 0.0,
+            "tie_word_embeddings": False, "pretraining_tp": 1, **common}
+
+
+def bf16_bits(x):
+    """float32 array -> uint16 bfloat16 bits, rounded to nearest even"""
+    u = np.ascontiguousarray(x, dtype="<f4").view("<u4").astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+
+
+def write_safetensors(path, tensors, bf16):
+    """writes {name: float32 array} as a safetensors file, in BF16 or F32"""
+    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for name in sorted(tensors):
+        arr = tensors[name]
+        raw = (bf16_bits(arr) if bf16 else np.ascontiguousarray(arr, dtype="<f4")).tobytes()
+        header[name] = {"dtype": "BF16" if bf16 else "F32", "shape": list(arr.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(len(head).to_bytes(8, "little"))
+        f.write(head)
+        for raw in blobs:
+            f.write(raw)
+
+
+def bytes_to_unicode():
+    """GPT-2's reversible map of the 256 byte values to printable unicode characters"""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + list(range(ord("\xae"), ord("\xff") + 1))
+    cs = bs[:]
+    extra = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + extra)
+            extra += 1
+    return dict(zip(bs, (chr(c) for c in cs)))
+
+
+def read_ranks(path):
+    """a tiktoken ranks file (one 'base64(token) rank' per line) -> list of token bytes indexed by rank"""
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError as e:
+        fail(f"cannot read ranks file '{path}': {e.strerror}")
+    tokens = {}
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        parts = line.split()
+        try:
+            tokens[int(parts[1])] = base64.b64decode(parts[0], validate=True)
+        except (IndexError, ValueError):
+            fail(f"ranks file '{path}' line {i + 1} is not 'base64 rank'")
+    if sorted(tokens) != list(range(len(tokens))):
+        fail(f"ranks file '{path}': ranks are not 0..{len(tokens) - 1} without gaps")
+    byte_tokens = {tokens[r] for r in range(min(256, len(tokens)))}
+    if len(byte_tokens) != 256 or any(len(t) != 1 for t in byte_tokens):
+        fail(f"ranks file '{path}': ranks 0..255 must be the 256 single bytes")
+    return [tokens[r] for r in range(len(tokens))]
+
+
+def bpe_merge(ranks, token, max_rank):
+    """the byte-pair parts of token under the merges of rank < max_rank (tiktoken's merge order)"""
+    parts = [bytes([b]) for b in token]
+    while True:
+        best = None
+        for i in range(len(parts) - 1):
+            r = ranks.get(parts[i] + parts[i + 1])
+            if r is not None and r < max_rank and (best is None or r < best[0]):
+                best = (r, i)
+        if best is None:
+            return parts
+        i = best[1]
+        parts[i:i + 2] = [parts[i] + parts[i + 1]]
+
+
+def write_tokenizer(out_dir, ranks_path, cfg):
+    """vocab.json, merges.txt and the tokenizer configs of the GPT-2 BPE in the ranks file, EOT = the last id"""
+    tokens = read_ranks(ranks_path)
+    if len(tokens) + 1 != cfg["V"]:
+        fail(f"ranks file '{ranks_path}' has {len(tokens)} tokens + {EOT_NAME}, the model's vocab is {cfg['V']}")
+    ranks = {t: r for r, t in enumerate(tokens)}
+    to_uni = bytes_to_unicode()
+    show = lambda t: "".join(to_uni[b] for b in t)
+    merges = []
+    for r, t in enumerate(tokens[256:], start=256):
+        parts = bpe_merge(ranks, t, r)
+        if len(parts) != 2:
+            fail(f"ranks file '{ranks_path}': token {r} is not a merge of two lower-ranked tokens")
+        merges.append(f"{show(parts[0])} {show(parts[1])}")
+    vocab = {show(t): r for r, t in enumerate(tokens)}
+    vocab[EOT_NAME] = len(tokens)
+    with open(os.path.join(out_dir, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(out_dir, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "\n".join(merges) + "\n")
+    special = {"bos_token": EOT_NAME, "eos_token": EOT_NAME, "unk_token": EOT_NAME}
+    with open(os.path.join(out_dir, "special_tokens_map.json"), "w") as f:
+        json.dump(special, f, indent=2)
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "GPT2Tokenizer", "model_max_length": cfg["maxT"], "add_prefix_space": False,
+                   "add_bos_token": False, **special}, f, indent=2)
+
+
+def export(model_path, out_dir, dtype, ranks_path=None):
+    """writes the folder; returns the model's cfg"""
+    cfg, params, step = read_model(model_path)
+    os.makedirs(out_dir, exist_ok=True)
+    tensors = gpt2_tensors(cfg, params) if cfg["family"] == FAMILY_GPT2 else llama_tensors(cfg, params)
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, dtype == "bf16")
+    config = hf_config(cfg, "bfloat16" if dtype == "bf16" else "float32", cfg["V"] - 1)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": cfg["V"] - 1, "eos_token_id": cfg["V"] - 1}, f, indent=2)
+    if ranks_path:
+        write_tokenizer(out_dir, ranks_path, cfg)
+    name = config["architectures"][0]
+    print(f"exported {model_path} (step {step}) as {name} L={cfg['L']} C={cfg['C']} NH={cfg['NH']} "
+          f"NKV={cfg['NKV']} V={cfg['V']} ({dtype}) to {out_dir}{' with the tokenizer' if ranks_path else ''}")
+    return cfg
+
+
+def main():
+    """command line"""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", help="model or training-state file (llmc/checkpoint.h)")
+    ap.add_argument("out_dir", help="folder to write (created if missing)")
+    ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16", help="weight dtype (default bf16)")
+    ap.add_argument("--ranks", help="tiktoken ranks file of the GPT-2 BPE (e.g. data/gpt2.tiktoken): write the tokenizer")
+    args = ap.parse_args()
+    export(args.model, args.out_dir, args.dtype, args.ranks)
+
+
+if __name__ == "__main__":
+    main()

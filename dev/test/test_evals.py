@@ -1,0 +1,170 @@
+"""End-to-end test of the downstream evals on tiny raw files written here, one per task:
+  - dev/data/prepare_evals.py writes eval files whose tokens decode to the contexts and completions the task's
+    format defines (HellaSwag without the activity prefix, " " + ending, LAMBADA's last word, the llm-foundry
+    question + "\\nAnswer:", Winogrande's context options), and refuses a bad label with a clear error;
+  - -V without -E and -E naming no file are clear errors;
+  - the CPU trainer (./train_gpt2 -E) scores a tiny GPT-2 it trained, and dev/eval_hf.py scores the same model
+    exported by dev/export_hf.py in transformers: equal acc and acc_norm on every task, LAMBADA perplexity within
+    1e-4 (both FP32). One HellaSwag and one LAMBADA context are longer than T, so both cut them from the left.
+
+usage: python dev/test/test_evals.py --ranks data/gpt2.tiktoken   (from the repository root, after `make train_gpt2`);
+       needs tiktoken, and torch + transformers for the comparison with dev/eval_hf.py
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "dev"))
+sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
+T = 64
+results = {"passed": 0, "failed": 0}
+
+LONG = " ".join(["The man keeps talking about the weather and the roads and the long drive home."] * 6)
+HELLASWAG = [("Washing dishes: A woman fills a sink with soapy water. she", 2,
+              ["throws the plates out of the window.", "sings to the cat on the roof.", "scrubs the plates with a sponge.",
+               "paints the sink bright red."]),
+             ("Making tea: " + LONG + " Then he", 0,
+              ["pours hot water into the cup.", "jumps into the lake.", "eats the kettle.", "flies to the moon."]),
+             ("Running: A girl laces her shoes at the start line. she", 1,
+              ["falls asleep on the grass.", "starts running down the track.", "reads a book about cooking.",
+               "opens an umbrella indoors."])]
+LAMBADA = ["He opened the door and looked outside. The rain had stopped, so he went for a walk",
+           "She poured the milk into the bowl and gave it to the cat",
+           "They sat by the fire and told stories until late at night",
+           LONG + " and at last he walked through the door of his house"]
+PIQA = [{"query": "Question: How do you open a jar that is stuck?\n", "choices": ["Run the lid under hot water.",
+         "Put the jar in the freezer."], "gold": 0},
+        {"query": "Question: How do you keep bread fresh?\n", "choices": ["Leave it in the sun.",
+         "Store it in a sealed bag."], "gold": 1}]
+ARC = [{"query": "Question: Which object is a source of light?", "choices": ["a rock", "the sun", "a shoe", "water"],
+        "gold": 1},
+       {"query": "Question: What do plants need to grow?", "choices": ["sunlight", "plastic", "noise", "sand"], "gold": 0}]
+WINOGRANDE = [{"context_options": ["The trophy did not fit in the suitcase because the trophy",
+                                   "The trophy did not fit in the suitcase because the suitcase"],
+               "continuation": "was too big.", "gold": 0},
+              {"context_options": ["Anna gave Maria a gift because Anna", "Anna gave Maria a gift because Maria"],
+               "continuation": "had a birthday.", "gold": 1}]
+
+
+def check(ok, what):
+    """records and prints one check"""
+    results["passed" if ok else "failed"] += 1
+    print(f"{'ok  ' if ok else 'FAIL'} {what}")
+
+
+def write_raw(tmp):
+    """the raw files of the 5 tasks -> {task flag: path}"""
+    paths = {}
+    with open(os.path.join(tmp, "hellaswag.txt"), "w") as f:
+        for ctx, label, ends in HELLASWAG:
+            f.write("\n".join([ctx, str(label)] + ends) + "\n")
+    paths["--hellaswag"] = f.name
+    for flag, rows in (("--lambada", [{"text": t} for t in LAMBADA]), ("--piqa", PIQA), ("--arc-easy", ARC),
+                       ("--winogrande", WINOGRANDE)):
+        path = os.path.join(tmp, flag[2:] + ".jsonl")
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+        paths[flag] = path
+    return paths
+
+
+def expected_text():
+    """{task: [(label, [(context, completion) per candidate])]} the format defines"""
+    return {
+        "hellaswag": [(l, [(c.split(": ", 1)[1], " " + e) for e in ends]) for c, l, ends in HELLASWAG],
+        "lambada": [(0, [(t.rsplit(" ", 1)[0], " " + t.rsplit(" ", 1)[1])]) for t in LAMBADA],
+        "piqa": [(q["gold"], [(q["query"].strip() + "\nAnswer:", " " + c) for c in q["choices"]]) for q in PIQA],
+        "arc_easy": [(q["gold"], [(q["query"].strip() + "\nAnswer:", " " + c) for c in q["choices"]]) for q in ARC],
+        "winogrande": [(q["gold"], [(o, " " + q["continuation"]) for o in q["context_options"]]) for q in WINOGRANDE],
+    }
+
+
+def check_prepare(ranks, tmp, raw, out):
+    """prepare_evals.py's files decode to the expected texts; a bad label is refused"""
+    import eval_hf
+    from tokenize_text import load_encoding
+    cmd = [sys.executable, os.path.join(ROOT, "dev", "data", "prepare_evals.py"), "--ranks", ranks, "--out", out]
+    subprocess.run(cmd + [a for kv in raw.items() for a in kv], check=True, stdout=subprocess.DEVNULL)
+    enc = load_encoding(ranks)
+    for task, want in expected_text().items():
+        name, _, examples = eval_hf.read_eval(os.path.join(out, task + ".bin"))
+        got = [(label, [(enc.decode(c), enc.decode(p)) for c, p in cands]) for label, cands in examples]
+        check(name == task and got == want, f"prepare_evals: {task} decodes to its contexts and completions")
+    bad = os.path.join(tmp, "bad.jsonl")
+    with open(bad, "w") as f:
+        f.write(json.dumps({"query": "Question: ?", "choices": ["a", "b"], "gold": 2}) + "\n")
+    r = subprocess.run(cmd + ["--piqa", bad], capture_output=True, text=True)
+    check(r.returncode == 1 and "label 2" in r.stderr, f"prepare_evals: bad label -> exit {r.returncode}, {r.stderr.strip()}")
+
+
+def check_flag_errors(tmp):
+    """-V without -E, and -E naming no file: one-line errors, exit 1"""
+    trainer = os.path.join(ROOT, "train_gpt2")
+    for flags, msg in ((["-V", "5"], "need the eval files (-E)"), (["-E", os.path.join(tmp, "none", "*.bin")], "names no eval file")):
+        r = subprocess.run([trainer, "-x", "0", "-g", "0"] + flags, capture_output=True, text=True, cwd=ROOT)
+        check(r.returncode == 1 and msg in r.stderr, f"train_gpt2 {' '.join(flags)}: exit {r.returncode}, {r.stderr.strip()}")
+
+
+def engine_scores(out, model):
+    """trains a tiny GPT-2 with the CPU trainer, scoring it with -E at the end -> {task: (acc, acc_norm, ppl)}"""
+    cmd = [os.path.join(ROOT, "train_gpt2"), "-x", "4", "-v", "0", "-g", "0", "-b", "4", "-t", str(T), "-o", model,
+           "-E", out]
+    log = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    scores = {}
+    for m in re.finditer(r"eval (\S+)\s+acc_norm ([\d.]+) acc ([\d.]+)", log):
+        scores[m.group(1)] = (float(m.group(3)), float(m.group(2)), 0.0)
+    for m in re.finditer(r"eval (\S+)\s+acc ([\d.]+) ppl ([\d.]+)", log):
+        scores[m.group(1)] = (float(m.group(2)), float(m.group(2)), float(m.group(3)))
+    return scores
+
+
+def check_against_hf(out, tmp):
+    """the engine's scores equal dev/eval_hf.py's on the exported model"""
+    model = os.path.join(tmp, "model.bin")
+    ours = engine_scores(out, model)
+    check(sorted(ours) == sorted(expected_text()), f"train_gpt2 -E scored {sorted(ours)}")
+    hf_dir, js = os.path.join(tmp, "hf"), os.path.join(tmp, "hf.json")
+    subprocess.run([sys.executable, os.path.join(ROOT, "dev", "export_hf.py"), model, hf_dir, "--dtype", "fp32"],
+                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, os.path.join(ROOT, "dev", "eval_hf.py"), hf_dir, out, "--max-len", str(T),
+                    "--json", js], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(js) as f:
+        theirs = json.load(f)
+    for task, (acc, acc_norm, ppl) in sorted(ours.items()):
+        h = theirs.get(task, {})
+        same = abs(h.get("acc", -1) - acc) < 1e-4 and abs(h.get("acc_norm", -1) - acc_norm) < 1e-4
+        close = abs(h.get("ppl", -1) - ppl) <= 1e-4 * max(ppl, 1.0)
+        check(same and close, f"{task}: engine acc {acc:.4f} acc_norm {acc_norm:.4f} ppl {ppl:.3f} vs transformers "
+                              f"{h.get('acc', -1):.4f} {h.get('acc_norm', -1):.4f} {h.get('ppl', -1):.3f}")
+
+
+def main():
+    """runs the checks; exits 1 if any failed"""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ranks", help="tiktoken ranks file of the GPT-2 BPE")
+    args = ap.parse_args()
+    if not args.ranks:
+        print("skipping dev/test/test_evals.py: no tokenizer ranks (--ranks)")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "evals")
+        check_prepare(args.ranks, tmp, write_raw(tmp), out)
+        check_flag_errors(tmp)
+        try:
+            import torch  # noqa: F401
+            import transformers  # noqa: F401
+        except ImportError as e:
+            print(f"skipping the comparison with dev/eval_hf.py: {sys.executable} has no {e.name}")
+        else:
+            check_against_hf(out, tmp)
+    print(f"test_evals.py: {results['passed']} passed, {results['failed']} failed")
+    sys.exit(1 if results["failed"] else 0)
+
+
+if __name__ == "__main__":
+    main()

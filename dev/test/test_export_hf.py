@@ -1,0 +1,215 @@
+"""Tests dev/export_hf.py against the FP32 CPU reference (build/model_logits, llmc/gpt2_cpu.h, llmc/llama_cpu.h).
+
+For a tiny GPT-2 (V 50257 padded to 50304) and a tiny LLaMA (V 100 padded to 128, GQA with NKV < NH, untied head,
+written as a training-state file with AdamW moments and AdaHOP state), both with random weights large enough that attention,
+biases and norm weights matter and with garbage in the padded vocab rows:
+  - the fp32 export loads in transformers (GPT2LMHeadModel / LlamaForCausalLM) and its logits equal the C
+    reference's within FP32 tolerance; a model with one tensor wrong is caught by the same comparison
+  - the bf16 export holds exactly the FP32 weights rounded to nearest even (torch's own rounding)
+  - a truncated model file is a clear error with a non-zero exit
+With --ranks (a tiktoken ranks file of the GPT-2 BPE): the exported tokenizer (vocab.json, merges.txt) loads with
+AutoTokenizer and encodes like tiktoken with those ranks.
+
+usage: python dev/test/test_export_hf.py [--ranks data/gpt2.tiktoken]   (from the repository root, after
+       `make build/model_logits`); needs torch, transformers and (for --ranks) tiktoken
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "dev"))
+import export_hf  # noqa: E402
+from eval_hf import load_model  # noqa: E402
+
+FP32_TOL = 1e-4     # max |logit difference| relative to the largest |logit|
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+TEXTS = ["Hello world", " The quick brown fox jumps over the lazy dog.\n\n", "It's 1234 o'clock, isn't it?",
+         "naïve café — 東京 🙂  spaces   and\ttabs", "<|endoftext|>"[2:-2] + "\n  indented\n"]
+results = {"passed": 0, "failed": 0}
+
+
+def check(ok, what):
+    """records and prints one check"""
+    results["passed" if ok else "failed"] += 1
+    print(f"{'ok  ' if ok else 'FAIL'} {what}")
+
+
+def random_model(cfg, seed):
+    """random weights of the family's layout: matrices N(0, 0.1), norm weights 1 + N(0, 0.1), biases N(0, 0.1),
+    padded vocab rows 5.0 (never read by a correct model)"""
+    rng = np.random.default_rng(seed)
+    params = {}
+    for name, shape in export_hf.param_shapes(cfg):
+        p = rng.normal(0.0, 0.1, shape).astype(np.float32)
+        if name.endswith("w") and len(shape) <= 2 and name not in ("wte", "wpe", "lmheadw"):
+            p += 1.0   # LayerNorm / RMSNorm weights
+        if name in ("wte", "lmheadw"):
+            p[cfg["V"]:] = 5.0
+        params[name] = p
+    return params
+
+
+def write_model(path, cfg, params, optimizer_state=False):
+    """our model file (llmc/checkpoint.h); with optimizer_state a training state of the GPU trainer: random AdamW
+    m and v, then 5 words of AdaHOP state"""
+    flat = np.concatenate([params[n].reshape(-1) for n, _ in export_hf.param_shapes(cfg)]).astype("<f4")
+    h = np.zeros(export_hf.CKPT_HEADER_INTS, dtype="<i4")
+    h[0:10] = [export_hf.CKPT_MAGIC, export_hf.CKPT_VERSION, 7 if optimizer_state else 1, cfg["family"], cfg["maxT"],
+               cfg["V"], cfg["Vp"], cfg["L"], cfg["NH"], cfg["C"]]
+    h[10] = 7
+    h[16] = 5 if optimizer_state else 0
+    h[12], h[13] = flat.size & 0xFFFFFFFF, flat.size >> 32
+    if cfg["family"] == export_hf.FAMILY_LLAMA:
+        h[18], h[19] = cfg["NKV"], cfg["H"]
+    with open(path, "wb") as f:
+        f.write(h.tobytes())
+        f.write(flat.tobytes())
+        if optimizer_state:
+            f.write(np.random.default_rng(1).normal(size=2 * flat.size).astype("<f4").tobytes())
+            f.write(np.arange(5, dtype="<i4").tobytes())
+
+
+def write_tokens(path, tokens):
+    """the token file of build/model_logits (dev/test/logits_file.h)"""
+    with open(path, "wb") as f:
+        f.write(np.array(tokens.shape, dtype="<i4").tobytes())
+        f.write(tokens.astype("<i4").tobytes())
+
+
+def c_logits(model_path, tokens, tmp):
+    """the C reference's logits [B, T, V] of the model file on tokens [B, T]"""
+    tok_path, out_path = os.path.join(tmp, "tokens.bin"), os.path.join(tmp, "logits.bin")
+    write_tokens(tok_path, tokens)
+    subprocess.run([os.path.join(ROOT, "build", "model_logits"), model_path, tok_path, out_path], check=True,
+                   stdout=subprocess.DEVNULL)
+    return np.fromfile(out_path, dtype="<f4").reshape(*tokens.shape, -1)
+
+
+def hf_logits_on(model, tokens, device):
+    """transformers' logits [B, T, V] of the model on `device`, as float64 numpy"""
+    import torch
+    with torch.no_grad():
+        return model(torch.from_numpy(tokens.astype(np.int64)).to(device)).logits.double().cpu().numpy()
+
+
+def hf_logits(model, tokens):
+    """transformers' logits [B, T, V] on the CPU"""
+    return hf_logits_on(model, tokens, "cpu")
+
+
+def max_rel_diff(a, b):
+    """max |a - b| over max |b|"""
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def break_one_tensor(model, family):
+    """changes one tensor the way a wrong mapping would: GPT-2 drops the qkv bias, LLaMA swaps k and v"""
+    import torch
+    with torch.no_grad():
+        if family == export_hf.FAMILY_GPT2:
+            model.transformer.h[0].attn.c_attn.bias.zero_()
+        else:
+            attn = model.model.layers[1].self_attn
+            k = attn.k_proj.weight.clone()
+            attn.k_proj.weight.copy_(attn.v_proj.weight)
+            attn.v_proj.weight.copy_(k)
+
+
+def check_family(cfg, name, tmp, optimizer_state):
+    """export in fp32 and bf16 and compare with the C reference"""
+    import torch
+    model_path = os.path.join(tmp, f"{name}.bin")
+    write_model(model_path, cfg, random_model(cfg, seed=cfg["family"] + 1), optimizer_state)
+    tokens = np.random.default_rng(7).integers(0, cfg["V"], size=(2, 16))
+    want = c_logits(model_path, tokens, tmp)
+    fp32_dir, bf16_dir = os.path.join(tmp, f"{name}_fp32"), os.path.join(tmp, f"{name}_bf16")
+    export_hf.export(model_path, fp32_dir, "fp32")
+    export_hf.export(model_path, bf16_dir, "bf16")
+
+    model = load_model(fp32_dir)
+    arch = type(model).__name__
+    check(arch == ("GPT2LMHeadModel" if cfg["family"] == export_hf.FAMILY_GPT2 else "LlamaForCausalLM"),
+          f"{name}: fp32 folder loads as {arch}")
+    check(model.config.vocab_size == cfg["V"], f"{name}: exported vocab {model.config.vocab_size} = V {cfg['V']} (padding dropped)")
+    got = hf_logits(model, tokens)
+    diff = max_rel_diff(got, want) if got.shape == want.shape else float("inf")
+    check(diff <= FP32_TOL, f"{name}: transformers logits {got.shape} vs C reference: max rel diff {diff:.2e} <= {FP32_TOL:g}")
+    break_one_tensor(model, cfg["family"])
+    broken = max_rel_diff(hf_logits(model, tokens), want)
+    check(broken > 100 * FP32_TOL, f"{name}: one wrong tensor is caught (max rel diff {broken:.2e})")
+
+    bf16 = load_model(bf16_dir, torch.bfloat16)
+    ref = load_model(fp32_dir).to(torch.bfloat16)
+    sd, ref_sd = bf16.state_dict(), ref.state_dict()
+    same = all(torch.equal(sd[k], ref_sd[k]) for k in ref_sd)
+    check(same and len(sd) == len(ref_sd), f"{name}: bf16 weights = fp32 weights rounded to bf16 ({len(sd)} tensors)")
+    bdiff = max_rel_diff(hf_logits(bf16.float(), tokens), want)
+    check(bdiff < 0.05, f"{name}: bf16 export logits vs C reference: max rel diff {bdiff:.2e} < 0.05")
+
+
+def check_errors(tmp):
+    """a truncated model file: one-line error, exit 1"""
+    path = os.path.join(tmp, "gpt2.bin")
+    with open(path, "rb") as f:
+        data = f.read()
+    bad = os.path.join(tmp, "truncated.bin")
+    with open(bad, "wb") as f:
+        f.write(data[:-4])
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "dev", "export_hf.py"), bad, os.path.join(tmp, "bad")],
+                       capture_output=True, text=True)
+    check(r.returncode == 1 and "truncated" in r.stderr and r.stderr.count("\n") == 1,
+          f"truncated model file: exit {r.returncode}, '{r.stderr.strip()}'")
+
+
+def check_tokenizer(ranks_path, tmp):
+    """the exported tokenizer encodes like tiktoken with the same ranks"""
+    import base64
+    import tiktoken
+    from transformers import AutoTokenizer
+    out = os.path.join(tmp, "gpt2_fp32")
+    cfg, _, _ = export_hf.read_model(os.path.join(tmp, "gpt2.bin"))
+    export_hf.write_tokenizer(out, ranks_path, cfg)
+    with open(ranks_path, "rb") as f:
+        ranks = {base64.b64decode(t): int(r) for t, r in (line.split() for line in f if line.strip())}
+    enc = tiktoken.Encoding("ranks", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
+                            special_tokens={export_hf.EOT_NAME: len(ranks)})
+    tok = AutoTokenizer.from_pretrained(out)
+    for text in TEXTS:
+        want, got = enc.encode(text), tok.encode(text)
+        check(want == got and tok.decode(got) == text, f"tokenizer: {text!r} -> {got[:8]}{'...' if len(got) > 8 else ''}")
+    eot = tok.encode(export_hf.EOT_NAME)
+    check(eot == [len(ranks)] and tok.eos_token_id == len(ranks), f"tokenizer: {export_hf.EOT_NAME} is {eot}")
+
+
+def main():
+    """runs the checks; exits 1 if any failed"""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ranks", help="tiktoken ranks file of the GPT-2 BPE: also test the exported tokenizer")
+    args = ap.parse_args()
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        print(f"skipping dev/test/test_export_hf.py: {sys.executable} has no {e.name} (dev/requirements.txt)")
+        return
+    gpt2 = dict(family=export_hf.FAMILY_GPT2, L=2, C=64, NH=4, NKV=4, H=256, V=50257, Vp=50304, maxT=32)
+    llama = dict(family=export_hf.FAMILY_LLAMA, L=2, C=64, NH=4, NKV=2, H=96, V=100, Vp=128, maxT=32)
+    with tempfile.TemporaryDirectory() as tmp:
+        check_family(gpt2, "gpt2", tmp, optimizer_state=False)
+        check_family(llama, "llama", tmp, optimizer_state=True)
+        check_errors(tmp)
+        if args.ranks:
+            check_tokenizer(args.ranks, tmp)
+        else:
+            print("tokenizer: not tested (no --ranks file)")
+    print(f"test_export_hf: {results['passed']} passed, {results['failed']} failed")
+    sys.exit(1 if results["failed"] else 0)
+
+
+if __name__ == "__main__":
+    main()
