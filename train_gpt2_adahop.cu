@@ -940,8 +940,8 @@ int main(int argc, char** argv) {
     int32_t* adahop_words = NULL;
     int start_step = 0;
     char resume_path[4096] = "";
-    if (o.resume && checkpoint_find_latest(o.out_dir, resume_path, sizeof(resume_path)) != 0) {
-        printf("resume: no checkpoint in %s, starting fresh\n", o.out_dir);
+    if (o.resume && checkpoint_find_valid(o.out_dir, -1, resume_path, sizeof(resume_path)) != 0) {
+        printf("resume: no valid checkpoint in %s, starting fresh\n", o.out_dir);
         resume_path[0] = '\0';
     }
     const char* load_path = resume_path[0] ? resume_path : (model_is_preset_name(o.init) ? NULL : o.init);

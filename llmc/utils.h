@@ -7,13 +7,21 @@
 #include <stdint.h>
 #include <string.h>
 #include <errno.h>
+#include <sys/stat.h>
 
 #define die(...) do { fprintf(stderr, "error: " __VA_ARGS__); fputc('\n', stderr); exit(EXIT_FAILURE); } while (0)
 
+// opens path; a file opened for reading must be a regular file (fopen accepts a directory, whose reads then fail)
 static inline FILE* fopen_check_(const char* path, const char* mode, const char* file, int line) {
     FILE* fp = fopen(path, mode);
     if (fp == NULL) {
         fprintf(stderr, "error: cannot open '%s' (mode %s): %s [%s:%d]\n", path, mode, strerror(errno), file, line);
+        exit(EXIT_FAILURE);
+    }
+    struct stat st = {0};
+    if (mode[0] == 'r' && (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode))) {
+        fprintf(stderr, "error: '%s' is %s, not a regular file [%s:%d]\n", path, S_ISDIR(st.st_mode) ? "a directory" : "not readable",
+                file, line);
         exit(EXIT_FAILURE);
     }
     return fp;
