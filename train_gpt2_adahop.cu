@@ -25,6 +25,8 @@
 #include "llmc/rand.h"
 #include "llmc/model_config.h"
 #include "llmc/checkpoint.h"
+#include "llmc/out_dir.h"
+#include "llmc/stop_signal.h"
 #include "llmc/schedule.h"
 #include "llmc/sampler.h"
 #include "llmc/dataloader.h"
@@ -704,7 +706,7 @@ typedef struct {
     const char* init;            // "dN" / "llama:dN" for a fresh GPT-2 / LLaMA of depth N, else a checkpoint/model file
     const char* out_dir;         // log and checkpoints; NULL = neither
     const char* tokenizer_path;
-    int B, T, total_batch, max_steps, warmup, val_every, val_batches, sample_every, gen_tokens, ckpt_every, resume;
+    int B, T, total_batch, max_steps, warmup, val_every, val_batches, sample_every, gen_tokens, ckpt_every, keep_ckpts, resume;
     float lr, final_lr_frac, weight_decay, grad_clip;
     uint64_t seed;
     LinearOptions lin;
@@ -735,7 +737,10 @@ static void usage(const char* prog) {
            "  -s <int>   print a sample every N steps, 0 = never (default 100)\n"
            "  -g <int>   tokens per sample                 (default 64)\n"
            "  -n <int>   write a checkpoint every N steps to the -o dir, 0 = never (default 0)\n"
-           "  -y <0|1>   resume from the newest checkpoint in the -o dir (default 0)\n"
+           "  -N <int>   keep only the newest N checkpoints, 0 = all (default 0)\n"
+           "  -y <0|1>   resume from the newest valid checkpoint in the -o dir (newer corrupt ones are skipped with a\n"
+           "             warning) (default 0)\n"
+           "SIGTERM / SIGINT: the step finishes, a checkpoint is written to the -o dir, the exit status is 128 + signal.\n"
            "  -r <int>   random seed for init, data order and sampling (default 1337)\n"
            "  -z <path>  token decoding file               (default data/gpt2_tokenizer.bin)\n"
            "Precision of the block linear layers (qkv, attention projection, MLP up and down; all three GEMMs each):\n"
@@ -765,7 +770,7 @@ static void usage(const char* prog) {
 
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
-                 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
+                 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
                  {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1};
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
@@ -787,6 +792,7 @@ static Options parse_options(int argc, char** argv) {
             case 's': o.sample_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'g': o.gen_tokens = (int)parse_int(f, v, 1, 1 << 16); break;
             case 'n': o.ckpt_every = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'N': o.keep_ckpts = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'y': o.resume = (int)parse_int(f, v, 0, 1); break;
             case 'r': o.seed = (uint64_t)parse_int(f, v, 0, 0x7fffffffffffffffL); break;
             case 'l': o.lr = parse_float(f, v, 0.0f, 10.0f); break;
@@ -817,7 +823,9 @@ static Options parse_options(int argc, char** argv) {
         }
     }
     if (o.T % 8 != 0) { die("flag -t: sequence length %d must be a multiple of 8", o.T); }
-    if ((o.ckpt_every > 0 || o.resume) && o.out_dir == NULL) { die("checkpoints (-n) and resume (-y) need an output directory (-o)"); }
+    if ((o.ckpt_every > 0 || o.keep_ckpts > 0 || o.resume) && o.out_dir == NULL) {
+        die("checkpoints (-n, -N) and resume (-y) need an output directory (-o)");
+    }
     if (o.lin.reclass_every > 0 && o.lin.reclass_window > o.lin.reclass_every) {
         die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", o.lin.reclass_window, o.lin.reclass_every);
     }
@@ -890,11 +898,12 @@ static void save_state(Model* m, const Options* o, int step, const DataLoader* t
     dataloader_get_state(train, ck.data_state);
     memcpy(ck.rng_state, rng->s, sizeof(rng->s));
     char path[4096];
-    snprintf(path, sizeof(path), "%s/state_%08d.bin", o->out_dir, step);
+    checkpoint_state_path(path, sizeof(path), o->out_dir, step);
     adahop_save(&m->adahop, m->adahop_words);
     checkpoint_write_with_adahop(path, &ck, host, host + n, host + 2 * n, m->adahop_words);
     free(host);
     printf("checkpoint: %s\n", path);
+    checkpoint_prune(o->out_dir, path, step, o->keep_ckpts);
 }
 
 // the summed gradients of one optimizer step: every rank reads the step's micro_steps micro-batches in the same
@@ -917,8 +926,18 @@ static void step_gradients(Model* m, DataLoader* train, const Options* o, int mi
     model_reduce_grads(m, o->overlap);
 }
 
+// the signal that stops the run after this step (llmc/stop_signal.h), or 0; with several ranks every rank stops when
+// any of them received one, so all reach the checkpoint's collectives together (waits for the GPU)
+static int stop_after_step(Model* m) {
+    int sig = stop_signal_received();
+    if (m->dp->world_size == 1) { return sig; }
+    int same = dp_same_on_all_ranks(m->dp, (uint32_t)sig, (uint32_t*)m->adahop_words_dev, m->stream);
+    return same ? sig : (sig ? sig : SIGTERM);
+}
+
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv);
+    stop_signal_install();
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) { die("no CUDA GPU found: this trainer needs one"); }
     DataParallel dp;
@@ -940,6 +959,7 @@ int main(int argc, char** argv) {
     int32_t* adahop_words = NULL;
     int start_step = 0;
     char resume_path[4096] = "";
+    if (o.out_dir) { out_dir_prepare(o.out_dir); }   // on every rank, before anything costly: a bad -o stops all at once
     if (o.resume && checkpoint_find_valid(o.out_dir, -1, resume_path, sizeof(resume_path)) != 0) {
         printf("resume: no valid checkpoint in %s, starting fresh\n", o.out_dir);
         resume_path[0] = '\0';
@@ -998,10 +1018,10 @@ int main(int argc, char** argv) {
     if (have_val) { dataloader_init(&val, o.val_pattern, o.B, o.T, 0, 1, 0, 0, config.vocab_size); }
     Tokenizer tokenizer;
     tokenizer_init(&tokenizer, o.tokenizer_path);
+    tokenizer_require_vocab(&tokenizer, o.tokenizer_path, config.vocab_size);
 
     FILE* logf = NULL;
     if (o.out_dir && dp.rank == 0) {
-        mkdir(o.out_dir, 0755);
         char path[4096];
         snprintf(path, sizeof(path), "%s/main.log", o.out_dir);
         logf = fopen_check(path, start_step > 0 ? "a" : "w");
@@ -1056,7 +1076,8 @@ int main(int argc, char** argv) {
             snprintf(strat, sizeof(strat), " strategies:%08x", adahop_strategy_checksum(&model.adahop));
         }
         if (!isfinite(loss) || !isfinite(norm)) {
-            die("step %d: loss %f, grad norm %f: training diverged (lower the learning rate -l, or check the data)", step + 1, loss, norm);
+            die("step %d: loss %f, grad norm %f: training diverged; no checkpoint of it was written (lower the learning rate "
+                "-l, or check the data)", step + 1, loss, norm);
         }
         if (step > start_step) { total_time += dt; timed_steps++; }   // the first step includes warm-up
         double tok_s = o.total_batch / dt;
@@ -1066,6 +1087,15 @@ int main(int argc, char** argv) {
             fprintf(logf, "s:%d tl:%.6f lr:%.6e norm:%.4f tok/s:%.0f mem_gib:%.3f%s\n", step + 1, loss, lr, norm, tok_s,
                     device_bytes_allocated / 1073741824.0, strat);
             fflush(logf);
+        }
+        int stop = stop_after_step(&model);
+        if (stop) {
+            if (o.out_dir) { save_state(&model, &o, step + 1, &train, &rng); }
+            fprintf(stderr, "rank %d: stopped by signal %d after step %d%s%s\n", dp.rank, stop, step + 1,
+                    o.out_dir ? ": resume with -y 1 from " : "", o.out_dir ? o.out_dir : " (no -o: nothing saved)");
+            if (logf) { fclose_check(logf); }
+            dp_free(&dp);
+            exit(128 + stop);
         }
     }
     if (timed_steps > 0) {
