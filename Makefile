@@ -49,6 +49,10 @@ $(BUILD)/test_%: dev/test/test_%.c $(HOST_HEADERS) | $(BUILD)
 $(BUILD)/test_llama_cpu: dev/test/reference_file.h dev/test/reference_checks.h
 $(BUILD)/test_adahop_case: dev/test/test_adahop_case.c dev/test/adahop_case_file.h $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
+# the CPU trainer under AddressSanitizer and UndefinedBehaviorSanitizer, for the input fuzzer (dev/test/fuzz_trainer.py)
+$(BUILD)/train_gpt2_asan: train_gpt2.c $(HOST_HEADERS) | $(BUILD)
+	$(CC) -O1 -g -std=gnu11 -Wall -Wextra -Wno-unknown-pragmas -I. -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	    -fno-omit-frame-pointer $< -o $@ -lm
 $(BUILD)/bench_quant_error: dev/bench_quant_error.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 
@@ -73,12 +77,18 @@ $(BUILD)/test_kernel_profile: dev/cuda/test_kernel_profile.c dev/cuda/kernel_pro
 $(BUILD)/.python-deps: dev/data/requirements.txt scripts/requirements.txt | $(BUILD)
 	$(PYTHON) -m pip install -q -r dev/data/requirements.txt -r scripts/requirements.txt && touch $@ || echo "warning: could not install the Python requirements"
 
-test-cpu: cpu
+test-cpu: cpu $(BUILD)/train_gpt2_asan
 	@for t in $(CPU_TESTS); do echo "== $$t"; ./$$t || exit 1; done
 	@echo "== test_gpt2 (CPU reference vs PyTorch fixture)"; ./test_gpt2
 	@echo "== CPU reference trains a tiny model"; bash dev/test/cpu_train_smoke.sh
 	@echo "== CPU reference trains in every precision mode"; bash dev/test/cpu_modes_smoke.sh
 	@echo "== AdaHOP linear: PyTorch oracle vs C reference"; bash dev/test/adahop_cases.sh
+	@echo "== fuzzed shards, checkpoints, tokenizer files and flags vs the CPU trainer under ASan + UBSan"; \
+	 $(PYTHON) dev/test/fuzz_trainer.py --trainer $(BUILD)/train_gpt2_asan
+	@echo "== SIGTERM and a kill -9 loop during checkpointing, each resumed with -y 1 (CPU trainer)"; \
+	 $(PYTHON) dev/test/fuzz_trainer.py --write-data $(BUILD)/tiny_data && OMP_NUM_THREADS=1 STEPS=300 WORK=$(BUILD)/signal_resume \
+	 bash dev/test/signal_resume_test.sh ./train_gpt2 -e dev/test/fixtures/tiny_model.bin -i $(BUILD)/tiny_data/train.bin \
+	 -j $(BUILD)/tiny_data/val.bin -z $(BUILD)/tiny_data/tok.bin -b 2 -t 16 -g 0
 
 test-python: $(BUILD)/.python-deps
 	@echo "== dev/data/test_tokenize_text.py"; $(PYTHON) dev/data/test_tokenize_text.py

@@ -22,12 +22,14 @@ bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
 state() { printf '%s/state_%08d.bin' "$1" "$2"; }
 # the train-loss lines of a main.log without timings, each distinct line once, in step order
 losses() { grep '^s:[0-9]* tl:' "$1/main.log" | sed 's/ tok\/s:.*//' | sort -u -t: -k2,2n -k2; }
-# waits until main.log in dir $1 logs step $2 or process $3 ends (at most 600 s)
-wait_step() {
-    for _ in $(seq 6000); do
-        grep -q "^s:$2 tl:" "$1/main.log" 2>/dev/null && return 0
+# the number of train-loss lines in dir $1's main.log
+logged() { cat "$1/main.log" 2>/dev/null | grep -c '^s:[0-9]* tl:'; }
+# waits until dir $1's main.log holds more than $2 train-loss lines or process $3 ends (at most 600 s)
+wait_logged() {
+    for _ in $(seq 12000); do
+        [ "$(logged "$1")" -gt "$2" ] && return 0
         kill -0 "$3" 2>/dev/null || return 1
-        sleep 0.1
+        sleep 0.05
     done
     return 1
 }
@@ -39,11 +41,11 @@ echo "== reference: $steps uninterrupted steps"
     || { echo "the reference run failed:"; tail -5 "$work/ref.out"; echo "signal_resume_test: 0 passed, 1 failed"; exit 1; }
 [ -f "$(state "$work/ref" "$steps")" ] || { echo "the reference run wrote no final state"; exit 1; }
 
-echo "== SIGTERM after step 3, then -y 1"
+echo "== SIGTERM once 3 steps are logged, then -y 1"
 d=$work/term
-"$trainer" "${args[@]}" -x "$steps" -v 0 -o "$d" > "$d.out" 2> "$d.err" &
+"$trainer" "${args[@]}" -x "$steps" -v 0 -o "$d" -n "$steps" > "$d.out" 2> "$d.err" &
 pid=$!
-wait_step "$d" 3 "$pid"
+wait_logged "$d" 2 "$pid"
 kill -TERM "$pid"
 wait "$pid"; rc=$?
 last=$(grep '^s:[0-9]* tl:' "$d/main.log" | tail -1 | sed 's/^s:\([0-9]*\) .*/\1/')
@@ -52,7 +54,7 @@ grep -q "stopped by signal 15 after step $last" "$d.err" && ok "SIGTERM: message
     || bad "SIGTERM: no 'stopped by signal 15 after step $last' on stderr: $(cat "$d.err")"
 [ -f "$(state "$d" "$last")" ] && ok "SIGTERM: checkpoint of step $last written" || bad "SIGTERM: no checkpoint of step $last"
 [ "$last" -lt "$steps" ] || bad "SIGTERM: the run ended before the signal (raise STEPS)"
-"$trainer" "${args[@]}" -x "$steps" -v 0 -o "$d" -y 1 > "$d.resume.out" 2>&1; rc=$?
+"$trainer" "${args[@]}" -x "$steps" -v 0 -o "$d" -n "$steps" -y 1 > "$d.resume.out" 2>&1; rc=$?
 [ "$rc" -eq 0 ] && [ "$(resumed_step "$d.resume.out")" = "$last" ] && ok "SIGTERM: -y 1 resumed at step $last and finished" \
     || bad "SIGTERM: the resumed run (status $rc) did not resume at step $last: $(tail -3 "$d.resume.out")"
 [ "$(losses "$d")" == "$(losses "$work/ref")" ] && ok "SIGTERM: losses of all $steps steps equal the uninterrupted run's" \
@@ -66,9 +68,10 @@ RANDOM=20261203
 prev=0; torn=0; skipped=0
 for i in $(seq "$kills"); do
     out=$work/kill_$i.out
+    before=$(logged "$d")
     stdbuf -oL "$trainer" "${args[@]}" -x "$steps" -v 0 -o "$d" -n 1 -N 2 -y 1 > "$out" 2>&1 &   # lines survive kill -9
     pid=$!
-    wait_step "$d" "$((prev + 1))" "$pid" || true   # started and training
+    wait_logged "$d" "$before" "$pid" || true   # resumed and training: this run logged a step
     sleep "$(printf '%d.%03d' $((RANDOM % 1000 * delay_ms / 1000 / 1000)) $((RANDOM % 1000 * delay_ms / 1000 % 1000)))"
     kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
     r=$(resumed_step "$out")
