@@ -945,6 +945,9 @@ int main(int argc, char** argv) {
     if (dp.rank > 0 && freopen("/dev/null", "w", stdout) == NULL) {   // only rank 0 prints; errors still reach stderr
         die("rank %d: cannot redirect stdout to /dev/null", dp.rank);
     }
+    if ((int64_t)o.B * o.T * dp.world_size > (1 << 30)) {   // the int token counts below, with room for the products
+        die("flags -b, -t: B*T*world = %lld tokens per micro-step round is more than 2^30", (long long)o.B * o.T * dp.world_size);
+    }
     if (o.total_batch == -1) { o.total_batch = o.B * o.T * dp.world_size; }
     int micro_steps = dp_accum_steps(o.total_batch, o.B, o.T, dp.world_size) * dp.world_size;   // all ranks together
     cudaDeviceProp prop;
