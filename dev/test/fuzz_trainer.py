@@ -131,23 +131,30 @@ def mutate_shard(rng, good):
     return bytes(data)
 
 
-def fuzz_shards(fz, rng, cases):
-    good = open(fz.train, "rb").read()
-    d = os.path.join(fz.work, "shards")
+def mutated_files(fz, rng, cases, name, good_path, mutate):
+    """cases files in a fresh folder `name`: mutate(rng, good bytes) of the file good_path, every 50th a directory
+    instead; -> [(path, bytes or None for a directory)]"""
+    good = open(good_path, "rb").read()
+    d = os.path.join(fz.work, name)
     os.makedirs(d, exist_ok=True)
-    jobs = []
+    files = []
     for i in range(cases):
-        path = os.path.join(d, f"s{i}.bin")
-        if i % 50 == 49:
+        path = os.path.join(d, f"{name}{i}.bin")
+        data = None if i % 50 == 49 else mutate(rng, good)
+        if data is None:
             os.makedirs(path, exist_ok=True)
-            valid = False
         else:
-            data = mutate_shard(rng, good)
             write(path, data)
-            valid = shard_verdict(data)
+        files.append((path, data))
+    return files
+
+
+def fuzz_shards(fz, rng, cases):
+    jobs = []
+    for path, data in mutated_files(fz, rng, cases, "shard", fz.train, mutate_shard):
         args = fz.base()
         args[args.index("-i") + 1] = path
-        jobs.append((args, valid))
+        jobs.append((args, data is not None and shard_verdict(data)))
     fails = []
     with ThreadPoolExecutor(2) as pool:
         for (args, valid), (verdict, rc, out) in zip(jobs, pool.map(lambda j: fz.run(j[0]), jobs)):
@@ -269,16 +276,8 @@ def mutate_tokenizer(rng, good):
 
 
 def fuzz_tokenizers(fz, rng, cases):
-    good = open(fz.tok, "rb").read()
-    d = os.path.join(fz.work, "toks")
-    os.makedirs(d, exist_ok=True)
     jobs = []
-    for i in range(cases):
-        path = os.path.join(d, f"t{i}.bin")
-        if i % 50 == 49:
-            os.makedirs(path, exist_ok=True)
-        else:
-            write(path, mutate_tokenizer(rng, good))
+    for path, _ in mutated_files(fz, rng, cases, "tokenizer", fz.tok, mutate_tokenizer):
         args = fz.base()
         args[args.index("-z") + 1] = path
         args[args.index("-g") + 1] = "8"
