@@ -85,10 +85,10 @@ test-cpu: cpu $(BUILD)/train_gpt2_asan
 	@echo "== AdaHOP linear: PyTorch oracle vs C reference"; bash dev/test/adahop_cases.sh
 	@echo "== fuzzed shards, checkpoints, tokenizer files and flags vs the CPU trainer under ASan + UBSan"; \
 	 $(PYTHON) dev/test/fuzz_trainer.py --trainer $(BUILD)/train_gpt2_asan
-	@echo "== SIGTERM and a kill -9 loop during checkpointing, each resumed with -y 1 (CPU trainer)"; \
+	@echo "== SIGTERM and a kill -9 loop during checkpointing, each resumed with -y 1 (CPU trainer, spike skipping on)"; \
 	 $(PYTHON) dev/test/fuzz_trainer.py --write-data $(BUILD)/tiny_data && OMP_NUM_THREADS=1 STEPS=300 WORK=$(BUILD)/signal_resume \
 	 bash dev/test/signal_resume_test.sh ./train_gpt2 -e dev/test/fixtures/tiny_model.bin -i $(BUILD)/tiny_data/train.bin \
-	 -j $(BUILD)/tiny_data/val.bin -z $(BUILD)/tiny_data/tok.bin -b 2 -t 16 -g 0
+	 -j $(BUILD)/tiny_data/val.bin -z $(BUILD)/tiny_data/tok.bin -b 2 -t 16 -g 0 -L 1.5 -Z 2
 
 test-python: $(BUILD)/.python-deps
 	@echo "== dev/data/test_tokenize_text.py"; $(PYTHON) dev/data/test_tokenize_text.py

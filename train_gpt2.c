@@ -23,6 +23,7 @@
 #include "llmc/cli.h"
 #include "llmc/out_dir.h"
 #include "llmc/stop_signal.h"
+#include "llmc/spike_guard.h"
 #include "llmc/rand.h"
 #include "llmc/gpt2_config.h"
 #include "llmc/checkpoint.h"
@@ -44,9 +45,11 @@ typedef struct {
     const char* tokenizer;
     int B, T, max_steps, val_every, val_batches, checkpoint_every, keep_checkpoints, resume, gen_tokens;
     int precision, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
-    float lr, weight_decay, grad_clip;
+    float lr, weight_decay, grad_clip, skip_loss_z, skip_norm_z;
     uint64_t seed;
 } TrainArgs;
+
+_Static_assert(SPIKE_GUARD_WORDS <= CKPT_TRAINER_WORDS, "the spike guard must fit a checkpoint's trainer words");
 
 // prints the flags
 static void usage(const char* prog) {
@@ -76,6 +79,8 @@ static void usage(const char* prog) {
         "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 0)\n"
         "  -W <int>   steps of pattern statistics before each re-classification (default 5)\n"
         "  -K <int>   rows/columns taken out by outlier extraction, at most the operand's (default 64)\n"
+        "  -L <float> skip the update of a step whose loss z-score over the last 64 steps exceeds this, 0 = off (default 0)\n"
+        "  -Z <float> the same for the gradient norm, 0 = off (default 0)\n"
         "  -h         this help\n", prog);
 }
 
@@ -88,7 +93,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->tokenizer = "data/gpt2_tokenizer.bin";
     a->B = 4; a->T = 64; a->max_steps = 40; a->val_every = 10; a->val_batches = 4;
     a->checkpoint_every = 0; a->keep_checkpoints = 0; a->resume = 0; a->gen_tokens = 32;
-    a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337;
+    a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337; a->skip_loss_z = 0.0f; a->skip_norm_z = 0.0f;
     a->precision = PREC_BF16; a->calib_steps = 30; a->calib_strategy = STRAT_PLAIN; a->reclass_every = 0; a->reclass_window = 5; a->oe_k = 64;
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
@@ -122,6 +127,8 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
             case 'R': a->reclass_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'W': a->reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'K': a->oe_k = (int)parse_int(f, v, 1, 1 << 20); break;
+            case 'L': a->skip_loss_z = parse_float(f, v, 0.0f, 1e6f); break;
+            case 'Z': a->skip_norm_z = parse_float(f, v, 0.0f, 1e6f); break;
             default: usage(argv[0]); die("unknown flag %s", f);
         }
     }
@@ -184,8 +191,8 @@ static float val_loss(GPT2CPU* m, DataLoader* dl, int n) {
 
 // a training state of `step` steps in dir (params, AdamW m and v, AdaHOP state, data position, RNG), then
 // rolling deletion of the older ones (-N)
-static void save_state(const TrainArgs* a, const GPT2CPU* m, const AdahopState* adahop, int step, const DataLoader* train,
-                       const Rng* rng) {
+static void save_state(const TrainArgs* a, const GPT2CPU* m, const AdahopState* adahop, const SpikeGuard* guard, int step,
+                       const DataLoader* train, const Rng* rng) {
     CheckpointHeader ck;
     memset(&ck, 0, sizeof(ck));
     ck.config = m->config;
@@ -195,6 +202,7 @@ static void save_state(const TrainArgs* a, const GPT2CPU* m, const AdahopState* 
     ck.adahop_words = (int64_t)adahop_state_words(adahop);
     dataloader_get_state(train, ck.data_state);
     memcpy(ck.rng_state, rng->s, sizeof(rng->s));
+    spike_guard_save(guard, ck.trainer_words);
     int32_t* words = (int32_t*)malloc_check((size_t)ck.adahop_words * sizeof(int32_t));
     adahop_save(adahop, words);
     char path[4096];
@@ -205,9 +213,9 @@ static void save_state(const TrainArgs* a, const GPT2CPU* m, const AdahopState* 
     checkpoint_prune(a->out_dir, path, step, a->keep_checkpoints);
 }
 
-// the run's state from the training state at path: parameters, AdamW m and v (into m), AdaHOP state, data position,
-// RNG; returns the step it was written after
-static int load_state(const char* path, GPT2CPU* m, AdahopState* adahop, DataLoader* train, Rng* rng) {
+// the run's state from the training state at path: parameters, AdamW m and v (into m), AdaHOP state, spike guard,
+// data position, RNG; returns the step it was written after
+static int load_state(const char* path, GPT2CPU* m, AdahopState* adahop, SpikeGuard* guard, DataLoader* train, Rng* rng) {
     CheckpointHeader ck;
     FILE* fp = checkpoint_open(path, &ck);
     checkpoint_require_config(path, &ck.config, &m->config);
@@ -220,6 +228,7 @@ static int load_state(const char* path, GPT2CPU* m, AdahopState* adahop, DataLoa
     free(words);
     dataloader_set_state(train, ck.data_state);
     memcpy(rng->s, ck.rng_state, sizeof(rng->s));
+    spike_guard_load(guard, ck.trainer_words, path);
     return (int)ck.step;
 }
 
@@ -290,7 +299,9 @@ int main(int argc, char** argv) {
     tokenizer_require_vocab(&tok, a.tokenizer, c.vocab_size);
     Rng rng;
     rng_seed(&rng, a.seed);
-    int start_step = resume_path[0] ? load_state(resume_path, &m, &adahop, &train, &rng) : 0;
+    SpikeGuard guard;
+    spike_guard_init(&guard, a.skip_loss_z, a.skip_norm_z);
+    int start_step = resume_path[0] ? load_state(resume_path, &m, &adahop, &guard, &train, &rng) : 0;
     if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
     FILE* logf = open_log(&a, start_step > 0);
     printf("B=%d T=%d steps=%d lr=%g wd=%g clip=%g seed=%llu\n", a.B, a.T, a.max_steps, a.lr, a.weight_decay,
@@ -304,7 +315,10 @@ int main(int argc, char** argv) {
         gpt2cpu_zero_grad(&m);
         gpt2cpu_backward(&m);
         m.stats_now = 0;
-        float norm = gpt2cpu_update(&m, a.lr, 0.9f, 0.95f, 1e-8f, a.weight_decay, a.grad_clip, step);
+        float norm = spike_guard_on(&guard) ? grad_norm_cpu(m.grads_memory, m.num_params) : 0.0f;
+        int skipped = spike_guard_on(&guard) && isfinite(m.mean_loss) && isfinite(norm) &&
+                      spike_guard_skip(&guard, step, m.mean_loss, norm, stdout, logf);
+        if (!skipped) { norm = gpt2cpu_update(&m, a.lr, 0.9f, 0.95f, 1e-8f, a.weight_decay, a.grad_clip, step); }
         if (!isfinite(m.mean_loss) || !isfinite(norm)) {
             die("step %d: loss %f, grad norm %f: training diverged; no checkpoint of it was written%s%s (lower the "
                 "learning rate -l, or check the data)", step, m.mean_loss, norm, a.out_dir ? ", the last one in " : "",
@@ -320,7 +334,7 @@ int main(int argc, char** argv) {
         }
         int stop = stop_signal_received();
         if (a.out_dir && ((a.checkpoint_every > 0 && step % a.checkpoint_every == 0) || step == a.max_steps || stop)) {
-            save_state(&a, &m, &adahop, step, &train, &rng);
+            save_state(&a, &m, &adahop, &guard, step, &train, &rng);
         }
         if (stop) {
             fprintf(stderr, "stopped by signal %d after step %d%s%s\n", stop, step, a.out_dir ? ": resume with -y 1 from " : "",

@@ -27,6 +27,7 @@
 #include "llmc/checkpoint.h"
 #include "llmc/out_dir.h"
 #include "llmc/stop_signal.h"
+#include "llmc/spike_guard.h"
 #include "llmc/schedule.h"
 #include "llmc/sampler.h"
 #include "llmc/dataloader.h"
@@ -712,7 +713,10 @@ typedef struct {
     LinearOptions lin;
     DPOptions dp;                // rank, world size, rendezvous file (-I, -G, -F); mpirun sets the first two
     int overlap;                 // all-reduce gradient buckets during the backward pass (-O)
+    float skip_loss_z, skip_norm_z;   // spike skipping thresholds (-L, -Z; llmc/spike_guard.h), 0 = off
 } Options;
+
+static_assert(SPIKE_GUARD_WORDS <= CKPT_TRAINER_WORDS, "the spike guard must fit a checkpoint's trainer words");
 
 static void usage(const char* prog) {
     printf("Usage: %s [options]\n"
@@ -740,9 +744,11 @@ static void usage(const char* prog) {
            "  -N <int>   keep only the newest N checkpoints, 0 = all (default 0)\n"
            "  -y <0|1>   resume from the newest valid checkpoint in the -o dir (newer corrupt ones are skipped with a\n"
            "             warning) (default 0)\n"
-           "SIGTERM / SIGINT: the step finishes, a checkpoint is written to the -o dir, the exit status is 128 + signal.\n"
            "  -r <int>   random seed for init, data order and sampling (default 1337)\n"
            "  -z <path>  token decoding file               (default data/gpt2_tokenizer.bin)\n"
+           "  -L <f>     skip the update of a step whose loss z-score over the last 64 steps exceeds this, 0 = off (default 0)\n"
+           "  -Z <f>     the same for the gradient norm, 0 = off (default 0)\n"
+           "SIGTERM / SIGINT: the step finishes, a checkpoint is written to the -o dir, the exit status is 128 + signal.\n"
            "Precision of the block linear layers (qkv, attention projection, MLP up and down; all three GEMMs each):\n"
            "  -p <mode>  bf16 | mxfp4 (no transform) | hadamard (IHT on every GEMM) | adahop (default adahop)\n"
            "  -P <path>  MXFP4 GEMM path: fast (E4M3 on FP8 tensor cores) | exact (dequantize + BF16) (default fast)\n"
@@ -819,6 +825,8 @@ static Options parse_options(int argc, char** argv) {
             case 'I': o.dp.rank = (int)parse_int(f, v, 0, 1 << 16); break;
             case 'F': o.dp.rendezvous = v; break;
             case 'O': o.overlap = (int)parse_int(f, v, 0, 1); break;
+            case 'L': o.skip_loss_z = parse_float(f, v, 0.0f, 1e6f); break;
+            case 'Z': o.skip_norm_z = parse_float(f, v, 0.0f, 1e6f); break;
             default: usage(argv[0]); die("unknown flag %s", f);
         }
     }
@@ -881,7 +889,7 @@ static void print_sample(Model* m, const Tokenizer* tok, Rng* rng, int gen_token
 
 // <out_dir>/state_<step>.bin, the same file at any world size: every rank sends its shards of master, m and v
 // (through the idle gradient buffer), rank 0 writes them
-static void save_state(Model* m, const Options* o, int step, const DataLoader* train, const Rng* rng) {
+static void save_state(Model* m, const Options* o, int step, const DataLoader* train, const Rng* rng, const SpikeGuard* guard) {
     size_t n = m->num_params;
     bool writer = m->dp->rank == 0;
     float* host = writer ? (float*)malloc_check(3 * n * sizeof(float)) : NULL;
@@ -897,6 +905,7 @@ static void save_state(Model* m, const Options* o, int step, const DataLoader* t
     ck.seed = (int64_t)o->seed;
     dataloader_get_state(train, ck.data_state);
     memcpy(ck.rng_state, rng->s, sizeof(rng->s));
+    spike_guard_save(guard, ck.trainer_words);
     char path[4096];
     checkpoint_state_path(path, sizeof(path), o->out_dir, step);
     adahop_save(&m->adahop, m->adahop_words);
@@ -933,6 +942,13 @@ static int stop_after_step(Model* m) {
     if (m->dp->world_size == 1) { return sig; }
     int same = dp_same_on_all_ranks(m->dp, (uint32_t)sig, (uint32_t*)m->adahop_words_dev, m->stream);
     return same ? sig : (sig ? sig : SIGTERM);
+}
+
+// whether the spike guard skips the update of this step (llmc/spike_guard.h); *norm = the gradient norm it judged
+// (the same on every rank: the loss and the norm are global)
+static bool model_spike_skip(Model* m, SpikeGuard* g, int step, float loss, float* norm, FILE* logf) {
+    *norm = dp_grad_norm(m->dp, m->scratch, m->grads, &m->shard, m->stream);
+    return isfinite(loss) && isfinite(*norm) && spike_guard_skip(g, step, loss, *norm, stdout, logf);
 }
 
 int main(int argc, char** argv) {
@@ -1001,12 +1017,15 @@ int main(int argc, char** argv) {
     model_sync_params(&model);
     Rng rng;
     rng_seed(&rng, o.seed ^ 0x5eed5eedULL);
+    SpikeGuard guard;
+    spike_guard_init(&guard, o.skip_loss_z, o.skip_norm_z);
     if (resume_path[0]) {
         size_t n = model.num_params;
         zero_upload_shard(model.adam_m, init + n, &model.shard);
         zero_upload_shard(model.adam_v, init + 2 * n, &model.shard);
         start_step = (int)ck.step;
         memcpy(rng.s, ck.rng_state, sizeof(rng.s));
+        spike_guard_load(&guard, ck.trainer_words, resume_path);
         if (!adahop_words) { die("'%s' holds no AdaHOP state (written by an older version?)", resume_path); }
         adahop_load(&model.adahop, adahop_words, (size_t)ck.adahop_words);
         free(adahop_words);
@@ -1055,7 +1074,7 @@ int main(int argc, char** argv) {
     int timed_steps = 0;
     for (int step = start_step; step <= o.max_steps; step++) {
         bool last = step == o.max_steps;
-        if (o.ckpt_every > 0 && step > start_step && (step % o.ckpt_every == 0 || last)) { save_state(&model, &o, step, &train, &rng); }
+        if (o.ckpt_every > 0 && step > start_step && (step % o.ckpt_every == 0 || last)) { save_state(&model, &o, step, &train, &rng, &guard); }
         if (have_val && (step % o.val_every == 0 || last)) {
             float vl = evaluate(&model, &val, o.val_batches, o.B, o.T);
             printf("step %5d | val loss %.6f\n", step, vl);
@@ -1067,8 +1086,10 @@ int main(int argc, char** argv) {
         double t0 = now_seconds();
         step_gradients(&model, &train, &o, micro_steps, step);
         float lr = lr_schedule(step, o.max_steps, o.warmup, o.lr, o.final_lr_frac);
-        float norm = model_update(&model, lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.grad_clip, step + 1);
         float loss = model_mean_loss(&model, o.B, o.T, micro_steps);
+        float norm = 0.0f;
+        bool skipped = spike_guard_on(&guard) && model_spike_skip(&model, &guard, step + 1, loss, &norm, logf);
+        if (!skipped) { norm = model_update(&model, lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.grad_clip, step + 1); }
         double dt = now_seconds() - t0;
         bool voted = adahop_is_vote_step(&model.adahop, step);
         bool changed = adahop_end_step(&model.adahop, step, logf ? logf : stdout) > 0;
@@ -1093,7 +1114,7 @@ int main(int argc, char** argv) {
         }
         int stop = stop_after_step(&model);
         if (stop) {
-            if (o.out_dir) { save_state(&model, &o, step + 1, &train, &rng); }
+            if (o.out_dir) { save_state(&model, &o, step + 1, &train, &rng, &guard); }
             fprintf(stderr, "rank %d: stopped by signal %d after step %d%s%s\n", dp.rank, stop, step + 1,
                     o.out_dir ? ": resume with -y 1 from " : "", o.out_dir ? o.out_dir : " (no -o: nothing saved)");
             if (logf) { fclose_check(logf); }

@@ -15,7 +15,8 @@
 //  20 CRC-32 of this header with slot 20 zero     21 CRC-32 of the parameters
 //  22 CRC-32 of m then v (zero without them)      23 CRC-32 of the AdaHOP words (zero without them)
 //  32-63  data loader state, 16 int64 (llmc/dataloader.h)    64-71 host RNG state, 4 uint64
-//  24-31, 72-255 reserved, zero
+//  72-231 trainer words: state a trainer keeps across a resume (its spike guard, llmc/spike_guard.h)
+//  24-31, 232-255 reserved, zero
 // Version 1 files (the same layout without the checksums) are refused: re-export them from their source.
 //
 // Training states of a run live in its output directory as state_<step, 8 digits>.bin; checkpoint_find_valid picks
@@ -43,6 +44,8 @@
 #define CKPT_OPTIMIZER 2
 #define CKPT_ADAHOP 4
 #define CKPT_DATA_STATE_LEN 16
+#define CKPT_TRAINER_SLOT 72
+#define CKPT_TRAINER_WORDS 160
 #define CKPT_MAX_ADAHOP_WORDS (1 << 28)
 #define CKPT_ERR_LEN 1024
 
@@ -61,6 +64,7 @@ typedef struct {
     int64_t adahop_words;         // with CKPT_ADAHOP: int32 words of AdaHOP state after m and v
     int64_t data_state[CKPT_DATA_STATE_LEN];
     uint64_t rng_state[4];
+    int32_t trainer_words[CKPT_TRAINER_WORDS];
     // set when read: the file (errors name it) and the stored CRC of each section
     const char* path;
     uint32_t crc[CKPT_SECTIONS];
@@ -143,6 +147,7 @@ static inline void ckpt_fill_header(int32_t* h, const CheckpointHeader* ck, cons
     ckpt_put64(h, 16, (ck->contents & CKPT_ADAHOP) ? ck->adahop_words : 0);
     for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ckpt_put64(h, 32 + 2 * i, ck->data_state[i]); }
     for (int i = 0; i < 4; i++) { ckpt_put64(h, 64 + 2 * i, (int64_t)ck->rng_state[i]); }
+    memcpy(h + CKPT_TRAINER_SLOT, ck->trainer_words, sizeof(ck->trainer_words));
     for (int s = CKPT_SEC_PARAMS; s < CKPT_SECTIONS; s++) { h[CKPT_CRC_SLOT + s] = (int32_t)crc[s]; }
     h[CKPT_CRC_SLOT] = (int32_t)ckpt_header_crc(h);
 }
@@ -246,6 +251,7 @@ static inline int ckpt_parse_header(const char* path, const int32_t* h, long siz
     }
     for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ck->data_state[i] = ckpt_get64(h, 32 + 2 * i); }
     for (int i = 0; i < 4; i++) { ck->rng_state[i] = (uint64_t)ckpt_get64(h, 64 + 2 * i); }
+    memcpy(ck->trainer_words, h + CKPT_TRAINER_SLOT, sizeof(ck->trainer_words));
     for (int s = 0; s < CKPT_SECTIONS; s++) { ck->crc[s] = (uint32_t)h[CKPT_CRC_SLOT + s]; }
     size_t bytes[CKPT_SECTIONS];
     ckpt_section_bytes(ck, bytes);

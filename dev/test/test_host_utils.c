@@ -1,12 +1,13 @@
 // CPU tests of the host-side pieces of the trainer: checkpoint files (round trip and every kind of bad file:
 // checksums per section, bounds, non-finite values), the choice of the newest valid training state and rolling
-// deletion, the learning-rate schedule, the sampler, the token grouping of the embedding backward, the RNG and
-// GPT-2 init; LLaMA model files.
+// deletion, the spike guard, the learning-rate schedule, the sampler, the token grouping of the embedding backward,
+// the RNG and GPT-2 init; LLaMA model files.
 #include <sys/stat.h>
 #include "llmc/checkpoint.h"
 #include "llmc/schedule.h"
 #include "llmc/sampler.h"
 #include "llmc/token_groups.h"
+#include "llmc/spike_guard.h"
 #include "dev/test/test_common.h"
 
 static char tmpdir[] = "/tmp/test_host_utils_XXXXXX";
@@ -332,6 +333,54 @@ static void test_find_valid(void) {
     free(steps);
 }
 
+static int32_t corrupt_guard_words[SPIKE_GUARD_WORDS];
+
+// loads corrupt_guard_words (run in a child)
+static void load_corrupt_guard(void) {
+    SpikeGuard g;
+    spike_guard_init(&g, 1.0f, 1.0f);
+    spike_guard_load(&g, corrupt_guard_words, "ckpt.bin");
+}
+
+// spike skipping: z-scores against a full window, thresholds, every value entering its window, and the windows'
+// round trip through checkpoint words (the same decisions after a reload)
+static void test_spike_guard(void) {
+    SpikeGuard g, off;
+    spike_guard_init(&g, 2.5f, 0.0f);
+    spike_guard_init(&off, 0.0f, 0.0f);
+    CHECK(spike_guard_on(&g) && !spike_guard_on(&off), "-L alone turns the guard on, 0 and 0 leave it off");
+    int early = 0;
+    for (int i = 0; i < SPIKE_WINDOW; i++) { early += spike_guard_skip(&g, i + 1, (i % 2) ? 3.0f : 1.0f, 1.0f, NULL, NULL); }
+    CHECK(early == 0, "no skip while the window fills (%d)", early);
+    // the window holds 1, 3, 1, 3, ...: mean 2, std 1, so a loss of 5 has z = 3
+    CHECK(fabs(spike_window_z(&g.loss, 5.0f) - 3.0) < 1e-6, "z of 5 over {1, 3}: %f", spike_window_z(&g.loss, 5.0f));
+    SpikeGuard copy;
+    int32_t words[SPIKE_GUARD_WORDS];
+    spike_guard_save(&g, words);
+    spike_guard_init(&copy, 2.5f, 0.0f);
+    spike_guard_load(&copy, words, "test");
+    CHECK(spike_guard_skip(&g, 65, 5.0f, 1.0f, NULL, NULL) == 1, "a loss z-score 3 > 2.5 is skipped");
+    CHECK(spike_guard_skip(&copy, 65, 5.0f, 1.0f, NULL, NULL) == 1, "the reloaded guard decides the same");
+    CHECK(memcmp(&g, &copy, sizeof(g)) == 0, "the skipped value entered both windows alike");
+    SpikeGuard loose;
+    spike_guard_init(&loose, 3.5f, 0.0f);
+    spike_guard_load(&loose, words, "test");
+    CHECK(spike_guard_skip(&loose, 65, 5.0f, 1.0f, NULL, NULL) == 0, "z 3 < 3.5 is not skipped");
+    CHECK(spike_guard_skip(&g, 66, 2.0f, 1.0f, NULL, NULL) == 0, "an ordinary loss is not skipped");
+    SpikeGuard norm_only;
+    spike_guard_init(&norm_only, 0.0f, 2.0f);
+    for (int i = 0; i < SPIKE_WINDOW; i++) { spike_guard_skip(&norm_only, i + 1, 1.0f, (i % 2) ? 1.5f : 0.5f, NULL, NULL); }
+    CHECK(spike_guard_skip(&norm_only, 65, 100.0f, 2.5f, NULL, NULL) == 1, "a grad norm z-score 3 > 2 is skipped (-Z)");
+    CHECK(spike_guard_skip(&norm_only, 66, 100.0f, 1.0f, NULL, NULL) == 0, "the loss is not judged with -L 0");
+    memcpy(corrupt_guard_words, words, sizeof(words));
+    corrupt_guard_words[1] = SPIKE_WINDOW;
+    CHECK(child_fails_with(load_corrupt_guard, "ckpt.bin: spike guard window 0"), "a window position out of range is refused");
+    memcpy(corrupt_guard_words, words, sizeof(words));
+    float nan = NAN;
+    memcpy(corrupt_guard_words + SPIKE_WINDOW_WORDS + 5, &nan, sizeof(nan));
+    CHECK(child_fails_with(load_corrupt_guard, "non-finite"), "a NaN in a window is refused");
+}
+
 static void test_schedule(void) {
     float peak = 1e-3f;
     CHECK(fabsf(lr_schedule(0, 100, 10, peak, 0.1f) - peak / 10) < 1e-9f, "first warmup step is peak/warmup");
@@ -422,6 +471,7 @@ int main(void) {
     test_checkpoint_llama();
     test_state_names();
     test_find_valid();
+    test_spike_guard();
     test_schedule();
     test_sampler();
     test_token_groups();
