@@ -301,6 +301,7 @@ def flag_values(fz, d):
         "-z": [fz.tok, a_file, d, os.path.join(d, "missing.bin")],
         "-o": [os.path.join(d, "out"), a_file, "/proc/no/such/dir", "/dev/null/x", os.path.join(d, "out/deeper/run")],
         "-n": ["0", "1", "-1"], "-N": ["0", "1", "2", "-1"], "-y": ["0", "1", "2"],
+        "-L": ["0", "0.01", "1.5", "-1", "nan", "1e7"], "-Z": ["0", "0.01", "2", "inf"],
         "-Q": ["1"], "--bogus": ["1"], "x": ["y"],
     }
 
