@@ -19,7 +19,7 @@ endif
 BUILD = build
 
 HOST_HEADERS = $(wildcard llmc/*.h) dev/test/test_common.h dev/test/test_rand.h dev/test/test_file.h dev/test/test_shard.h
-CUDA_HEADERS = $(wildcard llmc/*.cuh)
+CUDA_HEADERS = $(wildcard llmc/*.cuh llmc/sm100/*.cuh)
 CPU_TESTS = $(BUILD)/test_host_utils $(BUILD)/test_dataloader $(BUILD)/test_tokenizer $(BUILD)/test_gpt2_layers \
             $(BUILD)/test_mxfp4 $(BUILD)/test_adahop_cpu $(BUILD)/test_adahop_state $(BUILD)/test_cpu_modes \
             $(BUILD)/test_zero $(BUILD)/test_rendezvous
@@ -29,7 +29,7 @@ CUDA_ROOT = $(abspath $(dir $(shell command -v $(NVCC)))..)
 PROFILER = $(if $(wildcard $(CUDA_ROOT)/include/cupti.h $(CUDA_ROOT)/extras/CUPTI/include/cupti.h),$(BUILD)/libkernel_profile.so $(BUILD)/test_kernel_profile)
 CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/test_mxfp4_gpu $(BUILD)/bench_mxfp4 \
                 $(BUILD)/test_adahop_linear_gpu $(BUILD)/test_flash_attention $(BUILD)/bench_attention $(BUILD)/test_nccl_dp \
-                $(BUILD)/bench_fp8_scaling $(BUILD)/test_llama_kernels
+                $(BUILD)/bench_fp8_scaling $(BUILD)/test_llama_kernels $(BUILD)/test_fused_operands $(BUILD)/bench_fused_operands
 
 .PHONY: all cpu cuda test test-cpu test-python test-gpu train clean
 all: cpu cuda

@@ -20,32 +20,34 @@
 // one-rank communicator makes every collective a copy, so the results are those of the single-GPU trainer.
 #include <time.h>
 #include <sys/stat.h>
-#include "llmc/utils.h"
-#include "llmc/cli.h"
-#include "llmc/rand.h"
-#include "llmc/model_config.h"
-#include "llmc/checkpoint.h"
-#include "llmc/out_dir.h"
-#include "llmc/stop_signal.h"
-#include "llmc/spike_guard.h"
-#include "llmc/schedule.h"
-#include "llmc/sampler.h"
-#include "llmc/dataloader.h"
-#include "llmc/tokenizer.h"
-#include "llmc/cuda_common.cuh"
-#include "llmc/matmul.cuh"
-#include "llmc/encoder.cuh"
-#include "llmc/layernorm.cuh"
-#include "llmc/flash_attention.cuh"
-#include "llmc/gelu.cuh"
-#include "llmc/rmsnorm.cuh"
-#include "llmc/rope.cuh"
-#include "llmc/swiglu.cuh"
-#include "llmc/classifier.cuh"
-#include "llmc/adamw.cuh"
-#include "llmc/adahop.h"
-#include "llmc/adahop_linear.cuh"
-#include "llmc/nccl_dp.cuh"
+// host C
+#include "llmc/utils.h"            // defines: die, fopen_check, malloc_check, parse_int, round_up
+#include "llmc/cli.h"              // defines: cli_flag_value, cli_handle_help
+#include "llmc/rand.h"             // defines: Rng, rng_seed, rng_uniform
+#include "llmc/model_config.h"     // defines: ModelConfig, presets of both families, model_init_params, ParamTable
+#include "llmc/dataloader.h"       // defines: DataLoader (token shards, shuffled, resumable position)
+#include "llmc/checkpoint.h"       // defines: CheckpointHeader, checkpoint read/write (CRC-checked), checkpoint_find_valid, checkpoint_prune
+#include "llmc/out_dir.h"          // defines: out_dir_prepare (the -o directory, created and probed)
+#include "llmc/stop_signal.h"      // defines: stop_signal_install, stop_signal_received (SIGTERM / SIGINT)
+#include "llmc/spike_guard.h"      // defines: SpikeGuard (loss / grad-norm spike skipping, -L / -Z)
+#include "llmc/schedule.h"         // defines: lr_schedule (warmup + cosine)
+#include "llmc/sampler.h"          // defines: sample_softmax
+#include "llmc/tokenizer.h"        // defines: Tokenizer (decoding for samples)
+#include "llmc/adahop.h"           // defines: AdahopState, strategies, votes, PREC_*, LIN_*, GEMM_*
+// GPU kernels
+#include "llmc/cuda_common.cuh"    // defines: floatX (BF16), cudaCheck, device_malloc, x128 loads/stores
+#include "llmc/matmul.cuh"         // defines: matmul, linear_forward/backward (cuBLASLt), column sums via column_sums.cuh
+#include "llmc/encoder.cuh"        // defines: encoder_forward/backward (token + position embedding)
+#include "llmc/layernorm.cuh"      // defines: layernorm_forward/backward (+ residual add), layernorm_forward_channels
+#include "llmc/rmsnorm.cuh"        // defines: rmsnorm_forward/backward (+ residual add), rmsnorm_forward_channels
+#include "llmc/rope.cuh"           // defines: RopeTable, rope_forward/backward
+#include "llmc/flash_attention.cuh"// defines: flash_attention_forward/backward (causal, grouped-query)
+#include "llmc/gelu.cuh"           // defines: gelu_forward/backward, gelu_forward_channels
+#include "llmc/swiglu.cuh"         // defines: swiglu_forward/backward, swiglu_forward_channels
+#include "llmc/classifier.cuh"     // defines: softmax_crossentropy (fused, in place)
+#include "llmc/adamw.cuh"          // defines: AdamWConfig (the update kernels)
+#include "llmc/adahop_linear.cuh"  // defines: AdahopLinear, AdahopPass, LinearInput, the MXFP4 / AdaHOP linear layer
+#include "llmc/nccl_dp.cuh"        // defines: DataParallel, dp_* collectives, dp_zero_step (ZeRO-1 AdamW)
 
 // ----------------------------------------------------------------------------
 // activations kept for the backward pass, and scratch buffers. The names are GPT-2's; in LLaMA ln1/ln2/lnf are
@@ -115,8 +117,7 @@ typedef struct {
     AdahopState adahop;                     // precision, strategies, calibration and re-classification
     AdahopWorkspace ws;                     // quantization scratch (unused in bf16)
     LinearSaved* saved;                     // per linear: x^T in MXFP4 for the dW GEMM
-    int step;                               // optimizer step in progress (seeds, statistics)
-    bool stats_now;                         // record outlier patterns in this forward/backward
+    AdahopPass pass;                        // the linears' context: step in progress (seeds), statistics or not
     bool reduce_now;                        // backward: all-reduce each gradient bucket as soon as it is final
     int32_t* adahop_words;                  // host and device copies of the serialized AdaHOP state, for
     int32_t* adahop_words_dev;              // sending rank 0's to every rank
@@ -184,7 +185,10 @@ static void model_build_linears(Model* m, const LinearOptions* lo, uint64_t seed
     size_t words = adahop_state_words(&m->adahop);
     m->adahop_words = (int32_t*)malloc_check(words * sizeof(int32_t));
     m->adahop_words_dev = (int32_t*)device_malloc(words * sizeof(int32_t), "AdaHOP state");
-    m->saved = (LinearSaved*)calloc_check((size_t)4 * L, sizeof(LinearSaved));
+    int num_linears = NUM_LINEAR_KINDS * L;
+    m->saved = (LinearSaved*)calloc_check((size_t)num_linears, sizeof(LinearSaved));
+    AdahopPass pass = {&m->ws, &m->adahop, 0, 0, false, m->stream};
+    m->pass = pass;
     if (lo->precision == PREC_BF16) { return; }
     int max_rows = N > widest ? N : widest;
     size_t stats_floats = 0;   // the row and column variances of x [N x cin], W [cout x cin], dY [N x cout] of every linear
@@ -195,11 +199,11 @@ static void model_build_linears(Model* m, const LinearOptions* lo, uint64_t seed
     }
     // the largest FP32 dW output is C x widest: every linear has C inputs or C outputs and at most widest of the other
     adahop_workspace_init(&m->ws, (size_t)N * widest, max_rows, max_rows, (size_t)c->channels * widest, lo->path, lo->stochastic_grads, lo->oe_k, seed,
-                          NUM_TENSORS * 4 * L, stats_floats);
-    for (int i = 0; i < 4 * L; i++) {
-        int cin, cout;
-        linear_shape(c, i % 4, &cin, &cout);
-        m->saved[i].input_kept = i % 4 == LIN_ATTPROJ;   // atty: attention's output, kept in BF16 for every layer
+                          NUM_TENSORS * num_linears, stats_floats);
+    for (int i = 0; i < num_linears; i++) {
+        int cin, cout, kind = i % NUM_LINEAR_KINDS;
+        linear_shape(c, kind, &cin, &cout);
+        m->saved[i].input_kept = kind == LIN_ATTPROJ;   // atty: attention's output, kept in BF16 for every layer
         if (!m->saved[i].input_kept) { m->saved[i].x_t = mx_operand_alloc(cin, N); }
         if (lo->precision == PREC_ADAHOP) {
             m->saved[i].x_channel_idx = (int*)device_malloc((size_t)lo->oe_k * sizeof(int), "saved OE indices");
@@ -282,7 +286,7 @@ static size_t model_saved_input_bytes(const Model* m) {
         activation_sizes(&m->config, m->max_B, m->max_T, true, m->acts.fch_recomputed, sizes);
         return (sizes[A_LN1] + sizes[A_LN2] + sizes[A_MLP_ACT]) * sizeof(floatX);
     }
-    for (int i = 0; i < 4 * m->config.num_layers; i++) {
+    for (int i = 0; i < NUM_LINEAR_KINDS * m->config.num_layers; i++) {
         const MXOperand* x = &m->saved[i].x_t;
         bytes += (size_t)x->rows * x->K / 2 + (size_t)x->rows * x->K / 32;
     }
@@ -312,7 +316,7 @@ static void model_free(Model* m) {
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { cudaCheck(cudaFree(m->acts.t[i])); }
     if (m->config.family == FAMILY_LLAMA) { rope_table_free(&m->rope); }
     if (m->adahop.precision != PREC_BF16) {
-        for (int i = 0; i < 4 * m->config.num_layers; i++) {
+        for (int i = 0; i < NUM_LINEAR_KINDS * m->config.num_layers; i++) {
             mx_operand_free(&m->saved[i].x_t);
             cudaCheck(cudaFree(m->saved[i].x_channel_idx));
         }
@@ -371,15 +375,22 @@ static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, in
 // ----------------------------------------------------------------------------
 // forward pass: the blocks of the model's family, then the classifier
 
-// forward of linear `kind` of layer l, y = x W^T (+ b), in the run's precision (llmc/adahop_linear.cuh); with bw
-// (a backward pass follows) it keeps its dW operand and, at statistics steps, records the patterns of x and W
-static void block_linear_forward(Model* m, int l, int kind, floatX* out, const floatX* x, int N, bool bw) {
+// linear `kind` of layer l in the run's precision (llmc/adahop_linear.cuh), with its weight and gradient tensors
+static AdahopLinear block_linear(Model* m, int l, int kind) {
     const FamilyTensors* ft = &family_tensors[m->config.family];
-    int cin, cout, b = ft->linear_b[kind];
+    int cin, cout, wt = ft->linear_w[kind], bt = ft->linear_b[kind], index = NUM_LINEAR_KINDS * l + kind;
     linear_shape(&m->config, kind, &cin, &cout);
-    const floatX* bias = b < 0 ? NULL : m->w[b] + (size_t)l * cout;
-    adahop_linear_forward(&m->ws, &m->adahop, m->saved + 4 * l + kind, 4 * l + kind, m->step, bw, bw && m->stats_now, out, x,
-                          m->w[ft->linear_w[kind]] + (size_t)l * cin * cout, bias, N, cin, cout, m->stream);
+    size_t w_off = (size_t)l * cin * cout, b_off = (size_t)l * cout;
+    AdahopLinear lin = {&m->pass, m->saved + index, index, cin, cout, m->w[wt] + w_off, bt < 0 ? NULL : m->w[bt] + b_off,
+                        m->g[wt] + w_off, bt < 0 ? NULL : m->g[bt] + b_off};
+    return lin;
+}
+
+// forward of linear `kind` of layer l, y = x W^T (+ b); with bw (a backward pass follows) it keeps its dW operand
+// and, in a statistics pass, records the patterns of x and W
+static void block_linear_forward(Model* m, int l, int kind, floatX* out, const floatX* x, int N, bool bw) {
+    AdahopLinear lin = block_linear(m, l, kind);
+    adahop_linear_forward(&lin, out, x, N, bw);
 }
 
 // GPT-2's blocks on the staged micro-batch: token + position embedding, then per layer LayerNorm -> qkv ->
@@ -431,14 +442,14 @@ static void llama_blocks_forward(Model* m, int B, int T, bool bw) {
     floatX** w = m->w;
     cudaStream_t s = m->stream;
     encoder_forward(a->t[A_ENCODED], m->staging_dev + offs[0], w[LL_WTE], NULL, B, T, C, s);
-    rmsnorm_forward(a->t[A_LN1], a->ln1_rstd, NULL, a->t[A_ENCODED], NULL, w[LL_RMS1W], N, C, s);
+    rmsnorm_forward(a->t[A_LN1], a->ln1_rstd, NULL, a->t[A_ENCODED], NULL, w[LL_RMS1W], N, C, LLAMA_RMS_EPS, s);
     for (int l = 0; l < L; l++) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
         block_linear_forward(m, l, LIN_QKV, la.qkv, la.ln1, N, bw);
         rope_forward(la.qkv, &m->rope, B, T, NH, NKV, s);
         flash_attention_forward(la.atty, la.lse, la.qkv, B, T, NH, NKV, C / NH, s);
         block_linear_forward(m, l, LIN_ATTPROJ, a->t[A_DC], la.atty, N, bw);
-        rmsnorm_forward(la.ln2, a->ln2_rstd + l * N, la.res2, la.res_in, a->t[A_DC], w[LL_RMS2W] + l * C, N, C, s);
+        rmsnorm_forward(la.ln2, a->ln2_rstd + l * N, la.res2, la.res_in, a->t[A_DC], w[LL_RMS2W] + l * C, N, C, LLAMA_RMS_EPS, s);
         block_linear_forward(m, l, LIN_FC, la.fch, la.ln2, N, bw);
         swiglu_forward(la.mlp_act, la.fch, N, c->hidden, s);
         block_linear_forward(m, l, LIN_FCPROJ, a->t[A_DC], la.mlp_act, N, bw);
@@ -447,7 +458,7 @@ static void llama_blocks_forward(Model* m, int B, int T, bool bw) {
         floatX* next_norm = last ? a->t[A_LNF] : layer_acts(a, l + 1, B, T, C, NH).ln1;
         float* next_rstd = last ? a->lnf_rstd : a->ln1_rstd + (l + 1) * N;
         const floatX* nw = last ? w[LL_RMSFW] : w[LL_RMS1W] + (l + 1) * C;
-        rmsnorm_forward(next_norm, next_rstd, la.res3, la.res2, a->t[A_DC], nw, N, C, s);
+        rmsnorm_forward(next_norm, next_rstd, la.res3, la.res2, a->t[A_DC], nw, N, C, LLAMA_RMS_EPS, s);
     }
 }
 
@@ -476,29 +487,22 @@ static void model_forward(Model* m, const int* inputs, const int* targets, int B
 // ----------------------------------------------------------------------------
 // backward pass: gradients of the loss of the last forward (which ran with dloss != 0), added into grads
 
-// what the backward of linear `kind` of layer l reads of its BF16 input (adahop_linear_backward_reads): nothing,
-// the kept tensor, or else a recomputation into `into` (the backward's dX buffer, read before it is written) from
-// what the forward pass kept: the norm from the residual stream and its saved statistics, the MLP activation from
-// fch; all of the input, or only its OE channels. Recomputed values equal the forward's bit for bit.
-typedef struct { const floatX *x, *channels; } LinearInput;
-
 // into = the input of the MLP's last linear from fch: GELU (GPT-2) or SwiGLU of the gate/up activation (LLaMA);
-// all of it [N x H], or the k channels sv->x_channel_idx [k x N]
-static void recompute_mlp_activation(Model* m, const LayerActs* la, const LinearSaved* sv, bool channels, int k, int N,
-                                     floatX* into) {
+// all of it [N x H] (channels NULL), or the k channels `channels`, channel-major [k x N]
+static void recompute_mlp_activation(Model* m, const LayerActs* la, const int* channels, int k, int N, floatX* into) {
     int H = m->config.hidden;
     cudaStream_t s = m->stream;
     if (m->config.family == FAMILY_LLAMA) {
-        if (channels) { swiglu_forward_channels(into, la->fch, sv->x_channel_idx, k, N, H, s); }
+        if (channels) { swiglu_forward_channels(into, la->fch, channels, k, N, H, s); }
         else { swiglu_forward(into, la->fch, N, H, s); }
-    } else if (channels) { gelu_forward_channels(into, la->fch, sv->x_channel_idx, k, N, H, s); }
+    } else if (channels) { gelu_forward_channels(into, la->fch, channels, k, N, H, s); }
     else { gelu_forward(into, la->fch, (long)N * H, s); }
 }
 
 // into = the norm in front of the qkv (first) or the fc linear of layer l, from the residual stream and the saved
-// statistics: LayerNorm (GPT-2) or RMSNorm (LLaMA); all of it [N x C], or the k channels sv->x_channel_idx [k x N]
-static void recompute_norm(Model* m, const LayerActs* la, int l, bool first, const LinearSaved* sv, bool channels, int k,
-                           int N, floatX* into) {
+// statistics: LayerNorm (GPT-2) or RMSNorm (LLaMA); all of it [N x C] (channels NULL), or the k channels `channels`,
+// channel-major [k x N]
+static void recompute_norm(Model* m, const LayerActs* la, int l, bool first, const int* channels, int k, int N, floatX* into) {
     const Activations* a = &m->acts;
     int C = m->config.channels;
     cudaStream_t s = m->stream;
@@ -506,14 +510,14 @@ static void recompute_norm(Model* m, const LayerActs* la, int l, bool first, con
     float* rstd = (first ? a->ln1_rstd : a->ln2_rstd) + l * N;
     if (m->config.family == FAMILY_LLAMA) {
         const floatX* w = m->w[first ? LL_RMS1W : LL_RMS2W] + l * C;
-        if (channels) { rmsnorm_forward_channels(into, src, rstd, w, sv->x_channel_idx, k, N, C, s); }
-        else { rmsnorm_forward(into, NULL, NULL, src, NULL, w, N, C, s); }   // the forward saved rstd
+        if (channels) { rmsnorm_forward_channels(into, src, rstd, w, channels, k, N, C, s); }
+        else { rmsnorm_forward(into, NULL, NULL, src, NULL, w, N, C, LLAMA_RMS_EPS, s); }   // the forward saved rstd
         return;
     }
     float* mean = (first ? a->ln1_mean : a->ln2_mean) + l * N;
     const floatX* w = m->w[first ? P_LN1W : P_LN2W] + l * C;
     const floatX* b = m->w[first ? P_LN1B : P_LN2B] + l * C;
-    if (channels) { layernorm_forward_channels(into, src, mean, rstd, w, b, sv->x_channel_idx, k, N, C, s); }
+    if (channels) { layernorm_forward_channels(into, src, mean, rstd, w, b, channels, k, N, C, s); }
     else { layernorm_forward(into, NULL, NULL, NULL, src, NULL, w, b, N, C, s); }   // the forward saved mean, rstd
 }
 
@@ -524,38 +528,31 @@ static void recompute_fch(Model* m, const LayerActs* la, int l, int N) {
     if (!m->acts.fch_recomputed) { return; }
     const floatX* x = la->ln2;
     if (!m->acts.linear_inputs_kept) {
-        recompute_norm(m, la, l, false, NULL, false, 0, N, m->acts.t[A_LN1]);
+        recompute_norm(m, la, l, false, NULL, 0, N, m->acts.t[A_LN1]);
         x = m->acts.t[A_LN1];
     }
     block_linear_forward(m, l, LIN_FC, la->fch, x, N, false);
 }
 
-static LinearInput linear_backward_input(Model* m, const LayerActs* la, int l, int kind, int N, floatX* into) {
-    const Activations* a = &m->acts;
-    const LinearSaved* sv = m->saved + 4 * l + kind;
-    int reads = adahop_linear_backward_reads(sv);
-    LinearInput in = {NULL, NULL};
-    if (reads == LINEAR_READS_NOTHING) { return in; }
-    if (kind == LIN_ATTPROJ) { in.x = la->atty; return in; }
-    if (a->linear_inputs_kept) { in.x = kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->mlp_act); return in; }
-    bool channels = reads == LINEAR_READS_CHANNELS;
-    int k = min(m->ws.oe_k, kind == LIN_FCPROJ ? m->config.hidden : m->config.channels);
-    if (kind == LIN_FCPROJ) { recompute_mlp_activation(m, la, sv, channels, k, N, into); }
-    else { recompute_norm(m, la, l, kind == LIN_QKV, sv, channels, k, N, into); }
-    if (channels) { in.channels = into; } else { in.x = into; }
-    return in;
+// the BF16 input of linear `kind` of layer l, recomputed for its backward pass from what the forward pass kept: the
+// norm from the residual stream and its saved statistics, the MLP activation from fch (LinearInput.recompute)
+typedef struct { Model* m; const LayerActs* la; int l, kind, N; } LinearRecompute;
+
+static void recompute_linear_input(const void* ctx, const int* channels, int k, floatX* into) {
+    const LinearRecompute* r = (const LinearRecompute*)ctx;
+    if (r->kind == LIN_FCPROJ) { recompute_mlp_activation(r->m, r->la, channels, k, r->N, into); }
+    else { recompute_norm(r->m, r->la, r->l, r->kind == LIN_QKV, channels, k, r->N, into); }
 }
 
-// backward of linear `kind` of layer l (llmc/adahop_linear.cuh): dinp from dout, its weight and bias gradients
+// backward of linear `kind` of layer l (llmc/adahop_linear.cuh): dinp from dout, its weight and bias gradients. Its
+// input is the kept tensor (atty; every input in bf16 mode), else recomputed when the linear asks for it.
 static void block_linear_backward(Model* m, const LayerActs* la, int l, int kind, floatX* dinp, const floatX* dout, int N) {
-    const FamilyTensors* ft = &family_tensors[m->config.family];
-    int cin, cout, wt = ft->linear_w[kind], bt = ft->linear_b[kind];
-    linear_shape(&m->config, kind, &cin, &cout);
-    size_t w_off = (size_t)l * cin * cout, b_off = (size_t)l * cout;
-    LinearInput in = linear_backward_input(m, la, l, kind, N, dinp);
-    adahop_linear_backward(&m->ws, &m->adahop, m->saved + 4 * l + kind, 4 * l + kind, m->step, m->stats_now, dinp,
-                           m->g[wt] + w_off, bt < 0 ? NULL : m->g[bt] + b_off, m->scratch, dout, in.x, in.channels,
-                           m->w[wt] + w_off, N, cin, cout, m->stream);
+    AdahopLinear lin = block_linear(m, l, kind);
+    LinearRecompute ctx = {m, la, l, kind, N};
+    LinearInput in = {NULL, recompute_linear_input, &ctx};
+    if (kind == LIN_ATTPROJ) { in.kept = la->atty; }
+    else if (m->acts.linear_inputs_kept) { in.kept = kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->mlp_act); }
+    adahop_linear_backward(&lin, dinp, dout, N, &in, m->scratch);
 }
 
 // gradient bucket b (llmc/zero.h: block b, or b = L for the tensors outside the blocks) is final: with reduce_now,
@@ -729,7 +726,8 @@ static void usage(const char* prog) {
            "  -o <dir>   output directory for main.log and checkpoints (default: none)\n"
            "  -b <int>   micro-batch size B                (default 16)\n"
            "  -t <int>   sequence length T, a multiple of 8, of 32 with MXFP4 (default 256)\n"
-           "  -d <int>   total batch in tokens; a multiple of B*T*world, the rest is gradient accumulation (default B*T*world)\n"
+           "  -d <int>   total batch in tokens; a multiple of B*T*world, the rest is gradient accumulation (default: the\n"
+           "             resumed checkpoint's, else B*T*world)\n"
            "  -x <int>   optimizer steps                   (default 200)\n"
            "  -l <f>     peak learning rate                (default 1e-3)\n"
            "  -u <int>   warmup steps                      (default 20)\n"
@@ -768,8 +766,9 @@ static void usage(const char* prog) {
            "gradient accumulation; only rank 0 prints, samples and writes files):\n"
            "  -G <int>   world size, the number of processes (default 1, or mpirun's)\n"
            "  -I <int>   rank of this process, 0..G-1; it runs on GPU I of the node (default 0, or mpirun's)\n"
-           "  -F <path>  rendezvous file, new, that all ranks can see: rank 0 writes it, the others wait for it up to\n"
-           "             %.0f s (needed for G > 1 without mpirun)\n"
+           "  -F <path>  rendezvous file that all ranks can see: rank 0 announces the run there (replacing the files of a\n"
+           "             failed run, refusing those of a live one), every rank waits for all the others up to %.0f s, and\n"
+           "             a rank that fails tells the others there (needed for G > 1 without mpirun)\n"
            "  -O <0|1>   all-reduce the gradients layer by layer during the backward pass (default 1)\n"
            "  -h         this help\n", prog, RENDEZVOUS_TIMEOUT_S);
 }
@@ -903,6 +902,7 @@ static void save_state(Model* m, const Options* o, int step, const DataLoader* t
     ck.adahop_words = (int64_t)adahop_state_words(&m->adahop);
     ck.step = step;
     ck.seed = (int64_t)o->seed;
+    ck.total_batch = o->total_batch;
     dataloader_get_state(train, ck.data_state);
     memcpy(ck.rng_state, rng->s, sizeof(rng->s));
     spike_guard_save(guard, ck.trainer_words);
@@ -921,16 +921,17 @@ static void step_gradients(Model* m, DataLoader* train, const Options* o, int mi
     int world = m->dp->world_size;
     model_zero_grad(m);
     float dloss = 1.0f / ((float)o->B * o->T * micro_steps);
-    m->step = step;
+    m->pass.step = step;
     for (int k = 0; k < micro_steps; k++) {
         dataloader_next_batch(train);
         if (dp_micro_owner(k, world) != m->dp->rank) { continue; }
-        m->stats_now = k == 0 && adahop_wants_stats(&m->adahop, step);   // patterns from one micro-batch, on rank 0
+        m->pass.micro = k;
+        m->pass.stats = k == 0 && adahop_wants_stats(&m->adahop, step);   // patterns from one micro-batch, on rank 0
         m->reduce_now = o->overlap && k >= micro_steps - world;           // this rank's last micro-batch
         model_forward(m, train->inputs, train->targets, o->B, o->T, dloss);
         model_backward(m, o->B, o->T);
     }
-    m->stats_now = false;
+    m->pass.stats = false;
     if (m->adahop.precision != PREC_BF16) { adahop_flush_patterns(&m->ws, &m->adahop, m->stream); }
     model_reduce_grads(m, o->overlap);
 }
@@ -951,21 +952,40 @@ static bool model_spike_skip(Model* m, SpikeGuard* g, int step, float loss, floa
     return isfinite(loss) && isfinite(*norm) && spike_guard_skip(g, step, loss, *norm, stdout, logf);
 }
 
+// What the ranks must agree on (llmc/agreement.h): the options that shape the run and its collectives, the model
+// and its initial parameters, and the resume decision (resumed: the checkpoint resumed from, or NULL)
+static RunAgreement run_agreement_of(const Options* o, const ModelConfig* c, const float* init,
+                                     const CheckpointHeader* resumed, int world) {
+    const LinearOptions* l = &o->lin;
+    RunAgreement a;
+    memset(&a, 0, sizeof(a));   // a field missed below would agree by accident, never differ at random
+    a.world_size = world; a.family = c->family; a.num_layers = c->num_layers; a.channels = c->channels;
+    a.num_heads = c->num_heads; a.num_kv_heads = c->num_kv_heads; a.hidden = c->hidden; a.vocab_size = c->vocab_size;
+    a.max_seq_len = c->max_seq_len; a.micro_batch = o->B; a.seq_len = o->T; a.total_batch = o->total_batch;
+    a.max_steps = o->max_steps; a.warmup = o->warmup; a.val_every = o->val_every; a.val_batches = o->val_batches;
+    a.ckpt_every = o->ckpt_every; a.lr = agreement_double(o->lr); a.final_lr_frac = agreement_double(o->final_lr_frac);
+    a.weight_decay = agreement_double(o->weight_decay); a.grad_clip = agreement_double(o->grad_clip);
+    a.precision = l->precision; a.gemm_path = l->path; a.stochastic_grads = l->stochastic_grads;
+    a.calib_steps = l->calib_steps; a.calib_strategy = l->calib_strategy; a.reclass_every = l->reclass_every;
+    a.reclass_window = l->reclass_window; a.oe_k = l->oe_k; a.recompute_fch = l->recompute_fch; a.overlap = o->overlap;
+    a.skip_loss_z = agreement_double(o->skip_loss_z); a.skip_norm_z = agreement_double(o->skip_norm_z);   // -L, -Z: an extra norm all-reduce
+    a.seed = (int64_t)o->seed;
+    a.resume_step = resumed ? resumed->step : 0;
+    a.data_state = resumed ? agreement_hash(resumed->data_state, sizeof(resumed->data_state)) : 0;
+    a.init_hash = agreement_hash(init, model_num_params(c) * sizeof(float));
+    return a;
+}
+
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv);
     stop_signal_install();
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) { die("no CUDA GPU found: this trainer needs one"); }
     DataParallel dp;
-    dp_init(&dp, &o.dp);   // this process's rank, its GPU, the communicator (one rank without -G / mpirun)
+    dp_launch(&dp, &o.dp);   // this process's rank and GPU; the rendezvous of all ranks (one rank without -G / mpirun)
     if (dp.rank > 0 && freopen("/dev/null", "w", stdout) == NULL) {   // only rank 0 prints; errors still reach stderr
         die("rank %d: cannot redirect stdout to /dev/null", dp.rank);
     }
-    if ((int64_t)o.B * o.T * dp.world_size > (1 << 30)) {   // the int token counts below, with room for the products
-        die("flags -b, -t: B*T*world = %lld tokens per micro-step round is more than 2^30", (long long)o.B * o.T * dp.world_size);
-    }
-    if (o.total_batch == -1) { o.total_batch = o.B * o.T * dp.world_size; }
-    int micro_steps = dp_accum_steps(o.total_batch, o.B, o.T, dp.world_size) * dp.world_size;   // all ranks together
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, dp.local_rank));
     if (prop.major < 8) { die("GPU '%s' (sm_%d%d) has no BF16 tensor cores; sm_80 or newer is needed", prop.name, prop.major, prop.minor); }
@@ -996,6 +1016,11 @@ int main(int argc, char** argv) {
         }
         fclose_check(fp);
         if (resume_path[0] && !(ck.contents & CKPT_OPTIMIZER)) { die("'%s' holds no optimizer state: cannot resume from it", load_path); }
+        if (resume_path[0] && (uint64_t)ck.seed != o.seed) {   // before anything is seeded from it
+            printf("resume: using the checkpoint's seed %lld\n", (long long)ck.seed);
+            o.seed = (uint64_t)ck.seed;
+        }
+        if (resume_path[0] && o.total_batch == -1 && ck.total_batch > 0) { o.total_batch = (int)ck.total_batch; }
         if (resume_path[0] && model_is_preset_name(o.init)) {   // the checkpoint's model (and family) must be -e's
             ModelConfig want;
             if (model_config_from_preset(o.init, config.max_seq_len, config.vocab_size, &want) == 0) {
@@ -1010,6 +1035,14 @@ int main(int argc, char** argv) {
         model_init_params(&config, init, o.seed);
     }
     if (o.T > config.max_seq_len) { die("flag -t: T=%d exceeds the model's max_seq_len %d", o.T, config.max_seq_len); }
+    if ((int64_t)o.B * o.T * dp.world_size > (1 << 30)) {   // the int token counts below, with room for the products
+        die("flags -b, -t: B*T*world = %lld tokens per micro-step round is more than 2^30", (long long)o.B * o.T * dp.world_size);
+    }
+    if (o.total_batch == -1) { o.total_batch = o.B * o.T * dp.world_size; }
+    int micro_steps = dp_accum_steps(o.total_batch, o.B, o.T, dp.world_size) * dp.world_size;   // all ranks together
+    RunAgreement agreement = run_agreement_of(&o, &config, init, resume_path[0] ? &ck : NULL, dp.world_size);
+    dp_agree(&dp, &agreement);   // every rank stops here, naming what differs, unless all ranks agree
+    dp_connect(&dp);             // the NCCL communicator and its watchdog
 
     matmul_init();
     Model model;
@@ -1029,7 +1062,6 @@ int main(int argc, char** argv) {
         if (!adahop_words) { die("'%s' holds no AdaHOP state (written by an older version?)", resume_path); }
         adahop_load(&model.adahop, adahop_words, (size_t)ck.adahop_words);
         free(adahop_words);
-        if ((uint64_t)ck.seed != o.seed) { printf("resume: using the checkpoint's seed %lld\n", (long long)ck.seed); o.seed = (uint64_t)ck.seed; }
     }
     free(init);
 

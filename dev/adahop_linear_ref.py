@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 CASE_MAGIC, CASE_VERSION, CASE_HEADER_INTS = 20261204, 1, 256
-STRAT_IHT, STRAT_OE_ROWS_A, STRAT_OE_COLS_B, STRAT_BF16, STRAT_PLAIN = 0, 1, 2, 3, 4
+STRAT_IHT, STRAT_OE_ROWS_A, STRAT_OE_ROWS_B, STRAT_BF16, STRAT_PLAIN = 0, 1, 2, 3, 4
 STRAT_NAMES = {0: "iht", 1: "oe-rows-a", 2: "oe-cols-b", 3: "bf16", 4: "plain"}
 RULE_OCP, RULE_ROUNDUP = 0, 1
 KINDS = ["gaussian", "rows", "cols", "heavy", "extremes"]
@@ -248,7 +248,7 @@ def gemm_nt(a, b, strategy, oe_k, rule=RULE_OCP, sr_a=False, sr_b=False, seed_a=
     none_idx = torch.zeros(0, dtype=torch.int64, device=a.device)
     if strategy == STRAT_BF16:
         return a64 @ b64.t(), none_idx, None, None
-    if strategy not in (STRAT_IHT, STRAT_OE_ROWS_A, STRAT_OE_COLS_B, STRAT_PLAIN):
+    if strategy not in (STRAT_IHT, STRAT_OE_ROWS_A, STRAT_OE_ROWS_B, STRAT_PLAIN):
         raise ValueError(f"unknown strategy {strategy}")
     had = strategy != STRAT_PLAIN
     a_clean, b_clean, idx = a, b, none_idx
@@ -256,7 +256,7 @@ def gemm_nt(a, b, strategy, oe_k, rule=RULE_OCP, sr_a=False, sr_b=False, seed_a=
         idx = topk_rows(a, min(oe_k, M))
         a_clean = a.clone()
         a_clean[idx] = 0.0
-    elif strategy == STRAT_OE_COLS_B:
+    elif strategy == STRAT_OE_ROWS_B:
         idx = topk_rows(b, min(oe_k, N))
         b_clean = b.clone()
         b_clean[idx] = 0.0
@@ -265,7 +265,7 @@ def gemm_nt(a, b, strategy, oe_k, rule=RULE_OCP, sr_a=False, sr_b=False, seed_a=
     out = qa[2].to(torch.float64) @ qb[2].to(torch.float64).t()
     if strategy == STRAT_OE_ROWS_A:
         out[idx] = a64[idx] @ b64.t()
-    elif strategy == STRAT_OE_COLS_B:
+    elif strategy == STRAT_OE_ROWS_B:
         out[:, idx] = a64 @ b64[idx].t()
     return out, idx, qa, qb
 
@@ -414,7 +414,7 @@ def parse_args():
     ap.add_argument("-N", type=int, help="tokens (multiple of 32; default drawn from the seed)")
     ap.add_argument("--cin", type=int, help="input channels (multiple of 32; default drawn)")
     ap.add_argument("--cout", type=int, help="output channels (multiple of 32; default drawn)")
-    ap.add_argument("--strategies", help="fwd,dx,dw strategies, each 0 IHT, 1 OE rows A, 2 OE cols B, 3 BF16, 4 plain")
+    ap.add_argument("--strategies", help="fwd,dx,dw strategies, each 0 IHT, 1 OE rows A, 2 OE rows of the NT-form B (columns of B as K x N), 3 BF16, 4 plain")
     ap.add_argument("--oe-k", type=int, help="OE count (default drawn)")
     ap.add_argument("--kind", choices=KINDS, help="input kind (default drawn)")
     ap.add_argument("--rule", type=int, default=RULE_OCP, choices=[RULE_OCP, RULE_ROUNDUP], help="0 OCP, 1 round-up")

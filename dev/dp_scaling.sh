@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 8 on a machine with 2 GPUs: GPT-2 d24, T=1024, the same total batch on 1 and on 2 GPUs, in bf16 and adahop.
+# Data-parallel scaling on a machine with 2 GPUs: GPT-2 d24, T=1024, the same total batch on 1 and on 2 GPUs, in
+# bf16 and adahop.
 # Prints per mode: the largest relative difference of the train losses of the first STEPS steps (2 GPUs vs 1),
 # tok/s on 1 and 2 GPUs (mean over steps 11..STEPS) and their ratio, how many AdaHOP votes the trainer's cross-rank
 # strategy check passed; then the same 2-rank run started by mpirun (when the trainer links OpenMPI), and a

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-CKPT_MAGIC, CKPT_VERSION, CKPT_HEADER_INTS, CKPT_CRC_SLOT = 20261202, 2, 256, 20
+CKPT_MAGIC, CKPT_VERSION, CKPT_HEADER_INTS, CKPT_CRC_SLOT = 20261202, 2, 256, 24
 REF_MAGIC, REF_VERSION = 20261203, 1
 NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b",
          "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]

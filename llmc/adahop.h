@@ -15,17 +15,18 @@
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
 #include "utils.h"
 
 enum { PATTERN_NONE = 0, PATTERN_ROW = 1, PATTERN_COL = 2, NUM_PATTERNS = 3 };
-enum { STRAT_IHT = 0, STRAT_IHT_OE_ROWS_A = 1, STRAT_IHT_OE_COLS_B = 2, STRAT_BF16 = 3, STRAT_PLAIN = 4, NUM_STRATEGIES = 5 };
+enum { STRAT_IHT = 0, STRAT_IHT_OE_ROWS_A = 1, STRAT_IHT_OE_ROWS_B = 2, STRAT_BF16 = 3, STRAT_PLAIN = 4, NUM_STRATEGIES = 5 };
 enum { GEMM_FWD = 0, GEMM_DX = 1, GEMM_DW = 2, NUM_GEMMS = 3 };
 enum { PREC_BF16 = 0, PREC_MXFP4 = 1, PREC_HADAMARD = 2, PREC_ADAHOP = 3, NUM_PRECISIONS = 4 };
 enum { LIN_QKV = 0, LIN_ATTPROJ = 1, LIN_FC = 2, LIN_FCPROJ = 3, NUM_LINEAR_KINDS = 4 };
 enum { TENSOR_X = 0, TENSOR_W = 1, TENSOR_DY = 2, NUM_TENSORS = 3 };
 
 static const char* const precision_names[NUM_PRECISIONS] = {"bf16", "mxfp4", "hadamard", "adahop"};
-static const char* const adahop_strategy_names[NUM_STRATEGIES] = {"iht", "iht+oe_rows_a", "iht+oe_cols_b", "bf16", "plain"};
+static const char* const adahop_strategy_names[NUM_STRATEGIES] = {"iht", "iht+oe_rows_a", "iht+oe_rows_b", "bf16", "plain"};
 static const char adahop_strategy_codes[NUM_STRATEGIES] = {'I', 'R', 'C', 'B', 'P'};
 static const char adahop_pattern_codes[NUM_PATTERNS] = {'N', 'R', 'C'};
 static const char* const adahop_linear_names[NUM_LINEAR_KINDS] = {"qkv", "attproj", "fc", "fcproj"};
@@ -57,13 +58,36 @@ static inline int calib_strategy_from_flag(const char* value) {
     return -1;
 }
 
+#define ADAHOP_TAU 2.0   // ratio of the normalised CVs that makes a tensor Row or Column
+
+// coefficient of variation std / mean of v[0..n); -1 when the mean is not positive (degenerate)
+static inline double coeff_of_variation(const double* v, int n) {
+    double m = 0.0, s = 0.0;
+    for (int i = 0; i < n; i++) { m += v[i]; }
+    m /= n;
+    for (int i = 0; i < n; i++) { s += (v[i] - m) * (v[i] - m); }
+    return m > 0.0 ? sqrt(s / n) / m : -1.0;
+}
+
+// Row / Column / None from the row and column variances of an [R x C] tensor: the CVs normalised by the
+// i.i.d. Gaussian values sqrt(2/(C-1)) and sqrt(2/(R-1)), compared with ratio tau. Degenerate -> None.
+static inline int classify_pattern(const double* row_var, const double* col_var, int R, int C, double tau) {
+    if (R < 2 || C < 2) { return PATTERN_NONE; }
+    double cv_row = coeff_of_variation(row_var, R), cv_col = coeff_of_variation(col_var, C);
+    if (cv_row < 0.0 || cv_col < 0.0) { return PATTERN_NONE; }
+    double n_row = cv_row / sqrt(2.0 / (C - 1)), n_col = cv_col / sqrt(2.0 / (R - 1));
+    if (n_row > tau * n_col) { return PATTERN_ROW; }
+    if (n_col > tau * n_row) { return PATTERN_COL; }
+    return PATTERN_NONE;
+}
+
 // the pattern of the transposed tensor (Row <-> Column)
 static inline int pattern_transpose(int p) { return p == PATTERN_ROW ? PATTERN_COL : (p == PATTERN_COL ? PATTERN_ROW : p); }
 
 // strategy of a GEMM from the patterns of A as [M x K] and of B as [K x N] (ADAHOP.md section 5)
 static inline int adahop_strategy(int pattern_a, int pattern_b) {
     if (pattern_a == PATTERN_COL && pattern_b == PATTERN_COL) { return STRAT_BF16; }
-    if (pattern_b == PATTERN_COL) { return STRAT_IHT_OE_COLS_B; }
+    if (pattern_b == PATTERN_COL) { return STRAT_IHT_OE_ROWS_B; }
     if (pattern_a == PATTERN_ROW && pattern_b == PATTERN_NONE) { return STRAT_IHT_OE_ROWS_A; }
     return STRAT_IHT;
 }

@@ -159,9 +159,7 @@ static inline int to_e4m3_rows_cpu(uint8_t* e4m3, float* row_scale, const MXTens
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Outlier patterns (ADAHOP.md section 4)
-
-#define ADAHOP_TAU 2.0   // ratio of the normalised CVs that makes a tensor Row or Column
+// Outlier patterns (ADAHOP.md section 4; the classification itself is llmc/adahop.h's classify_pattern)
 
 // population variances of the rows (over columns) and of the columns (over rows) of x [R x C], in double
 static inline void row_col_variance_cpu(const float* x, int R, int C, double* row_var, double* col_var) {
@@ -183,33 +181,12 @@ static inline void row_col_variance_cpu(const float* x, int R, int C, double* ro
     free(col_mean);
 }
 
-// coefficient of variation std / mean of v[0..n); -1 when the mean is not positive (degenerate)
-static inline double coeff_of_variation(const double* v, int n) {
-    double m = 0.0, s = 0.0;
-    for (int i = 0; i < n; i++) { m += v[i]; }
-    m /= n;
-    for (int i = 0; i < n; i++) { s += (v[i] - m) * (v[i] - m); }
-    return m > 0.0 ? sqrt(s / n) / m : -1.0;
-}
-
-// Row / Column / None from the row and column variances of an [R x C] tensor: the CVs normalised by the
-// i.i.d. Gaussian values sqrt(2/(C-1)) and sqrt(2/(R-1)), compared with ratio tau. Degenerate -> None.
-static inline int classify_pattern_cpu(const double* row_var, const double* col_var, int R, int C, double tau) {
-    if (R < 2 || C < 2) { return PATTERN_NONE; }
-    double cv_row = coeff_of_variation(row_var, R), cv_col = coeff_of_variation(col_var, C);
-    if (cv_row < 0.0 || cv_col < 0.0) { return PATTERN_NONE; }
-    double n_row = cv_row / sqrt(2.0 / (C - 1)), n_col = cv_col / sqrt(2.0 / (R - 1));
-    if (n_row > tau * n_col) { return PATTERN_ROW; }
-    if (n_col > tau * n_row) { return PATTERN_COL; }
-    return PATTERN_NONE;
-}
-
 // Row / Column / None of x [R x C] with ratio ADAHOP_TAU
 static inline int tensor_pattern_cpu(const float* x, int R, int C) {
     double* row_var = (double*)malloc_check((size_t)R * sizeof(double));
     double* col_var = (double*)malloc_check((size_t)C * sizeof(double));
     row_col_variance_cpu(x, R, C, row_var, col_var);
-    int p = classify_pattern_cpu(row_var, col_var, R, C, ADAHOP_TAU);
+    int p = classify_pattern(row_var, col_var, R, C, ADAHOP_TAU);
     free(row_var);
     free(col_var);
     return p;
@@ -316,7 +293,7 @@ static inline void adahop_gemm_nt_ref(double* out, const float* A, const float* 
                                       int k, int rule) {
     if (strategy == STRAT_IHT || strategy == STRAT_PLAIN) { mx_gemm_nt_ref(out, A, B, M, N, K, strategy == STRAT_IHT, rule); }
     else if (strategy == STRAT_IHT_OE_ROWS_A) { oe_rows_gemm_nt_ref(out, A, B, M, N, K, k, rule); }
-    else if (strategy == STRAT_IHT_OE_COLS_B) {
+    else if (strategy == STRAT_IHT_OE_ROWS_B) {
         double* t = (double*)malloc_check((size_t)N * M * sizeof(double));
         oe_rows_gemm_nt_ref(t, B, A, N, M, K, k, rule);
         for (int i = 0; i < M; i++) { for (int j = 0; j < N; j++) { out[(size_t)i * N + j] = t[(size_t)j * M + i]; } }
@@ -367,7 +344,7 @@ static inline void adahop_gemm_nt_cpu(float* out, int accumulate, NTOperand a, N
     int* idx = (int*)malloc_check((size_t)(M > N ? M : N) * sizeof(int));
     double* ext = NULL;
     if (rows_a) { ext = oe_extract_cpu(qa, a, b, oe_k, idx, &k); }
-    if (strategy == STRAT_IHT_OE_COLS_B) { ext = oe_extract_cpu(qb, b, a, oe_k, idx, &k); }
+    if (strategy == STRAT_IHT_OE_ROWS_B) { ext = oe_extract_cpu(qb, b, a, oe_k, idx, &k); }
     gemm_nt_f64(t, qa, qb, M, N, K);
     int n = rows_a ? N : M;   // ext is [k x n]; its row i is row idx[i] of t (OE on A) or column idx[i] (OE on b)
     for (int i = 0; i < k; i++) {

@@ -1,12 +1,13 @@
 // The AdaHOP linear layer: y = x W^T + b and its two backward GEMMs, each run with its own strategy
 // (llmc/adahop.h): BF16, plain MXFP4, IHT (Hadamard + MXFP4), or IHT with outlier extraction (OE) on the
-// rows of A or the rows of the NT-form B. All three GEMMs are written out = A B^T with both operands
-// K-major ("NT form"):
+// rows of A or the rows of the NT-form B (the columns of B as [K x N]). All three GEMMs are written
+// out = A B^T with both operands K-major ("NT form"):
 //   forward  y  [N x Cout] : A = x    [N x Cin]  , B = W   [Cout x Cin]
 //   backward dX [N x Cin]  : A = dY   [N x Cout] , B = W^T [Cin x Cout]   (W quantized along its columns)
 //   backward dW [Cout x Cin]: A = dY^T [Cout x N], B = x^T [Cin x N]      (x saved in this form at forward time)
 // The quantized product runs on the exact path (dequantize + BF16 GEMM) or the fast path (E4M3 on FP8
-// tensor cores); both compute the same MXFP4 arithmetic (llmc/mxfp4.cuh).
+// tensor cores); both compute the same MXFP4 arithmetic (llmc/mxfp4.cuh). The trainer calls a linear through
+// AdahopLinear (adahop_linear_forward / adahop_linear_backward); tests and benches may call adahop_gemm directly.
 #ifndef LLMC_ADAHOP_LINEAR_CUH
 #define LLMC_ADAHOP_LINEAR_CUH
 
@@ -15,7 +16,6 @@
 #include "mxfp4.cuh"
 #include "outliers.cuh"
 #include "adahop.h"
-#include "adahop_cpu.h"
 
 enum { GEMM_PATH_EXACT = 0, GEMM_PATH_FAST = 1 };
 
@@ -29,7 +29,6 @@ typedef struct { int linear, tensor, R, C; size_t offset; } PendingPattern;
 // Scratch shared by every linear of the model, sized for the largest operand
 typedef struct {
     int path, stochastic_grads, oe_k;
-    int keep_codes;                   // fast path: also write the MXFP4 codes of one-pass operands into qa / qb (tests)
     uint64_t seed;
     size_t max_elems;                 // largest rows * K of any operand
     int max_rows;                     // largest operand row count
@@ -121,18 +120,8 @@ static inline void gemm_nt_bf16(void* out, bool out_fp32, float beta, Operand a,
     matmul(out, out_fp32, b.data, a.data, bias, b.rows, a.rows, a.K, !b.transposed, a.transposed, beta, gemm_single, s);
 }
 
-// squared L2 norms of the operand's rows into ws->row_sq (its rows are the source's columns when transposed)
-static inline const float* operand_row_norms(AdahopWorkspace* ws, Operand op, cudaStream_t s) {
-    if (!op.transposed) {
-        row_stats_kernel<<<ceil_div(op.rows, 8), 256, 0, s>>>(ws->row_var, ws->row_sq, op.data, op.rows, op.K);
-        cudaCheckLaunch();
-        return ws->row_sq;
-    }
-    cudaCheck(cudaMemsetAsync(ws->col_sq, 0, op.rows * sizeof(float), s));
-    cudaCheck(cudaMemsetAsync(ws->col_sum, 0, op.rows * sizeof(float), s));
-    column_sums<COLSUM_SQUARES>(ws->col_sq, ws->col_sum, ws->colsum_scratch, op.data, NULL, NULL, NULL, op.K, op.rows, s);
-    return ws->col_sq;
-}
+// rows taken out by outlier extraction from an operand with `rows` rows
+static inline int adahop_oe_rows(const AdahopWorkspace* ws, int rows) { return min(ws->oe_k, rows); }
 
 // gathers rows idx of the operand into ws->oe_rows as a plain [k x K] BF16 operand
 static inline Operand operand_gather_rows(AdahopWorkspace* ws, Operand op, const int* idx, int k, cudaStream_t s) {
@@ -146,48 +135,45 @@ static inline Operand operand_gather_rows(AdahopWorkspace* ws, Operand op, const
     return g;
 }
 
-// quantizes the operand into q (a view of the right shape), with or without the Hadamard
-static inline void operand_quantize(MXOperand* q, Operand op, MXQuantOptions opt, cudaStream_t s) {
-    if (!op.transposed) { mx_quantize_rows(q, op.data, op.rows, op.K, opt, s); }
-    else { mx_quantize_cols(q, op.data, op.K, op.rows, opt, NULL, NULL, s); }
+// squared L2 norms of the rows of a row-major operand into ws->row_sq
+static inline const float* operand_row_norms(AdahopWorkspace* ws, Operand op, cudaStream_t s) {
+    row_stats_kernel<<<ceil_div(op.rows, 8), 256, 0, s>>>(ws->row_var, ws->row_sq, op.data, op.rows, op.K);
+    cudaCheckLaunch();
+    return ws->row_sq;
 }
 
-// One operand of a GEMM made ready for the workspace's path, in the slot (q, e, deq): quantized with opt (or taken
-// from `saved`, an MXFP4 operand already quantized), its rows zero_idx[0..k) zeroed (OE), then E4M3 on the fast path or dequantized
-// BF16 on the exact path. A row-major operand goes BF16 -> E4M3 in one pass on the fast path up to MX_E4M3_ONE_PASS_MAX_K (its
-// MXFP4 codes are then written only with ws->keep_codes).
-static inline void operand_prepare(AdahopWorkspace* ws, MXOperand* q, E4M3Operand* e, floatX* deq, Operand op,
-                                   const MXOperand* saved, MXQuantOptions opt, const int* zero_idx, int k, cudaStream_t s) {
+// An MXFP4 operand in q (a view of the right shape), quantized with opt; with k > 0 its k rows of largest L2 norm are
+// picked into idx and zeroed (OE). A transposed operand goes through the column quantizer, which sums the squares of
+// its rows on the way; a row-major one has its norms from row_stats_kernel.
+static inline void operand_quantize(AdahopWorkspace* ws, MXOperand* q, Operand op, MXQuantOptions opt, int* idx, int k,
+                                    cudaStream_t s) {
+    if (op.transposed) {
+        mx_quantize_cols(q, op.data, op.K, op.rows, opt, k > 0 ? ws->col_sq : NULL, ws->col_sq_part, s);
+        if (k > 0) { topk_rows(idx, ws->col_sq, op.rows, k, s); }
+    } else {
+        if (k > 0) { topk_rows(idx, operand_row_norms(ws, op, s), op.rows, k, s); }
+        mx_quantize_rows(q, op.data, op.rows, op.K, opt, s);
+    }
+    if (k > 0) { mx_zero_rows(q, idx, k, s); }
+}
+
+// One GEMM operand made ready for the workspace's path: on the fast path E4M3 in e, on the exact path MXFP4 (the
+// returned operand: q, or `saved` when the operand was quantized already, its OE rows zeroed). A row-major operand
+// goes BF16 -> E4M3 in one pass on the fast path up to MX_E4M3_ONE_PASS_MAX_K (OE rows then zeroed in E4M3); every
+// other one is quantized to MXFP4 (or taken from `saved`) and re-expressed. OE: the k rows of largest norm, into idx.
+static inline const MXOperand* operand_prepare(AdahopWorkspace* ws, MXOperand* q, E4M3Operand* e, Operand op,
+                                               const MXOperand* saved, MXQuantOptions opt, int* idx, int k, cudaStream_t s) {
     bool fast = ws->path == GEMM_PATH_FAST;
     if (fast && !saved && !op.transposed && op.K <= MX_E4M3_ONE_PASS_MAX_K) {
-        mx_quantize_rows_e4m3(e, ws->keep_codes ? q : NULL, op.data, op.rows, op.K, opt, s);
-        if (k > 0) {
-            e4m3_zero_rows(e, zero_idx, k, s);
-            if (ws->keep_codes) { mx_zero_rows(q, zero_idx, k, s); }
-        }
-        return;
+        if (k > 0) { topk_rows(idx, operand_row_norms(ws, op, s), op.rows, k, s); }
+        mx_quantize_rows_e4m3(e, NULL, op.data, op.rows, op.K, opt, s);
+        if (k > 0) { e4m3_zero_rows(e, idx, k, s); }
+        return NULL;
     }
-    if (!saved) {
-        operand_quantize(q, op, opt, s);
-        if (k > 0) { mx_zero_rows(q, zero_idx, k, s); }
-    }
-    const MXOperand* src = saved ? saved : q;
-    if (fast) { mx_to_e4m3(e, src, s); } else { mx_dequantize(deq, src, s); }
-}
-
-// out [M x N] = A B^T of the operands prepared in the workspace's A and B slots (K inner); bias (BF16 [N], may be
-// NULL) added in the epilogue. On the fast path an FP32 output without bias (the dW GEMM) gets its row scales after
-// a unit-scale FP8 GEMM (mx_gemm_fast_scales_after), other outputs in cuBLASLt's epilogue.
-static inline void prepared_gemm(AdahopWorkspace* ws, void* out, bool out_fp32, float beta, int M, int N, int K,
-                                 const floatX* bias, cudaStream_t s) {
-    E4M3Operand ea = e4m3_view(&ws->ea, M, K), eb = e4m3_view(&ws->eb, N, K);
-    if (ws->path == GEMM_PATH_FAST && out_fp32 && bias == NULL && (size_t)M * N <= ws->max_out_elems) {
-        mx_gemm_fast_scales_after((float*)out, beta, &ea, &eb, ws->gemm_part, s);
-    } else if (ws->path == GEMM_PATH_FAST) {
-        mx_gemm_fast(out, out_fp32, &ea, &eb, bias, beta, s);
-    } else {
-        matmul(out, out_fp32, ws->deq_b, ws->deq_a, bias, N, M, K, true, false, beta, gemm_single, s);
-    }
+    if (!saved) { operand_quantize(ws, q, op, opt, idx, k, s); }
+    const MXOperand* mx = saved ? saved : q;
+    if (fast) { mx_to_e4m3(e, mx, s); }
+    return mx;
 }
 
 // out (+)= the FP32 product of the extracted part, ws->oe_part, added into rows idx of out [M x N] (rows_of_out;
@@ -200,46 +186,49 @@ static inline void oe_scatter_add(AdahopWorkspace* ws, void* out, bool out_fp32,
     cudaCheckLaunch();
 }
 
-// One GEMM out [M x N] = A B^T (+ beta out) (+ bias) under `strategy`. qb_saved, when given, is B already
-// quantized (the dW operand saved at forward time) with its OE rows b_idx zeroed; those rows in BF16 are then
-// b_rows [k x K] when given, else gathered from b.
-static inline void adahop_gemm(AdahopWorkspace* ws, int strategy, void* out, bool out_fp32, float beta, Operand a,
-                               Operand b, const MXOperand* qb_saved, const int* b_idx, const floatX* b_rows,
-                               const floatX* bias, int a_is_grad, int b_is_grad, uint64_t seed, cudaStream_t s) {
-    if (strategy == STRAT_BF16) { gemm_nt_bf16(out, out_fp32, beta, a, b, bias, s); return; }
-    MXQuantOptions oa = {strategy != STRAT_PLAIN, MX_SCALE_OCP, a_is_grad && ws->stochastic_grads, seed};
-    MXQuantOptions ob = {strategy != STRAT_PLAIN, MX_SCALE_OCP, b_is_grad && ws->stochastic_grads, seed ^ 0xB};
-    int M = a.rows, N = b.rows;
-    int ka = strategy == STRAT_IHT_OE_ROWS_A ? min(ws->oe_k, M) : 0;
-    int kb = strategy == STRAT_IHT_OE_COLS_B ? min(ws->oe_k, N) : 0;
-    if (ka > 0) { topk_rows(ws->oe_idx, operand_row_norms(ws, a, s), M, ka, s); }
-    MXOperand qa = mx_view(&ws->qa, M, a.K), qb = mx_view(&ws->qb, N, b.K);
-    E4M3Operand ea = e4m3_view(&ws->ea, M, a.K), eb = e4m3_view(&ws->eb, N, b.K);
-    const int* idx_b = b_idx;
-    const MXOperand* qb_ready = qb_saved;
-    if (kb > 0 && !qb_saved) {
-        idx_b = ws->oe_idx;
-        if (b.transposed) {   // the column quantizer gives the norms of B's rows on the way
-            mx_quantize_cols(&qb, b.data, b.K, b.rows, ob, ws->col_sq, ws->col_sq_part, s);
-            topk_rows(ws->oe_idx, ws->col_sq, N, kb, s);
-            mx_zero_rows(&qb, ws->oe_idx, kb, s);
-            qb_ready = &qb;
-        } else {
-            topk_rows(ws->oe_idx, operand_row_norms(ws, b, s), N, kb, s);
-        }
+// One GEMM out [M x N] = A B^T (+ beta out) (+ bias) under a strategy. b_saved, when given, is B already quantized (the
+// dW operand saved at forward time) with its OE rows b_idx zeroed; those rows in BF16 are then b_rows [k x K] when
+// given, else gathered from b.
+typedef struct {
+    int strategy;
+    void* out; bool out_fp32; float beta;
+    Operand a, b;
+    const MXOperand* b_saved; const int* b_idx; const floatX* b_rows;
+    const floatX* bias;       // BF16 [N] or NULL
+    bool a_is_grad;           // A is a gradient: stochastic rounding when the workspace asks for it
+    uint64_t seed;
+} AdahopGemm;
+
+static inline void adahop_gemm(AdahopWorkspace* ws, const AdahopGemm* g, cudaStream_t s) {
+    Operand a = g->a, b = g->b;
+    if (g->strategy == STRAT_BF16) { gemm_nt_bf16(g->out, g->out_fp32, g->beta, a, b, g->bias, s); return; }
+    bool hadamard = g->strategy != STRAT_PLAIN;
+    MXQuantOptions oa = {hadamard, MX_SCALE_OCP, g->a_is_grad && ws->stochastic_grads, g->seed};
+    MXQuantOptions ob = {hadamard, MX_SCALE_OCP, 0, g->seed ^ 0xB};
+    int M = a.rows, N = b.rows, K = a.K;
+    int ka = g->strategy == STRAT_IHT_OE_ROWS_A ? adahop_oe_rows(ws, M) : 0;
+    int kb = g->strategy == STRAT_IHT_OE_ROWS_B ? adahop_oe_rows(ws, N) : 0;
+    MXOperand qa = mx_view(&ws->qa, M, K), qb = mx_view(&ws->qb, N, K);
+    E4M3Operand ea = e4m3_view(&ws->ea, M, K), eb = e4m3_view(&ws->eb, N, K);
+    const MXOperand* mxa = operand_prepare(ws, &qa, &ea, a, NULL, oa, ws->oe_idx, ka, s);
+    const MXOperand* mxb = operand_prepare(ws, &qb, &eb, b, g->b_saved, ob, ws->oe_idx, g->b_saved ? 0 : kb, s);
+    const int* idx_b = g->b_saved ? g->b_idx : ws->oe_idx;
+    if (ws->path == GEMM_PATH_FAST && g->out_fp32 && g->bias == NULL && (size_t)M * N <= ws->max_out_elems) {
+        mx_gemm_fast_scales_after((float*)g->out, g->beta, &ea, &eb, ws->gemm_part, s);
+    } else if (ws->path == GEMM_PATH_FAST) {
+        mx_gemm_fast(g->out, g->out_fp32, &ea, &eb, g->bias, g->beta, s);
+    } else {
+        mx_gemm_exact(g->out, g->out_fp32, mxa, mxb, ws->deq_a, ws->deq_b, g->bias, g->beta, s);
     }
-    operand_prepare(ws, &qa, &ea, ws->deq_a, a, NULL, oa, ws->oe_idx, ka, s);
-    operand_prepare(ws, &qb, &eb, ws->deq_b, b, qb_ready, ob, ws->oe_idx, qb_ready ? 0 : kb, s);
-    prepared_gemm(ws, out, out_fp32, beta, M, N, a.K, bias, s);
     if (ka > 0) {
         gemm_nt_bf16(ws->oe_part, true, 0.0f, operand_gather_rows(ws, a, ws->oe_idx, ka, s), b, NULL, s);   // [k x N]
-        oe_scatter_add(ws, out, out_fp32, ws->oe_idx, ka, M, N, true, s);
+        oe_scatter_add(ws, g->out, g->out_fp32, ws->oe_idx, ka, M, N, true, s);
     }
     if (kb > 0) {
-        Operand ext = {b_rows, kb, b.K, false};
-        if (!qb_saved || !b_rows) { ext = operand_gather_rows(ws, b, idx_b, kb, s); }
+        Operand ext = {g->b_rows, kb, K, false};
+        if (!g->b_saved || !g->b_rows) { ext = operand_gather_rows(ws, b, idx_b, kb, s); }
         gemm_nt_bf16(ws->oe_part, true, 0.0f, a, ext, NULL, s);   // [M x k]
-        oe_scatter_add(ws, out, out_fp32, idx_b, kb, M, N, false, s);
+        oe_scatter_add(ws, g->out, g->out_fp32, idx_b, kb, M, N, false, s);
     }
 }
 
@@ -267,77 +256,115 @@ static inline void adahop_flush_patterns(AdahopWorkspace* ws, AdahopState* st, c
         const float* v = ws->host_stats + p->offset;
         double* rv = ws->host_stats_f64;
         for (int j = 0; j < p->R + p->C; j++) { rv[j] = v[j]; }
-        adahop_record(st, p->linear, p->tensor, classify_pattern_cpu(rv, rv + p->R, p->R, p->C, ADAHOP_TAU));
+        adahop_record(st, p->linear, p->tensor, classify_pattern(rv, rv + p->R, p->R, p->C, ADAHOP_TAU));
     }
     ws->num_pending = 0;
     ws->host_stats_used = 0;
 }
 
-// seed of one quantization: differs per step, linear and GEMM so stochastic rounding draws fresh numbers
-static inline uint64_t adahop_seed(const AdahopWorkspace* ws, int step, int linear, int gemm) {
-    return mx_mix64(ws->seed ^ ((uint64_t)step << 20) ^ ((uint64_t)linear << 4) ^ (uint64_t)gemm);
+// seed of one quantization: differs per step, global micro-batch of the step (the same at any world size), linear
+// and GEMM, so stochastic rounding draws fresh numbers (bits: GEMM 0-3, linear 4-19, step 20-43, micro-batch 44-63)
+static inline uint64_t adahop_seed(const AdahopWorkspace* ws, int step, int micro, int linear, int gemm) {
+    return mx_mix64(ws->seed ^ ((uint64_t)micro << 44) ^ ((uint64_t)step << 20) ^ ((uint64_t)linear << 4) ^ (uint64_t)gemm);
 }
 
-// forward: out [N x Cout] = x W^T + b; with need_backward, prepares saved->x_t for the dW GEMM; with stats,
-// queues the patterns of x and W (adahop_flush_patterns records them).
-static inline void adahop_linear_forward(AdahopWorkspace* ws, AdahopState* st, LinearSaved* saved, int linear,
-                                         int step, bool need_backward, bool stats, floatX* out, const floatX* x,
-                                         const floatX* w, const floatX* bias, int N, int Cin, int Cout, cudaStream_t s) {
-    Operand a = {x, N, Cin, false}, b = {w, Cout, Cin, false};
-    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_FWD), out, false, 0.0f, a, b, NULL, NULL, NULL, bias, 0, 0,
-                adahop_seed(ws, step, linear, GEMM_FWD), s);
-    int dw = adahop_strategy_of(st, linear, GEMM_DW);
+// ----------------------------------------------------------------------------
+// the linear layer
+
+// the model-wide context of a forward / backward pass: scratch, strategies, the optimizer step and the global
+// micro-batch of the step (seeds), and whether the pass records outlier patterns
+typedef struct {
+    AdahopWorkspace* ws;
+    AdahopState* st;
+    int step, micro;
+    bool stats;
+    cudaStream_t stream;
+} AdahopPass;
+
+// one block linear y = x W^T + b: linear index `index` (layer * NUM_LINEAR_KINDS + kind), x [N x Cin], W [Cout x Cin]
+typedef struct {
+    const AdahopPass* pass;
+    LinearSaved* saved;
+    int index, Cin, Cout;
+    const floatX* w;
+    const floatX* bias;       // [Cout] or NULL
+    float* dw;                // FP32 gradients, added into
+    float* dbias;             // [Cout] or NULL
+} AdahopLinear;
+
+// how the backward pass gets the BF16 input x [N x Cin] when its GEMMs read it: `kept`, when the caller holds x,
+// else recompute(ctx, channels, k, into) writes all of x [N x Cin] into `into` (channels NULL) or only the k
+// channels `channels` of x, channel-major [k x N]; recomputed values must equal the forward's bit for bit
+typedef struct {
+    const floatX* kept;
+    void (*recompute)(const void* ctx, const int* channels, int k, floatX* into);
+    const void* ctx;
+} LinearInput;
+
+// forward: out [N x Cout] = x W^T + b; with need_backward, prepares lin->saved->x_t for the dW GEMM; in a statistics
+// pass, queues the patterns of x and W (adahop_flush_patterns records them).
+static inline void adahop_linear_forward(const AdahopLinear* lin, floatX* out, const floatX* x, int N, bool need_backward) {
+    const AdahopPass* p = lin->pass;
+    AdahopWorkspace* ws = p->ws;
+    LinearSaved* saved = lin->saved;
+    int Cin = lin->Cin, Cout = lin->Cout;
+    cudaStream_t s = p->stream;
+    AdahopGemm fwd = {adahop_strategy_of(p->st, lin->index, GEMM_FWD), out, false, 0.0f, {x, N, Cin, false},
+                      {lin->w, Cout, Cin, false}, NULL, NULL, NULL, lin->bias, false, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_FWD)};
+    adahop_gemm(ws, &fwd, s);
+    int dw = adahop_strategy_of(p->st, lin->index, GEMM_DW);
     saved->dw_strategy_saved = dw;
     if (need_backward && dw != STRAT_BF16 && !saved->input_kept) {
         MXQuantOptions opt = {dw != STRAT_PLAIN, MX_SCALE_OCP, 0, 0};
         MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
-        bool oe = dw == STRAT_IHT_OE_COLS_B;   // x's outlier channels: the quantizer sums their squares on the way
-        mx_quantize_cols(&xt_view, x, N, Cin, opt, oe ? ws->col_sq : NULL, ws->col_sq_part, s);
-        if (oe) {
-            int k = min(ws->oe_k, Cin);
-            topk_rows(saved->x_channel_idx, ws->col_sq, Cin, k, s);
-            mx_zero_rows(&xt_view, saved->x_channel_idx, k, s);
-        }
+        Operand xt = {x, Cin, N, true};
+        int k = dw == STRAT_IHT_OE_ROWS_B ? adahop_oe_rows(ws, Cin) : 0;   // x's outlier channels
+        operand_quantize(ws, &xt_view, xt, opt, saved->x_channel_idx, k, s);
     }
-    if (stats) {
-        adahop_queue_pattern(ws, linear, TENSOR_X, x, N, Cin, s);
-        adahop_queue_pattern(ws, linear, TENSOR_W, w, Cout, Cin, s);
+    if (p->stats && need_backward) {
+        adahop_queue_pattern(ws, lin->index, TENSOR_X, x, N, Cin, s);
+        adahop_queue_pattern(ws, lin->index, TENSOR_W, lin->w, Cout, Cin, s);
     }
 }
 
-// what of the BF16 input x adahop_linear_backward reads: nothing (dW from the saved MXFP4 x^T), only x's OE
-// channels (OE on the columns of B from the saved x^T), or all of x (BF16 dW, OE on rows of A, or x kept anyway)
+// what of the BF16 input x the backward reads: nothing (dW from the saved MXFP4 x^T), only x's OE channels (OE on
+// the rows of the NT-form B from the saved x^T), or all of x (BF16 dW, OE on rows of A, or x kept anyway)
 enum { LINEAR_READS_NOTHING, LINEAR_READS_CHANNELS, LINEAR_READS_INPUT };
 static inline int adahop_linear_backward_reads(const LinearSaved* saved) {
     int dw = saved->dw_strategy_saved;
     if (saved->input_kept || dw == STRAT_BF16 || dw == STRAT_IHT_OE_ROWS_A) { return LINEAR_READS_INPUT; }
-    return dw == STRAT_IHT_OE_COLS_B ? LINEAR_READS_CHANNELS : LINEAR_READS_NOTHING;
+    return dw == STRAT_IHT_OE_ROWS_B ? LINEAR_READS_CHANNELS : LINEAR_READS_NOTHING;
 }
 
-// backward: dweight += dout^T x (FP32), then dinp = dout W; dbias += column sums of dout. What it reads of x is
-// adahop_linear_backward_reads: x [N x Cin] (else may be NULL), or x_channels [k x N], the channels
-// saved->x_channel_idx of x, channel-major (else may be NULL; gathered from x when x is given instead). Both are
-// read before dinp is written, so they may live in the dinp buffer. The dW GEMM uses saved->x_t from the forward.
-static inline void adahop_linear_backward(AdahopWorkspace* ws, AdahopState* st, LinearSaved* saved, int linear,
-                                          int step, bool stats, floatX* dinp, float* dweight,
-                                          float* dbias, float* scratch, const floatX* dout, const floatX* x,
-                                          const floatX* x_channels, const floatX* w, int N, int Cin, int Cout,
-                                          cudaStream_t s) {
-    int reads = adahop_linear_backward_reads(saved);
-    if ((reads == LINEAR_READS_INPUT && !x) || (reads == LINEAR_READS_CHANNELS && !x && !x_channels)) {
-        die("AdaHOP linear %d: its backward needs the BF16 input%s", linear, reads == LINEAR_READS_CHANNELS ? " or its OE channels" : "");
+// backward: dw += dout^T x (FP32), then dinp = dout W; dbias += column sums of dout (scratch:
+// column_sums_scratch_bytes(Cout)). What it reads of x comes from `input`, recomputed into the dinp buffer (read
+// before dinp is written). The dW GEMM takes saved->x_t from the forward.
+static inline void adahop_linear_backward(const AdahopLinear* lin, floatX* dinp, const floatX* dout, int N,
+                                          const LinearInput* input, float* scratch) {
+    const AdahopPass* p = lin->pass;
+    AdahopWorkspace* ws = p->ws;
+    const LinearSaved* saved = lin->saved;
+    int Cin = lin->Cin, Cout = lin->Cout, dw = saved->dw_strategy_saved, reads = adahop_linear_backward_reads(saved);
+    cudaStream_t s = p->stream;
+    const floatX *x = NULL, *x_channels = NULL;
+    if (reads != LINEAR_READS_NOTHING && input->kept) { x = input->kept; }
+    else if (reads == LINEAR_READS_CHANNELS) {
+        input->recompute(input->ctx, saved->x_channel_idx, adahop_oe_rows(ws, Cin), dinp);
+        x_channels = dinp;
+    } else if (reads == LINEAR_READS_INPUT) {
+        input->recompute(input->ctx, NULL, 0, dinp);
+        x = dinp;
     }
-    Operand dyt = {dout, Cout, N, true}, xt = {x, Cin, N, true};
-    int dw = saved->dw_strategy_saved;
     MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
     bool from_saved = dw != STRAT_BF16 && !saved->input_kept;
-    adahop_gemm(ws, dw, dweight, true, 1.0f, dyt, xt, from_saved ? &xt_view : NULL, saved->x_channel_idx, x_channels, NULL,
-                1, 0, adahop_seed(ws, step, linear, GEMM_DW), s);
-    Operand dy = {dout, N, Cout, false}, wt = {w, Cin, Cout, true};
-    adahop_gemm(ws, adahop_strategy_of(st, linear, GEMM_DX), dinp, false, 0.0f, dy, wt, NULL, NULL, NULL, NULL, 1, 0,
-                adahop_seed(ws, step, linear, GEMM_DX), s);
-    if (dbias) { bias_backward(dbias, scratch, dout, N, Cout, s); }
-    if (stats) { adahop_queue_pattern(ws, linear, TENSOR_DY, dout, N, Cout, s); }
+    AdahopGemm gw = {dw, lin->dw, true, 1.0f, {dout, Cout, N, true}, {x, Cin, N, true}, from_saved ? &xt_view : NULL,
+                     saved->x_channel_idx, x_channels, NULL, true, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DW)};
+    adahop_gemm(ws, &gw, s);
+    AdahopGemm gx = {adahop_strategy_of(p->st, lin->index, GEMM_DX), dinp, false, 0.0f, {dout, N, Cout, false},
+                     {lin->w, Cin, Cout, true}, NULL, NULL, NULL, NULL, true, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DX)};
+    adahop_gemm(ws, &gx, s);
+    if (lin->dbias) { bias_backward(lin->dbias, scratch, dout, N, Cout, s); }
+    if (p->stats) { adahop_queue_pattern(ws, lin->index, TENSOR_DY, dout, N, Cout, s); }
 }
 
 #endif

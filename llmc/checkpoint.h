@@ -12,11 +12,12 @@
 //  12-13 number of parameters (checked against the shape)   14-15 seed the run was started with
 //  16-17 number of int32 words of AdaHOP state (llmc/adahop.h), stored after m and v
 //  18 num_kv_heads  19 hidden (LLaMA only; zero for GPT-2)
-//  20 CRC-32 of this header with slot 20 zero     21 CRC-32 of the parameters
-//  22 CRC-32 of m then v (zero without them)      23 CRC-32 of the AdaHOP words (zero without them)
+//  20-21 total batch in tokens of the run that wrote a training state (0: not recorded)
+//  24 CRC-32 of this header with slot 24 zero     25 CRC-32 of the parameters
+//  26 CRC-32 of m then v (zero without them)      27 CRC-32 of the AdaHOP words (zero without them)
 //  32-63  data loader state, 16 int64 (llmc/dataloader.h)    64-71 host RNG state, 4 uint64
 //  72-231 trainer words: state a trainer keeps across a resume (its spike guard, llmc/spike_guard.h)
-//  24-31, 232-255 reserved, zero
+//  22-23, 28-31, 232-255 reserved, zero
 // Version 1 files (the same layout without the checksums) are refused: re-export them from their source.
 //
 // Training states of a run live in its output directory as state_<step, 8 digits>.bin; checkpoint_find_valid picks
@@ -36,6 +37,7 @@
 #include "gpt2_config.h"
 #include "llama_config.h"
 #include "model_config.h"
+#include "dataloader.h"
 
 #define CKPT_MAGIC 20261202
 #define CKPT_VERSION 2
@@ -43,15 +45,15 @@
 #define CKPT_PARAMS 1
 #define CKPT_OPTIMIZER 2
 #define CKPT_ADAHOP 4
-#define CKPT_DATA_STATE_LEN 16
+#define CKPT_DATA_STATE_LEN DATALOADER_STATE_LEN
 #define CKPT_TRAINER_SLOT 72
 #define CKPT_TRAINER_WORDS 160
 #define CKPT_MAX_ADAHOP_WORDS (1 << 28)
 #define CKPT_ERR_LEN 1024
 
-// the checksummed sections, in file order; slot 20 + s holds the CRC of section s
+// the checksummed sections, in file order; slot 24 + s holds the CRC of section s
 enum { CKPT_SEC_HEADER, CKPT_SEC_PARAMS, CKPT_SEC_OPTIMIZER, CKPT_SEC_ADAHOP, CKPT_SECTIONS };
-#define CKPT_CRC_SLOT 20
+#define CKPT_CRC_SLOT 24
 static const char* const ckpt_section_names[CKPT_SECTIONS] = {"header", "parameters", "optimizer state", "AdaHOP state"};
 
 typedef struct {
@@ -62,6 +64,7 @@ typedef struct {
     int64_t step;
     int64_t seed;
     int64_t adahop_words;         // with CKPT_ADAHOP: int32 words of AdaHOP state after m and v
+    int64_t total_batch;          // tokens per optimizer step of the run (0: not recorded)
     int64_t data_state[CKPT_DATA_STATE_LEN];
     uint64_t rng_state[4];
     int32_t trainer_words[CKPT_TRAINER_WORDS];
@@ -145,6 +148,7 @@ static inline void ckpt_fill_header(int32_t* h, const CheckpointHeader* ck, cons
     ckpt_put64(h, 12, (int64_t)ckpt_num_params(ck));
     ckpt_put64(h, 14, ck->seed);
     ckpt_put64(h, 16, (ck->contents & CKPT_ADAHOP) ? ck->adahop_words : 0);
+    ckpt_put64(h, 20, ck->total_batch);
     for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ckpt_put64(h, 32 + 2 * i, ck->data_state[i]); }
     for (int i = 0; i < 4; i++) { ckpt_put64(h, 64 + 2 * i, (int64_t)ck->rng_state[i]); }
     memcpy(h + CKPT_TRAINER_SLOT, ck->trainer_words, sizeof(ck->trainer_words));
@@ -241,6 +245,8 @@ static inline int ckpt_parse_header(const char* path, const int32_t* h, long siz
     ck->step = ckpt_get64(h, 10);
     ck->seed = ckpt_get64(h, 14);
     ck->adahop_words = ckpt_get64(h, 16);
+    ck->total_batch = ckpt_get64(h, 20);
+    if (ck->total_batch < 0) { return ckpt_fail(err, "checkpoint '%s': invalid total batch %lld", path, (long long)ck->total_batch); }
     if (ck->step < 0 || ck->step > INT32_MAX) { return ckpt_fail(err, "checkpoint '%s': invalid step %lld", path, (long long)ck->step); }
     if (ck->adahop_words < 0 || ck->adahop_words > CKPT_MAX_ADAHOP_WORDS || (!(ck->contents & CKPT_ADAHOP) && ck->adahop_words != 0)) {
         return ckpt_fail(err, "checkpoint '%s': invalid AdaHOP state size %lld", path, (long long)ck->adahop_words);

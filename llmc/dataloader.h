@@ -14,7 +14,8 @@
 #include <glob.h>
 #include "utils.h"
 #include "rand.h"
-#include "checkpoint.h"
+
+#define DATALOADER_STATE_LEN 16   // int64 words of a loader's position (dataloader_get_state); checkpoints store them
 
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1
@@ -201,8 +202,8 @@ static inline void dataloader_next_batch(DataLoader* dl) {
 
 // state layout: 0 tag, 1 num_shards, 2 total_tokens, 3 B, 4 T, 5 world_size, 6 shuffle, 7 seed,
 // 8 epoch, 9 shard_pos, 10 chunk_pos, 11-15 zero
-static inline void dataloader_get_state(const DataLoader* dl, int64_t state[CKPT_DATA_STATE_LEN]) {
-    memset(state, 0, CKPT_DATA_STATE_LEN * sizeof(int64_t));
+static inline void dataloader_get_state(const DataLoader* dl, int64_t state[DATALOADER_STATE_LEN]) {
+    memset(state, 0, DATALOADER_STATE_LEN * sizeof(int64_t));
     state[0] = DATALOADER_STATE_TAG;
     state[1] = dl->num_shards; state[2] = dl->total_tokens;
     state[3] = dl->B; state[4] = dl->T; state[5] = dl->world_size;
@@ -217,7 +218,7 @@ static inline void dataloader_require(int64_t saved, int64_t have, const char* w
     }
 }
 
-static inline void dataloader_set_state(DataLoader* dl, const int64_t state[CKPT_DATA_STATE_LEN]) {
+static inline void dataloader_set_state(DataLoader* dl, const int64_t state[DATALOADER_STATE_LEN]) {
     if (state[0] != DATALOADER_STATE_TAG) {
         die("dataloader state: unknown tag 0x%llx, expected 0x%x (no data loader state saved?)", (unsigned long long)state[0],
             DATALOADER_STATE_TAG);

@@ -20,7 +20,7 @@
 
 #define FLASH_BWD_TILE 64   // rows of both tiles of the backward kernels
 
-// forward tiles per head size (fastest on H200 that fit in 255 registers): 16-row MMA tiles per warp (the query
+// forward tiles per head size (the fastest on Hopper that fit in 255 registers, build/bench_attention): 16-row MMA tiles per warp (the query
 // tile has 64 fwd_mt rows) and rows of the key tile
 template <int HS> struct FlashConfig {
     static constexpr int fwd_mt = HS == 64 ? 2 : 1;

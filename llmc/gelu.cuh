@@ -9,13 +9,18 @@
 // 0.5 v (1 + tanh(s (v + 0.044715 v^3))): shared by the kernels below so that recomputed values are bit-identical
 __device__ __forceinline__ float gelu_value(float v) { return 0.5f * v * (1.0f + tanhf(GELU_SCALE * (v + 0.044715f * v * v * v))); }
 
+// gelu of 8 values, rounded to BF16: the forward's output, also where a producer emits operands (llmc/fused_operands.cuh)
+__device__ __forceinline__ x128 gelu8(x128 x) {
+    x128 o;
+    for (int k = 0; k < 8; k++) { o[k] = (floatX)gelu_value((float)x[k]); }
+    return o;
+}
+
 // out = gelu(inp); 8 elements per thread. Traffic: one read, one write.
 __global__ void gelu_forward_kernel(floatX* out, const floatX* inp, long n) {
     long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (i >= n) { return; }
-    x128 x = load128(inp + i), o;
-    for (int k = 0; k < 8; k++) { o[k] = (floatX)gelu_value((float)x[k]); }
-    store128(out + i, o);
+    store128(out + i, gelu8(load128(inp + i)));
 }
 
 // out[j, r] = gelu(inp[r, idx[j]]): k channels of the GELU output, transposed (channel-major).

@@ -3,7 +3,7 @@
 #define LLMC_LAYERNORM_CUH
 
 #include "cuda_common.cuh"
-#include "matmul.cuh"
+#include "column_sums.cuh"
 
 // the LayerNorm output of one element from its row statistics: shared by the kernels below so that a recomputed
 // value equals the forward's bit for bit

@@ -1,11 +1,12 @@
-// Dense GEMMs through cuBLASLt (BF16 operands, FP32 accumulation, BF16 or FP32 output, optional bias
-// epilogue, strided batches) and the deterministic column sums used for bias and norm gradients.
+// Dense GEMMs through cuBLASLt (BF16 or scaled low-precision operands, FP32 accumulation, BF16 or FP32 output,
+// optional bias epilogue, strided batches) and the BF16 linear layer built on them.
 #ifndef LLMC_MATMUL_CUH
 #define LLMC_MATMUL_CUH
 
 #include <string.h>
 #include <cublasLt.h>
 #include "cuda_common.cuh"
+#include "column_sums.cuh"
 
 static cublasLtHandle_t cublaslt_handle;
 static void* cublaslt_workspace = NULL;
@@ -59,10 +60,7 @@ typedef struct {
     GemmBatch batch;
     int32_t scale_mode;                  // -1: unscaled; else a cublasLtMatmulMatrixScale_t for A and B
     const void* a_scale; const void* b_scale;
-    int algo_rank;                       // which of cuBLASLt's heuristic results runs: 0 (its first choice) unless benchmarking
 } GemmSpec;
-
-#define GEMM_MAX_ALGO_RANK 7
 
 static inline GemmKey gemm_key(const GemmSpec* g) {
     GemmKey key;
@@ -82,33 +80,37 @@ static inline const cublasLtMatmulAlgo_t* gemm_cache_find(const GemmKey* key) {
     return NULL;
 }
 
-// runs the GEMM g; returns false, running nothing, when cuBLASLt has no algorithm for it (or fewer than algo_rank + 1)
-static inline bool cublaslt_gemm_try(const GemmSpec* g, cudaStream_t stream) {
+// cuBLASLt's descriptors of one GEMM configuration
+typedef struct {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
+} GemmPlan;
+
+static inline GemmPlan gemm_plan_create(const GemmSpec* g) {
+    GemmPlan p;
     cublasOperation_t op_a = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    cublasCheck(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
     if (g->bias != NULL) {
         cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         cudaDataType_t bias_type = CUDA_R_16BF;
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof(g->bias)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof(g->bias)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
     }
     if (g->scale_mode >= 0) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &g->scale_mode, sizeof(int32_t)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &g->scale_mode, sizeof(int32_t)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->a_scale, sizeof(void*)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->b_scale, sizeof(void*)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &g->scale_mode, sizeof(int32_t)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &g->scale_mode, sizeof(int32_t)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->a_scale, sizeof(void*)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->b_scale, sizeof(void*)));
     }
     int m = g->m, n = g->n, k = g->k;
-    cublasCheck(cublasLtMatrixLayoutCreate(&la, g->ab_type, g->trans_a ? k : m, g->trans_a ? m : k, g->trans_a ? k : m));
-    cublasCheck(cublasLtMatrixLayoutCreate(&lb, g->ab_type, g->trans_b ? n : k, g->trans_b ? k : n, g->trans_b ? n : k));
-    cublasCheck(cublasLtMatrixLayoutCreate(&ld, g->d_type, m, n, m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.la, g->ab_type, g->trans_a ? k : m, g->trans_a ? m : k, g->trans_a ? k : m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.lb, g->ab_type, g->trans_b ? n : k, g->trans_b ? k : n, g->trans_b ? n : k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.ld, g->d_type, m, n, m));
     if (g->batch.count > 1) {
-        cublasLtMatrixLayout_t layouts[3] = {la, lb, ld};
+        cublasLtMatrixLayout_t layouts[3] = {p.la, p.lb, p.ld};
         long strides[3] = {g->batch.stride_a, g->batch.stride_b, g->batch.stride_d};
         for (int i = 0; i < 3; i++) {
             cublasCheck(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &g->batch.count, sizeof(int)));
@@ -116,36 +118,53 @@ static inline bool cublaslt_gemm_try(const GemmSpec* g, cudaStream_t stream) {
             cublasCheck(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof(st)));
         }
     }
+    return p;
+}
+
+static inline void gemm_plan_destroy(GemmPlan* p) {
+    cublasCheck(cublasLtMatmulDescDestroy(p->desc));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->la));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->lb));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->ld));
+}
+
+// up to max_algos of cuBLASLt's heuristic algorithms for the plan, best first, into algos; returns how many
+static inline int gemm_plan_algos(const GemmPlan* p, cublasLtMatmulHeuristicResult_t* algos, int max_algos) {
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &cublaslt_workspace_size, sizeof(cublaslt_workspace_size)));
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, max_algos,
+                                                       algos, &found);
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    return st == CUBLAS_STATUS_SUCCESS ? found : 0;
+}
+
+// D = op(A) op(B) (+ beta D) (+ bias) of g with the plan's descriptors and the given algorithm
+static inline void gemm_plan_run(const GemmPlan* p, const GemmSpec* g, const cublasLtMatmulAlgo_t* algo, cudaStream_t stream) {
+    const float alpha = 1.0f;
+    cublasCheck(cublasLtMatmul(cublaslt_handle, p->desc, &alpha, g->a, p->la, g->b, p->lb, &g->beta, g->d, p->ld, g->d, p->ld,
+                               algo, cublaslt_workspace, cublaslt_workspace_size, stream));
+}
+
+// runs the GEMM g with cuBLASLt's first choice (cached per configuration); returns false, running nothing, when
+// cuBLASLt has no algorithm for it
+static inline bool cublaslt_gemm_try(const GemmSpec* g, cudaStream_t stream) {
+    GemmPlan p = gemm_plan_create(g);
     GemmKey key = gemm_key(g);
-    const cublasLtMatmulAlgo_t* algo = g->algo_rank == 0 ? gemm_cache_find(&key) : NULL;
-    cublasLtMatmulHeuristicResult_t heur[GEMM_MAX_ALGO_RANK + 1];
-    if (algo == NULL) {
-        int found = 0, want = min(max(g->algo_rank, 0), GEMM_MAX_ALGO_RANK) + 1;
-        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, la, lb, ld, ld, pref, want, heur, &found);
-        if (st == CUBLAS_STATUS_SUCCESS && found == want) {
-            algo = &heur[want - 1].algo;
-            if (want == 1 && gemm_cache_used < GEMM_ALGO_CACHE_SIZE) {
-                gemm_cache_keys[gemm_cache_used] = key;
-                gemm_cache_algos[gemm_cache_used++] = *algo;
-            }
+    const cublasLtMatmulAlgo_t* algo = gemm_cache_find(&key);
+    cublasLtMatmulHeuristicResult_t first;
+    if (algo == NULL && gemm_plan_algos(&p, &first, 1) == 1) {
+        algo = &first.algo;
+        if (gemm_cache_used < GEMM_ALGO_CACHE_SIZE) {
+            gemm_cache_keys[gemm_cache_used] = key;
+            gemm_cache_algos[gemm_cache_used++] = first.algo;
         }
     }
-    bool ok = algo != NULL;
-    if (ok) {
-        const float alpha = 1.0f;
-        cublasCheck(cublasLtMatmul(cublaslt_handle, desc, &alpha, g->a, la, g->b, lb, &g->beta, g->d, ld, g->d, ld,
-                                   algo, cublaslt_workspace, cublaslt_workspace_size, stream));
-    }
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    cublasCheck(cublasLtMatmulDescDestroy(desc));
-    cublasCheck(cublasLtMatrixLayoutDestroy(la));
-    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
-    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
-    return ok;
+    if (algo != NULL) { gemm_plan_run(&p, g, algo, stream); }
+    gemm_plan_destroy(&p);
+    return algo != NULL;
 }
 
 // runs the GEMM g, or stops with a message when cuBLASLt has no algorithm for it
@@ -164,102 +183,6 @@ static inline void matmul(void* d, bool d_fp32, const floatX* a, const floatX* b
     GemmSpec g = {d, d_fp32 ? CUDA_R_32F : CUDA_R_16BF, a, b, CUDA_R_16BF, bias, m, n, k, trans_a, trans_b, beta, batch,
                   -1, NULL, NULL};
     cublaslt_gemm(&g, stream);
-}
-
-// ----------------------------------------------------------------------------
-// Deterministic column sums over the rows of a row-major [N x C] BF16 tensor, in two launches with a
-// fixed reduction order: partial sums per row-chunk, then a sum over chunks added into FP32 outputs.
-// Mode PLAIN: out0[c] += sum_r x[r,c] (bias gradient). Mode LAYERNORM: with y = the normalized input
-// (inp - mean[r]) * rstd[r], out0[c] += sum_r x[r,c] y[r,c] (dweight) and out1[c] += sum_r x[r,c] (dbias).
-// Mode SQUARES (outlier statistics): out0[c] += sum_r x[r,c]^2 and out1[c] += sum_r x[r,c].
-// Mode RMSNORM: as LAYERNORM with mean 0 (y = inp[r,c] * rstd[r]) and no bias: out0[c] += sum_r x[r,c] y[r,c].
-
-enum ColumnSumMode { COLSUM_PLAIN = 1, COLSUM_LAYERNORM = 2, COLSUM_SQUARES = 3, COLSUM_RMSNORM = 4 };
-static const int colsum_rows_per_warp_iter = 8;   // warps of a block take rows in this interleave
-static const int colsum_max_chunks = 256;
-
-// partial[chunk][out][c] = sums over this chunk's rows; each thread owns 8 consecutive columns.
-// Traffic: reads x (and inp) once; writes outputs * C * chunks floats.
-template <int MODE>
-struct ColsumOutputs { static constexpr int n = MODE == COLSUM_PLAIN || MODE == COLSUM_RMSNORM ? 1 : 2; };
-
-template <int MODE>
-__global__ void column_sums_partial_kernel(float* partial, const floatX* x, const floatX* inp, const float* mean,
-                                           const float* rstd, int N, int C, int rows_per_chunk) {
-    constexpr int NOUT = ColsumOutputs<MODE>::n;
-    __shared__ float smem[NOUT][8][256 + 8];
-    int col = (blockIdx.x * 32 + threadIdx.x) * 8;
-    int r0 = blockIdx.y * rows_per_chunk, r1 = min(N, r0 + rows_per_chunk);
-    float acc[NOUT][8] = {};
-    if (col < C) {
-        for (int r = r0 + threadIdx.y; r < r1; r += blockDim.y) {
-            x128 xv = load128(x + (size_t)r * C + col);
-            if (MODE == COLSUM_LAYERNORM || MODE == COLSUM_RMSNORM) {
-                x128 iv = load128(inp + (size_t)r * C + col);
-                float mu = MODE == COLSUM_LAYERNORM ? mean[r] : 0.0f, rs = rstd[r];
-                for (int i = 0; i < 8; i++) {
-                    float g = (float)xv[i];
-                    acc[0][i] += g * ((float)iv[i] - mu) * rs;
-                    if (MODE == COLSUM_LAYERNORM) { acc[NOUT - 1][i] += g; }
-                }
-            } else if (MODE == COLSUM_SQUARES) {
-                for (int i = 0; i < 8; i++) { float g = (float)xv[i]; acc[0][i] += g * g; acc[NOUT - 1][i] += g; }
-            } else {
-                for (int i = 0; i < 8; i++) { acc[0][i] += (float)xv[i]; }
-            }
-        }
-    }
-    for (int o = 0; o < NOUT; o++) {
-        for (int i = 0; i < 8; i++) { smem[o][threadIdx.y][threadIdx.x * 8 + i] = acc[o][i]; }
-    }
-    __syncthreads();
-    // the first warp sums the 8 warps' partials in order, 8 columns per thread
-    if (threadIdx.y == 0 && col < C) {
-        for (int o = 0; o < NOUT; o++) {
-            for (int i = 0; i < 8; i++) {
-                float s = 0.0f;
-                for (int w = 0; w < (int)blockDim.y; w++) { s += smem[o][w][threadIdx.x * 8 + i]; }
-                partial[((size_t)blockIdx.y * NOUT + o) * C + col + i] = s;
-            }
-        }
-    }
-}
-
-// out_o[c] += sum over chunks of partial[chunk][o][c], chunks in order. Traffic: chunks * outputs * C floats.
-template <int MODE>
-__global__ void column_sums_final_kernel(float* out0, float* out1, const float* partial, int C, int chunks) {
-    constexpr int NOUT = ColsumOutputs<MODE>::n;
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) { return; }
-    for (int o = 0; o < NOUT; o++) {
-        float s = 0.0f;
-        for (int ch = 0; ch < chunks; ch++) { s += partial[((size_t)ch * NOUT + o) * C + c]; }
-        float* out = (o == 0) ? out0 : out1;
-        out[c] += s;
-    }
-}
-
-// bytes of scratch the column sums need for width C
-static inline size_t column_sums_scratch_bytes(int C) { return (size_t)colsum_max_chunks * 2 * C * sizeof(float); }
-
-template <int MODE>
-static inline void column_sums(float* out0, float* out1, float* scratch, const floatX* x, const floatX* inp,
-                               const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
-    if (C % 8 != 0) { die("column_sums: C=%d must be a multiple of 8", C); }
-    int col_blocks = ceil_div(C, 256);
-    int chunks = min(colsum_max_chunks, max(1, 132 * 4 / col_blocks));
-    int rows_per_chunk = ceil_div(N, chunks);
-    chunks = ceil_div(N, rows_per_chunk);
-    dim3 grid(col_blocks, chunks), block(32, 8);
-    column_sums_partial_kernel<MODE><<<grid, block, 0, stream>>>(scratch, x, inp, mean, rstd, N, C, rows_per_chunk);
-    cudaCheckLaunch();
-    column_sums_final_kernel<MODE><<<ceil_div(C, 256), 256, 0, stream>>>(out0, out1, scratch, C, chunks);
-    cudaCheckLaunch();
-}
-
-// dbias[c] += sum over the N rows of dout[r, c]
-static inline void bias_backward(float* dbias, float* scratch, const floatX* dout, int N, int C, cudaStream_t stream) {
-    column_sums<COLSUM_PLAIN>(dbias, NULL, scratch, dout, NULL, NULL, NULL, N, C, stream);
 }
 
 // out = inp W^T + bias: inp [N x IC], W [OC x IC] (nn.Linear layout), out [N x OC]; bias may be NULL

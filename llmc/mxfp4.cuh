@@ -85,16 +85,34 @@ __device__ __forceinline__ uint4 mx_quantize_block32(float v[32], MXQuantOptions
     return opt.stochastic ? mx_encode32<true>(v, e, opt.seed, index0) : mx_encode32<false>(v, e, opt.seed, index0);
 }
 
-// the 32 BF16 values at p as floats (four 16-byte loads; a BF16 is the high half of its float: one shift or mask)
-__device__ __forceinline__ void mx_load32(float v[32], const floatX* p) {
-    for (int i = 0; i < 4; i++) {
-        int4 in = __ldcs(reinterpret_cast<const int4*>(p + 8 * i));
-        uint32_t w[4] = {(uint32_t)in.x, (uint32_t)in.y, (uint32_t)in.z, (uint32_t)in.w};
-        for (int j = 0; j < 4; j++) {
-            v[8 * i + 2 * j] = __uint_as_float(w[j] << 16);
-            v[8 * i + 2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
-        }
+// quantizes the 32-block v (in place: the Hadamard, when asked) and stores it as block b of an MXFP4 operand; the
+// stochastic rounding index of its first element is b * 32 (its index in the operand)
+__device__ __forceinline__ void mx_quantize_store_block(uint8_t* codes, uint8_t* scales, size_t b, float v[32],
+                                                        MXQuantOptions opt) {
+    uint8_t scale;
+    reinterpret_cast<uint4*>(codes)[b] = mx_quantize_block32(v, opt, (uint64_t)b * 32, &scale);
+    scales[b] = scale;
+}
+
+// sum of the squares of a block's 32 values, in order (the column sums of squares of OE, taken before any Hadamard)
+__device__ __forceinline__ float mx_sum_squares32(const float v[32]) {
+    float sq = 0.0f;
+    for (int j = 0; j < 32; j++) { sq += v[j] * v[j]; }
+    return sq;
+}
+
+// the 8 BF16 values of a 16-byte word as floats (a BF16 is the high half of its float: one shift or mask)
+__device__ __forceinline__ void mx_unpack8(float v[8], int4 in) {
+    uint32_t w[4] = {(uint32_t)in.x, (uint32_t)in.y, (uint32_t)in.z, (uint32_t)in.w};
+    for (int j = 0; j < 4; j++) {
+        v[2 * j] = __uint_as_float(w[j] << 16);
+        v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
     }
+}
+
+// the 32 BF16 values at p as floats (four 16-byte loads)
+__device__ __forceinline__ void mx_load32(float v[32], const floatX* p) {
+    for (int i = 0; i < 4; i++) { mx_unpack8(v + 8 * i, __ldcs(reinterpret_cast<const int4*>(p + 8 * i))); }
 }
 
 // E4M3 bytes of the 8 magnitudes of E2M1 codes 0..7 scaled by 2^(s - emax + 6), for a block with scale byte s in
@@ -136,9 +154,7 @@ __global__ void mx_quantize_rows_kernel(uint8_t* codes, uint8_t* scales, const f
     if (b >= nblocks) { return; }
     float v[32];
     mx_load32(v, x + b * 32);
-    uint8_t scale;
-    reinterpret_cast<uint4*>(codes)[b] = mx_quantize_block32(v, opt, (uint64_t)b * 32, &scale);
-    scales[b] = scale;
+    mx_quantize_store_block(codes, scales, (size_t)b, v, opt);
 }
 
 // (b) Quantize along columns: x [R x C] BF16 row-major, blocks of 32 consecutive rows in one column, written
@@ -167,16 +183,12 @@ __global__ void mx_quantize_cols_kernel(uint8_t* codes, uint8_t* scales, float* 
     float v[32];
     for (int j = 0; j < 32; j++) { v[j] = (float)tile[mx_cols_tile_at(half * 32 + j, c)]; }   // zeros outside x
     if (col_sq_part) {   // the whole warp takes part in the shuffle: the two halves of a column in fixed order
-        float sq = 0.0f;
-        for (int j = 0; j < 32; j++) { sq += v[j] * v[j]; }
+        float sq = mx_sum_squares32(v);
         sq += __shfl_xor_sync(0xffffffffu, sq, 1);
         if (half == 0 && col < C) { col_sq_part[(size_t)blockIdx.y * C + col] = sq; }
     }
     if (col >= C || row >= R) { return; }
-    uint8_t scale;
-    size_t out = (size_t)col * R + row;
-    reinterpret_cast<uint4*>(codes)[out / 32] = mx_quantize_block32(v, opt, (uint64_t)out, &scale);
-    scales[out / 32] = scale;
+    mx_quantize_store_block(codes, scales, ((size_t)col * R + row) / 32, v, opt);   // R and row are multiples of 32
 }
 
 // col_sq[c] = sum over the tiles t < tiles of part[t][c], in order. Traffic: reads 4 * tiles, writes 4 bytes per column.
@@ -199,23 +211,33 @@ __global__ void mx_dequantize_kernel(floatX* out, const uint8_t* codes, const ui
     store128(out + g * 8, o);
 }
 
+// the running largest finite scale byte of a row: emax, or s when s is larger and not NaN (0xFF)
+__device__ __forceinline__ int mx_max_finite_scale(int emax, int s) { return s != 0xFF && s > emax ? s : emax; }
+
+// the FP32 row scale of a row whose largest finite scale byte is emax: 2^(emax - 127 - 6)
+__device__ __forceinline__ float mx_e4m3_row_scale(int emax) { return ldexpf(1.0f, emax - 127 - 6); }
+
+// adds the warp's count of inexact E4M3 blocks to *counter, one atomic per warp; every lane of the warp calls it
+__device__ __forceinline__ void mx_count_inexact(int* counter, int inexact) {
+    inexact = __reduce_add_sync(0xffffffffu, inexact);
+    if ((threadIdx.x & 31) == 0 && inexact) { atomicAdd(counter, inexact); }
+}
+
 // row_exp[r] = largest finite block exponent of row r (E8M0 byte), one warp per row; row_scale = 2^(emax - 6).
 // Traffic: reads K/32 bytes per row.
 __global__ void mx_row_max_exponent_kernel(int* row_exp, float* row_scale, const uint8_t* scales, int rows, int nblocks) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) { return; }
     int mx = 0;
-    for (int b = lane; b < nblocks; b += 32) {
-        int s = scales[(size_t)row * nblocks + b];
-        if (s != 0xFF && s > mx) { mx = s; }
-    }
+    for (int b = lane; b < nblocks; b += 32) { mx = mx_max_finite_scale(mx, scales[(size_t)row * nblocks + b]); }
     for (int o = 16; o > 0; o >>= 1) { mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, o)); }
-    if (lane == 0) { row_exp[row] = mx; row_scale[row] = ldexpf(1.0f, mx - 127 - 6); }
+    if (lane == 0) { row_exp[row] = mx; row_scale[row] = mx_e4m3_row_scale(mx); }
 }
 
 // writes 32-block b as E4M3 against the largest scale byte emax of its row or group (and, when codes is given, its
-// MXFP4 codes and scale byte). Traffic: 32 bytes (+ 17) written.
-__device__ __forceinline__ void mx_store_e4m3_block(uint8_t* e4m3, uint8_t* codes, uint8_t* scales, size_t b, uint4 packed,
+// MXFP4 codes and scale byte); returns 1 if the block is finite and below the exact range (scale byte < emax - 14).
+// Traffic: 32 bytes (+ 17) written.
+__device__ __forceinline__ int mx_store_e4m3_block(uint8_t* e4m3, uint8_t* codes, uint8_t* scales, size_t b, uint4 packed,
                                                     uint8_t scale, int emax) {
     uint2 table = mx_e4m3_table(scale, emax);
     uint64_t e[4] = {mx_codes_to_e4m3(packed.x, table, scale), mx_codes_to_e4m3(packed.y, table, scale),
@@ -224,6 +246,7 @@ __device__ __forceinline__ void mx_store_e4m3_block(uint8_t* e4m3, uint8_t* code
     out[0] = make_uint4((uint32_t)e[0], (uint32_t)(e[0] >> 32), (uint32_t)e[1], (uint32_t)(e[1] >> 32));
     out[1] = make_uint4((uint32_t)e[2], (uint32_t)(e[2] >> 32), (uint32_t)e[3], (uint32_t)(e[3] >> 32));
     if (codes) { reinterpret_cast<uint4*>(codes)[b] = packed; scales[b] = scale; }
+    return scale != 0xFF && scale - emax + 6 < -8;
 }
 
 // (d) MXFP4 -> E4M3 with the row scale 2^(emax-6): element = code * 2^(e - emax + 6), exact while
@@ -234,12 +257,10 @@ __global__ void mx_to_e4m3_kernel(uint8_t* out, int* inexact_blocks, const uint8
     uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;   // fewer than 2^32 blocks
     int inexact = 0;
     if (b < nblocks) {
-        int s = scales[b], emax = row_exp[b / blocks_per_row];
-        mx_store_e4m3_block(out, NULL, NULL, b, reinterpret_cast<const uint4*>(codes)[b], (uint8_t)s, emax);
-        inexact = s != 0xFF && s - emax + 6 < -8;
+        inexact = mx_store_e4m3_block(out, NULL, NULL, b, reinterpret_cast<const uint4*>(codes)[b], scales[b],
+                                      row_exp[b / blocks_per_row]);
     }
-    inexact = __reduce_add_sync(0xffffffffu, inexact);
-    if ((threadIdx.x & 31) == 0 && inexact) { atomicAdd(inexact_blocks, inexact); }
+    mx_count_inexact(inexact_blocks, inexact);
 }
 
 // Fast path in one pass: x [R x K] BF16 -> E4M3 [R x K] + FP32 row scales, identical to mx_quantize_rows
@@ -263,25 +284,21 @@ __global__ void mx_quantize_rows_e4m3_kernel(uint8_t* e4m3, float* row_scale, in
             float v[32];
             mx_load32(v, x + b0 * 32 + k);
             packed[j] = mx_quantize_block32(v, opt, (uint64_t)(b0 + k / 32) * 32, &scale[j]);
-            if (scale[j] != 0xFF) { emax = max(emax, (int)scale[j]); }
+            emax = mx_max_finite_scale(emax, scale[j]);
         }
     }
     emax = __reduce_max_sync(0xffffffffu, emax);
-    if (lane == 0) { row_scale[row] = ldexpf(1.0f, emax - 127 - 6); }
+    if (lane == 0) { row_scale[row] = mx_e4m3_row_scale(emax); }
     int inexact = 0;
     #pragma unroll
     for (int j = 0; j < MAXB; j++) {
         int k = (lane + 32 * j) * 32;
-        if (k < K) {
-            mx_store_e4m3_block(e4m3, codes, scales, b0 + k / 32, packed[j], scale[j], emax);
-            inexact += scale[j] != 0xFF && scale[j] - emax + 6 < -8;
-        }
+        if (k < K) { inexact += mx_store_e4m3_block(e4m3, codes, scales, b0 + k / 32, packed[j], scale[j], emax); }
     }
-    inexact = __reduce_add_sync(0xffffffffu, inexact);
-    if (lane == 0 && inexact) { atomicAdd(inexact_blocks, inexact); }
+    mx_count_inexact(inexact_blocks, inexact);
 }
-// The one-pass quantizer's K limit (MAXB = 4 blocks per lane): above it quantize + mx_to_e4m3 was faster on the H200
-// (K = 6400 with 7 blocks of codes per lane in registers: dev/RESULTS.md, 2026-12-03 third session)
+// The one-pass quantizer's K limit (MAXB = 4 blocks of codes per lane, held in registers); longer rows go through
+// quantize + mx_to_e4m3, the faster route there (dev/RESULTS.md, MXFP4 kernels)
 #define MX_E4M3_ONE_PASS_MAX_K (4 * 32 * 32)
 
 static inline void mx_check_shape(const char* what, int rows, int K) {
@@ -302,6 +319,12 @@ static inline void mx_quantize_rows(MXOperand* out, const floatX* x, int R, int 
 // floats of the scratch mx_quantize_cols needs for the column sums of squares of an R x C input
 static inline size_t mx_col_sq_scratch_floats(int R, int C) { return (size_t)ceil_div(R, 64) * C; }
 
+// col_sq [C] from the per-64-row partials in scratch of an R x C input (sum_tile_partials_kernel)
+static inline void mx_col_sq_from_partials(float* col_sq, const float* scratch, int R, int C, cudaStream_t s) {
+    sum_tile_partials_kernel<<<ceil_div(C, 256), 256, 0, s>>>(col_sq, scratch, ceil_div(R, 64), C);
+    cudaCheckLaunch();
+}
+
 // x [R x C] BF16 -> out [C x R] MXFP4 along R (the transposed operand); with col_sq, also col_sq[c] = sum over r of
 // x[r][c]^2 (scratch: mx_col_sq_scratch_floats(R, C) floats)
 static inline void mx_quantize_cols(MXOperand* out, const floatX* x, int R, int C, MXQuantOptions opt, float* col_sq,
@@ -312,10 +335,7 @@ static inline void mx_quantize_cols(MXOperand* out, const floatX* x, int R, int 
     dim3 grid(ceil_div(C, 128), ceil_div(R, 64));
     mx_quantize_cols_kernel<<<grid, 256, 0, s>>>(out->codes, out->scales, col_sq ? scratch : NULL, x, R, C, opt);
     cudaCheckLaunch();
-    if (col_sq) {
-        sum_tile_partials_kernel<<<ceil_div(C, 256), 256, 0, s>>>(col_sq, scratch, (int)grid.y, C);
-        cudaCheckLaunch();
-    }
+    if (col_sq) { mx_col_sq_from_partials(col_sq, scratch, R, C, s); }
 }
 
 static inline void mx_dequantize(floatX* out, const MXOperand* q, cudaStream_t s) {
@@ -376,6 +396,26 @@ static inline void mx_quantize_rows_e4m3(E4M3Operand* out, MXOperand* codes_out,
     cudaCheckLaunch();
 }
 
+// zeroes rows idx[0..k) of a byte matrix with row_bytes bytes per row (one block per row). Traffic: k * row_bytes
+// bytes written.
+__global__ void zero_rows_kernel(uint8_t* data, const int* idx, int row_bytes) {
+    uint8_t* row = data + (size_t)idx[blockIdx.x] * row_bytes;
+    for (int j = threadIdx.x; j < row_bytes; j += blockDim.x) { row[j] = 0; }
+}
+
+// zeroes rows idx[0..k) of an MXFP4 operand (codes 0, scale byte 0)
+static inline void mx_zero_rows(MXOperand* q, const int* idx, int k, cudaStream_t s) {
+    zero_rows_kernel<<<k, 256, 0, s>>>(q->codes, idx, q->K / 2);
+    zero_rows_kernel<<<k, 256, 0, s>>>(q->scales, idx, q->K / 32);
+    cudaCheckLaunch();
+}
+
+// zeroes rows idx[0..k) of an E4M3 operand (their row scales are left as they are: the rows are zero)
+static inline void e4m3_zero_rows(E4M3Operand* e, const int* idx, int k, cudaStream_t s) {
+    zero_rows_kernel<<<k, 256, 0, s>>>(e->values, idx, e->K);
+    cudaCheckLaunch();
+}
+
 // Fast path: out [M x N] (row-major, BF16 or FP32) = beta * out + (A diag(sa)) (B diag(sb))^T (+ bias, BF16 [N], may be
 // NULL) for E4M3 A [M x K], B [N x K], through cuBLASLt on FP8 tensor cores with OUTER_VEC_32F scales. cuBLAS is column-major, so it
 // computes out^T = B A^T: its "A" is our B (transposed, K-major) and its "B" our A.
@@ -400,7 +440,7 @@ __global__ void outer_scale_add_kernel(float* out, const float* part, const floa
 // Fast path for a small FP32 output with a long K (the dW GEMM, K = tokens): out [M x N] = beta * out + (A diag(sa))
 // (B diag(sb))^T as mx_gemm_fast computes it, but the FP8 GEMM runs with unit scales into part (FP32 [M x N]
 // scratch) and the row scales follow in outer_scale_add_kernel: cuBLASLt runs this shape much faster with one
-// scale per tensor than with per-row scales (../shared/ANCHORS.md: 1182 against 849 TFLOP/s).
+// scale per tensor than with per-row scales (dev/cuda/bench_fp8_scaling.cu measures both).
 static inline void mx_gemm_fast_scales_after(float* out, float beta, const E4M3Operand* a, const E4M3Operand* b, float* part,
                                              cudaStream_t stream) {
     if (a->K != b->K) { die("mx_gemm_fast_scales_after: inner dimensions %d and %d differ", a->K, b->K); }
@@ -413,14 +453,14 @@ static inline void mx_gemm_fast_scales_after(float* out, float beta, const E4M3O
     cudaCheckLaunch();
 }
 
-// Exact path: out [M x N] = beta * out + deq(A) deq(B)^T through BF16 (dequantization is exact) and cuBLASLt
-// with FP32 accumulation. a_bf16 / b_bf16 are scratch of M*K and N*K elements.
+// Exact path: out [M x N] = beta * out + deq(A) deq(B)^T (+ bias, BF16 [N], may be NULL) through BF16 (dequantization
+// is exact) and cuBLASLt with FP32 accumulation. a_bf16 / b_bf16 are scratch of M*K and N*K elements.
 static inline void mx_gemm_exact(void* out, bool out_fp32, const MXOperand* a, const MXOperand* b, floatX* a_bf16,
-                                 floatX* b_bf16, float beta, cudaStream_t stream) {
+                                 floatX* b_bf16, const floatX* bias, float beta, cudaStream_t stream) {
     if (a->K != b->K) { die("mx_gemm_exact: inner dimensions %d and %d differ", a->K, b->K); }
     mx_dequantize(a_bf16, a, stream);
     mx_dequantize(b_bf16, b, stream);
-    matmul(out, out_fp32, b_bf16, a_bf16, NULL, b->rows, a->rows, a->K, true, false, beta, gemm_single, stream);
+    matmul(out, out_fp32, b_bf16, a_bf16, bias, b->rows, a->rows, a->K, true, false, beta, gemm_single, stream);
 }
 
 #endif

@@ -1,7 +1,7 @@
 // MXFP4 (OCP Microscaling, E2M1 elements, E8M0 block scales), E4M3 and the 32-point Hadamard transform:
 // the scalar and per-block definitions shared bit for bit by the CPU reference (C) and the CUDA kernels.
 //
-// Semantics (the project's definition; see /work/shared/ADAHOP.md):
+// Semantics (the project's definition; docs/adahop.md describes the method):
 // - A block is 32 consecutive elements along the GEMM's reduction dimension K. Element codes are E2M1:
 //   bit 3 sign, bits 2..1 exponent, bit 0 mantissa; magnitudes of codes 0..7 are 0, 0.5, 1, 1.5, 2, 3, 4, 6.
 //   The sign bit is the sign bit of the scaled input, so -0.1 (scaled) gives code 8 (-0).

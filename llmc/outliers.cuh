@@ -1,12 +1,11 @@
-// AdaHOP outlier machinery on the GPU: row and column statistics of a BF16 tensor (variances for the
-// Row / Column / None classification, squared norms for outlier extraction), a deterministic top-k of
-// rows, and the gather / zero / scatter steps of outlier extraction (OE).
+// AdaHOP outlier machinery on BF16 tensors: row and column statistics (variances for the Row / Column / None
+// classification, squared norms for outlier extraction), a deterministic top-k of rows, and the gather and
+// scatter steps of outlier extraction (OE). Zeroing the extracted rows of a quantized operand is llmc/mxfp4.cuh's.
 #ifndef LLMC_OUTLIERS_CUH
 #define LLMC_OUTLIERS_CUH
 
 #include "cuda_common.cuh"
-#include "matmul.cuh"
-#include "mxfp4.cuh"
+#include "column_sums.cuh"
 
 // row_var[r] (population variance, two passes over the row in L1) and row_sq[r] = sum x^2; one warp per row.
 // Traffic: reads x once from DRAM.
@@ -125,26 +124,6 @@ __global__ void gather_cols_kernel(floatX* out, const floatX* x, const int* idx,
     if (t >= (long)k * R) { return; }
     int i = (int)(t / R), r = (int)(t % R);
     out[t] = x[(size_t)r * C + idx[i]];
-}
-
-// zeroes rows idx[0..k) of a byte matrix with row_bytes bytes per row (one block per row). Traffic: k * row_bytes
-// bytes written.
-__global__ void zero_rows_kernel(uint8_t* data, const int* idx, int row_bytes) {
-    uint8_t* row = data + (size_t)idx[blockIdx.x] * row_bytes;
-    for (int j = threadIdx.x; j < row_bytes; j += blockDim.x) { row[j] = 0; }
-}
-
-// zeroes rows idx[0..k) of an MXFP4 operand (codes 0, scale byte 0)
-static inline void mx_zero_rows(MXOperand* q, const int* idx, int k, cudaStream_t s) {
-    zero_rows_kernel<<<k, 256, 0, s>>>(q->codes, idx, q->K / 2);
-    zero_rows_kernel<<<k, 256, 0, s>>>(q->scales, idx, q->K / 32);
-    cudaCheckLaunch();
-}
-
-// zeroes rows idx[0..k) of an E4M3 operand (their row scales are left as they are: the rows are zero)
-static inline void e4m3_zero_rows(E4M3Operand* e, const int* idx, int k, cudaStream_t s) {
-    zero_rows_kernel<<<k, 256, 0, s>>>(e->values, idx, e->K);
-    cudaCheckLaunch();
 }
 
 // out[idx[i], :] += part[i, :] (rows_of_out) or out[:, idx[i]] += part[:, i]; out is [M x N] row-major FP32

@@ -1,32 +1,119 @@
-// How the processes of a data-parallel run find their place, in plain C: this process's rank and the world
-// size from the flags (checked against mpirun's view when started by it), a GPU for every process of the node,
-// and, without MPI, the exchange of the communicator id through a file all processes of the node can see.
-// Rank 0 writes the file atomically (PATH.tmp, fsync, rename) and refuses to overwrite one left by an earlier
-// run; the other ranks poll for it and stop with a clear error after a timeout instead of hanging. Every other
-// rank then writes PATH.joined.<rank>, and rank 0 waits for all of them (with the same timeout) before the
-// communicator is set up, so that a rank that never started is an error on rank 0 too, not a hang inside NCCL.
-// Rank 0 removes the files once every rank has joined the communicator.
-// File: int32 {RENDEZVOUS_MAGIC, world size, payload bytes}, then the payload.
+// How the processes of a data-parallel run find their place and each other, in plain C (no CUDA): this process's
+// rank and world size (flags, mpirun, or a refused launcher), its GPU, and, without MPI, a channel through files
+// that all processes of the node can see, which ties them to one run and tells every rank when one fails.
+//
+// The file channel, for the rendezvous path P given to every rank:
+//   P                 rank 0's announcement: the world size and this run's nonce (random, 64 bits)
+//   P.<round>.<rank>  one rank's record of a round (join: its process id; agree: what must match; id: rank 0's
+//                     communicator id), tagged with the nonce: files of another run are never read as this run's
+//   P.error           written by a rank that stops: its rank, the nonce and the cause
+// Every file is written to NAME.tmp<pid> and renamed, so a reader never sees half a file. Rank 0 starts by removing
+// what an earlier run left behind: its round files and error file always, P itself only when that run's error file
+// says it failed (P without one may belong to a running job: refused). A rank that starts before rank 0 and reads
+// such a stale P joins with the stale nonce; it watches P while it waits and joins again when rank 0 replaces it.
+// Every wait polls every RENDEZVOUS_POLL_US, stops with the cause when another rank of this run wrote P.error or
+// a joined process of this node is gone, and stops with a clear error after the timeout.
+// While the channel is open, a rank that stops through die() writes P.error with die's message, and one that exits
+// any other way before rendezvous_close writes a generic cause, so the others (rendezvous_peer_problem, polled
+// during training by the watchdog of llmc/nccl_dp.cuh) stop too. Rank 0 removes P and the round files once the
+// communicator exists; P.error is removed by the next run's rank 0.
 #ifndef LLMC_RENDEZVOUS_H
 #define LLMC_RENDEZVOUS_H
 
 #include <stdint.h>
 #include <time.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "utils.h"
 
-#define RENDEZVOUS_MAGIC 0x315a4452   // "RDZ1"
+#define RENDEZVOUS_MAGIC 0x325a4452   // "RDZ2"
 #define RENDEZVOUS_TIMEOUT_S 120.0
 #define RENDEZVOUS_POLL_US 10000
+#define RENDEZVOUS_PATH_MAX 1024
+#define RENDEZVOUS_ERROR_MAX 1024
+
+// the rounds of a run, in order; their names are the file name parts
+enum { RDZ_JOIN, RDZ_AGREE, RDZ_ID, RDZ_NUM_ROUNDS };
+static const char* const rendezvous_round_names[RDZ_NUM_ROUNDS] = {"joined", "agree", "id"};
+
+typedef struct { int32_t magic, tag; uint64_t nonce; } RendezvousHeader;   // tag: world size (P) or rank
+typedef struct { int64_t pid, pid_ns; } RendezvousPeer;                      // pid_ns: inode of /proc/self/ns/pid
+
+typedef struct {
+    const char* path;        // P
+    int rank, world;
+    uint64_t nonce;          // this run's
+    double timeout_s;        // of every wait
+    RendezvousPeer* peers;   // world entries, from the join round
+    int reported;            // this rank wrote P.error already
+    int closed;              // the run finished: exiting is no failure
+} Rendezvous;
+
+static Rendezvous* rendezvous_open_channel = NULL;   // the channel die() and exit() report through
+
+// ----------------------------------------------------------------------------
+// ranks and devices
+
+// seconds on the monotonic clock
+static inline double rendezvous_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// the integer value of environment variable `name`, or `fallback` when it is not set
+static inline int rendezvous_env_int(const char* name, int fallback) {
+    const char* v = getenv(name);
+    return v != NULL && v[0] != '\0' ? atoi(v) : fallback;
+}
 
 // size of the job when this process was started by mpirun (OpenMPI, or MPICH/PMI), else 0
 static inline int rendezvous_mpirun_world(void) {
     static const char* const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
     for (int i = 0; i < 2; i++) {
-        const char* v = getenv(vars[i]);
-        if (v != NULL) { return atoi(v); }
+        int w = rendezvous_env_int(vars[i], 0);
+        if (w > 0) { return w; }
     }
     return 0;
+}
+
+// this process's index among the processes of its node as the launcher set it (OpenMPI, MPICH/Hydra, MVAPICH,
+// Slurm, PALS), or -1 when no launcher says; read before MPI_Init so that the GPU is chosen first
+static inline int rendezvous_launcher_local_rank(void) {
+    static const char* const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+                                       "SLURM_LOCALID", "PALS_LOCAL_RANKID"};
+    for (int i = 0; i < 5; i++) {
+        int r = rendezvous_env_int(vars[i], -1);
+        if (r >= 0) { return r; }
+    }
+    return -1;
+}
+
+// Dies when a launcher started several processes that this program would not see as one run: srun (Slurm job
+// step of several tasks) or a PMIx launcher other than mpirun, without mpirun's variables and without the rank
+// flags (with_flags) that tie the processes together through a rendezvous file. Every task would otherwise run
+// as rank 0 of 1 and write the same output. With MPI (have_mpi), MPI_Init may see those launches; dp_launch checks
+// its world against them.
+static inline void rendezvous_refuse_unknown_launch(int have_mpi, int with_flags) {
+    if (rendezvous_mpirun_world() > 0 || with_flags || have_mpi) { return; }
+    int srun_tasks = rendezvous_env_int("SLURM_STEP_NUM_TASKS", 0);
+    if (srun_tasks > 1) {
+        die("started by srun as task %d of %d, but this build has no MPI: rebuild with MPI (srun --mpi=pmix), or "
+            "start one process per GPU with the rank, world size and rendezvous flags", rendezvous_env_int("SLURM_PROCID", 0), srun_tasks);
+    }
+    if (getenv("PMIX_RANK") != NULL) {
+        die("started by a PMIx launcher (PMIX_RANK=%d), but this build has no MPI: rebuild with MPI, or start one process "
+            "per GPU with the rank, world size and rendezvous flags", rendezvous_env_int("PMIX_RANK", 0));
+    }
+}
+
+// the number of processes the launcher started (mpirun, srun), or 0 when none says
+static inline int rendezvous_launcher_world(void) {
+    int w = rendezvous_mpirun_world();
+    return w > 0 ? w : rendezvous_env_int("SLURM_STEP_NUM_TASKS", 0);
 }
 
 // Sets *rank and *world from the flags (-1 = not given) and, under mpirun (mpi_world > 0), MPI's rank and size;
@@ -60,94 +147,347 @@ static inline void rendezvous_check_devices(int local_rank, int local_world, int
     }
 }
 
-// writes the record for `world` ranks with the payload data[0 .. bytes) to path, atomically
-static inline void rendezvous_publish(const char* path, int world, const void* data, int bytes) {
-    if (access(path, F_OK) == 0) { die("rendezvous file '%s' already exists (left by an earlier run?): remove it or use a fresh path", path); }
-    size_t len = strlen(path);
-    char* tmp = (char*)malloc_check(len + 5);
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".tmp", 5);
-    FILE* fp = fopen_check(tmp, "wb");
-    int32_t h[3] = {RENDEZVOUS_MAGIC, world, bytes};
-    fwrite_check(h, sizeof(int32_t), 3, fp);
-    fwrite_check(data, 1, (size_t)bytes, fp);
-    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) { die("cannot flush rendezvous file '%s': %s", tmp, strerror(errno)); }
-    fclose_check(fp);
-    if (rename(tmp, path) != 0) { die("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
-    free(tmp);
+// ----------------------------------------------------------------------------
+// files of the channel
+
+// P.<part>.<rank> (rank < 0: P.<part>, part NULL: P) into out
+static inline void rendezvous_name(char* out, const char* path, const char* part, int rank) {
+    if (part == NULL) { snprintf(out, RENDEZVOUS_PATH_MAX + 64, "%s", path); }
+    else if (rank < 0) { snprintf(out, RENDEZVOUS_PATH_MAX + 64, "%s.%s", path, part); }
+    else { snprintf(out, RENDEZVOUS_PATH_MAX + 64, "%s.%s.%d", path, part, rank); }
 }
 
-// reads the record at path into data[0 .. bytes) and checks it; returns 1, or 0 while the file does not exist yet
-static inline int rendezvous_try_read(const char* path, int world, void* data, int bytes) {
+// writes {magic, tag, nonce} and data[0 .. bytes) to path atomically (path.tmp<pid>, fsync, rename); 0 or errno
+static inline int rendezvous_write(const char* path, int tag, uint64_t nonce, const void* data, size_t bytes) {
+    char tmp[RENDEZVOUS_PATH_MAX + 96];   // one per process: ranks may write the same file (P.error) at once
+    snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
+    FILE* fp = fopen(tmp, "wb");
+    if (fp == NULL) { return errno; }
+    RendezvousHeader h = {RENDEZVOUS_MAGIC, tag, nonce};
+    int ok = fwrite(&h, sizeof(h), 1, fp) == 1 && (bytes == 0 || fwrite(data, 1, bytes, fp) == bytes) &&
+             fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+    int err = ok ? 0 : errno;
+    if (fclose(fp) != 0 && ok) { err = errno; }
+    if (err == 0 && rename(tmp, path) != 0) { err = errno; }
+    return err;
+}
+
+// the same, dying with a clear message on failure
+static inline void rendezvous_write_check(const char* path, int tag, uint64_t nonce, const void* data, size_t bytes) {
+    int err = rendezvous_write(path, tag, nonce, data, bytes);
+    if (err != 0) { die("cannot write rendezvous file '%s': %s", path, strerror(err)); }
+}
+
+// Reads path's header into *h and up to max bytes of data (the count into *got when not NULL); returns 1, or 0
+// while the file does not exist. Dies on a file that is not a rendezvous file.
+static inline int rendezvous_read(const char* path, RendezvousHeader* h, void* data, size_t max, size_t* got) {
     FILE* fp = fopen(path, "rb");
     if (fp == NULL && errno == ENOENT) { return 0; }
     if (fp == NULL) { die("cannot open rendezvous file '%s': %s", path, strerror(errno)); }
-    int32_t h[3];
-    if (fread(h, sizeof(int32_t), 3, fp) != 3 || h[0] != RENDEZVOUS_MAGIC) { die("'%s' is not a rendezvous file", path); }
-    if (h[1] != world) { die("rendezvous file '%s' is for world size %d, this process has world size %d", path, h[1], world); }
-    if (h[2] != bytes) { die("rendezvous file '%s' holds an id of %d bytes, this build expects %d bytes", path, h[2], bytes); }
-    fread_check(data, 1, (size_t)bytes, fp, "rendezvous id");
-    fclose_check(fp);
+    if (fread(h, sizeof(*h), 1, fp) != 1 || h->magic != RENDEZVOUS_MAGIC) { die("'%s' is not a rendezvous file of this build", path); }
+    size_t n = max > 0 ? fread(data, 1, max, fp) : 0;
+    fclose(fp);
+    if (got != NULL) { *got = n; }
     return 1;
 }
 
-// seconds on the monotonic clock
-static inline double rendezvous_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+// 1 when P.error names nonce: a rank of that run stopped; its rank and message go to *rank and msg (when not NULL)
+static inline int rendezvous_error_of(const char* path, uint64_t nonce, int* rank, char* msg) {
+    char name[RENDEZVOUS_PATH_MAX + 64], text[RENDEZVOUS_ERROR_MAX + 1];
+    RendezvousHeader h;
+    size_t got = 0;
+    rendezvous_name(name, path, "error", -1);
+    if (!rendezvous_read(name, &h, text, RENDEZVOUS_ERROR_MAX, &got) || h.nonce != nonce) { return 0; }
+    text[got] = '\0';
+    if (rank != NULL) { *rank = h.tag; }
+    if (msg != NULL) { memcpy(msg, text, got + 1); }
+    return 1;
 }
 
-// polls path until rank 0 has published the record, then reads it; dies after timeout_s seconds without one
-static inline void rendezvous_wait(const char* path, int world, void* data, int bytes, double timeout_s) {
+// unlinks name, dying on any failure other than its absence
+static inline void rendezvous_unlink(const char* name) {
+    if (unlink(name) != 0 && errno != ENOENT) { die("cannot remove rendezvous file '%s': %s", name, strerror(errno)); }
+}
+
+// 1 when s is one or more decimal digits
+static inline int rendezvous_all_digits(const char* s) {
+    if (*s == '\0') { return 0; }
+    while (*s >= '0' && *s <= '9') { s++; }
+    return *s == '\0';
+}
+
+// 1 when `name` (a directory entry) is one of the files P.* of the channel for the file name `base` of P:
+// base.<round>.<rank>, base.error, or one of those (or base) with .tmp<pid> appended
+static inline int rendezvous_is_channel_file(const char* name, const char* base) {
+    size_t nb = strlen(base);
+    if (strncmp(name, base, nb) != 0 || name[nb] != '.') { return 0; }
+    char rest[RENDEZVOUS_PATH_MAX];
+    snprintf(rest, sizeof(rest), "%s", name + nb);   // ".<round>.<rank>", ".error", each maybe with ".tmp<pid>"
+    char* tmp = strstr(rest, ".tmp");
+    if (tmp != NULL && rendezvous_all_digits(tmp + 4)) { *tmp = '\0'; }
+    if (rest[0] == '\0' || strcmp(rest, ".error") == 0) { return 1; }
+    for (int r = 0; r < RDZ_NUM_ROUNDS; r++) {
+        size_t nr = strlen(rendezvous_round_names[r]);
+        if (strncmp(rest + 1, rendezvous_round_names[r], nr) == 0 && rest[nr + 1] == '.' && rendezvous_all_digits(rest + nr + 2)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// removes every file P.* of the channel (not P): whatever runs on this path left behind
+static inline void rendezvous_remove_channel_files(const char* path) {
+    char dir[RENDEZVOUS_PATH_MAX], name[RENDEZVOUS_PATH_MAX + 260];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char* slash = strrchr(dir, '/');
+    const char* base = slash ? slash + 1 : path;
+    if (slash == dir) { dir[1] = '\0'; }
+    else if (slash) { *slash = '\0'; }
+    else { snprintf(dir, sizeof(dir), "."); }
+    DIR* d = opendir(dir);
+    if (d == NULL) { die("cannot list the directory '%s' of rendezvous file '%s': %s", dir, path, strerror(errno)); }
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+        if (!rendezvous_is_channel_file(e->d_name, base)) { continue; }
+        snprintf(name, sizeof(name), "%s/%s", dir, e->d_name);
+        rendezvous_unlink(name);
+    }
+    closedir(d);
+}
+
+// ----------------------------------------------------------------------------
+// failures: reported through P.error, noticed by every wait and by the watchdog
+
+// this process as a peer: its pid and pid namespace (peers are checked only inside the same namespace)
+static inline RendezvousPeer rendezvous_self(void) {
+    RendezvousPeer p = {(int64_t)getpid(), 0};
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) == 0) { p.pid_ns = (int64_t)st.st_ino; }
+    return p;
+}
+
+// writes P.error with this rank and the cause unless this rank reported already; never dies
+static inline void rendezvous_report(Rendezvous* rz, const char* cause) {
+    if (rz->reported) { return; }
+    rz->reported = 1;
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    rendezvous_name(name, rz->path, "error", -1);
+    size_t n = strlen(cause);
+    if (rendezvous_write(name, rz->rank, rz->nonce, cause, n < RENDEZVOUS_ERROR_MAX ? n : RENDEZVOUS_ERROR_MAX) != 0) {
+        fprintf(stderr, "rank %d: could not write '%s' to tell the other ranks\n", rz->rank, name);
+    }
+}
+
+static inline void rendezvous_die_hook(const char* message) {
+    if (rendezvous_open_channel != NULL) { rendezvous_report(rendezvous_open_channel, message); }
+}
+
+static inline void rendezvous_exit_hook(void) {
+    Rendezvous* rz = rendezvous_open_channel;
+    if (rz != NULL && !rz->closed) { rendezvous_report(rz, "it exited before the end of the run (its stderr has the cause)"); }
+}
+
+// 1 when process pid no longer runs: it does not exist, or it is a zombie its parent has not reaped yet
+static inline int rendezvous_process_gone(pid_t pid) {
+    if (kill(pid, 0) != 0) { return errno == ESRCH; }
+    char name[64], stat_line[512];
+    snprintf(name, sizeof(name), "/proc/%d/stat", (int)pid);
+    FILE* fp = fopen(name, "r");
+    if (fp == NULL) { return 0; }
+    size_t n = fread(stat_line, 1, sizeof(stat_line) - 1, fp);
+    fclose(fp);
+    stat_line[n] = '\0';
+    const char* end = strrchr(stat_line, ')');   // "pid (name) state ...": the name may hold spaces and parentheses
+    return end != NULL && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+}
+
+// Fills msg (RENDEZVOUS_ERROR_MAX + 64 bytes) and returns 1 when another rank of this run reported a failure, or a
+// process that joined from this node is gone; else 0. Cheap enough to poll every few milliseconds.
+static inline int rendezvous_peer_problem(const Rendezvous* rz, char* msg) {
+    int gone = -1;
+    if (rz->peers != NULL) {
+        RendezvousPeer self = rendezvous_self();
+        for (int r = 0; r < rz->world && gone < 0; r++) {
+            const RendezvousPeer* p = &rz->peers[r];
+            if (r == rz->rank || p->pid_ns == 0 || p->pid_ns != self.pid_ns) { continue; }
+            if (rendezvous_process_gone((pid_t)p->pid)) { gone = r; }
+        }
+    }
+    int rank = -1;   // read after the process check: a rank that reported and exited is found with its message
+    char text[RENDEZVOUS_ERROR_MAX + 1];
+    if (rendezvous_error_of(rz->path, rz->nonce, &rank, text) && rank != rz->rank) {
+        snprintf(msg, RENDEZVOUS_ERROR_MAX + 64, "rank %d stopped: %s", rank, text);
+        return 1;
+    }
+    if (gone >= 0) {
+        snprintf(msg, RENDEZVOUS_ERROR_MAX + 64, "rank %d (process %lld) is gone without a message (killed?)", gone,
+                 (long long)rz->peers[gone].pid);
+        return 1;
+    }
+    return 0;
+}
+
+// dies with the cause when rendezvous_peer_problem finds one (the cause is the other rank's, so it is not reported
+// again)
+static inline void rendezvous_check_peers(Rendezvous* rz) {
+    char msg[RENDEZVOUS_ERROR_MAX + 64];
+    if (rendezvous_peer_problem(rz, msg)) {
+        rz->reported = 1;
+        die("rank %d of %d stops: %s", rz->rank, rz->world, msg);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the rounds
+
+// Reads rank `from`'s record of `round` into data[0 .. bytes) when it exists with this run's nonce; returns 1, else 0.
+// Dies on a record of another size.
+static inline int rendezvous_try_record(const Rendezvous* rz, int round, int from, void* data, size_t bytes) {
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    rendezvous_name(name, rz->path, rendezvous_round_names[round], from);
+    RendezvousHeader h;
+    size_t got = 0;
+    if (!rendezvous_read(name, &h, data, bytes, &got) || h.nonce != rz->nonce) { return 0; }
+    if (h.tag != from || got != bytes) {
+        die("rendezvous file '%s' holds %zu bytes for rank %d; this build expects %zu bytes for rank %d", name, got, h.tag, bytes, from);
+    }
+    return 1;
+}
+
+// the nonce in P when P exists and is not a stale file of a failed run; 0 otherwise (dies on a world size mismatch)
+static inline uint64_t rendezvous_live_nonce(const char* path, int world) {
+    RendezvousHeader h;
+    if (!rendezvous_read(path, &h, NULL, 0, NULL)) { return 0; }
+    if (h.tag != world) { die("rendezvous file '%s' is for world size %d, this process has world size %d", path, h.tag, world); }
+    return rendezvous_error_of(path, h.nonce, NULL, NULL) ? 0 : h.nonce;
+}
+
+// Waits until every rank in from[0 .. count) has written its record of `round`, copying them to
+// data + k * bytes; polls for failures. Returns 1, or 0 when this rank (> 0) must join again because rank 0
+// replaced P (only in the join round). Dies after the timeout naming the first missing rank.
+static inline int rendezvous_gather(Rendezvous* rz, int round, const int* from, int count, void* data, size_t bytes) {
     double t0 = rendezvous_now();
-    while (!rendezvous_try_read(path, world, data, bytes)) {
-        if (rendezvous_now() - t0 > timeout_s) {
-            die("rendezvous timed out: no id from rank 0 in '%s' after %.1f s (is rank 0 running, with the same path?)", path, timeout_s);
+    for (int k = 0; k < count; k++) {
+        while (!rendezvous_try_record(rz, round, from[k], (char*)data + (size_t)k * bytes, bytes)) {
+            rendezvous_check_peers(rz);
+            if (round == RDZ_JOIN && rz->rank > 0 && rendezvous_live_nonce(rz->path, rz->world) != rz->nonce) { return 0; }
+            if (rendezvous_now() - t0 > rz->timeout_s) {
+                if (round == RDZ_JOIN) {
+                    die("rendezvous timed out: rank %d of %d did not join through '%s' within %.1f s (was it started, with "
+                        "the same rendezvous path and world size %d?)", from[k], rz->world, rz->path, rz->timeout_s, rz->world);
+                }
+                die("rendezvous timed out: rank %d of %d sent nothing for round '%s' through '%s' within %.1f s",
+                    from[k], rz->world, rendezvous_round_names[round], rz->path, rz->timeout_s);
+            }
+            usleep(RENDEZVOUS_POLL_US);
+        }
+    }
+    return 1;
+}
+
+// every rank's record of `round`: writes mine (bytes) and returns when all[r * bytes ..] holds rank r's, r < world
+static inline void rendezvous_allgather(Rendezvous* rz, int round, const void* mine, void* all, size_t bytes) {
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    rendezvous_name(name, rz->path, rendezvous_round_names[round], rz->rank);
+    rendezvous_write_check(name, rz->rank, rz->nonce, mine, bytes);
+    int* ranks = (int*)malloc_check((size_t)rz->world * sizeof(int));
+    for (int r = 0; r < rz->world; r++) { ranks[r] = r; }
+    rendezvous_gather(rz, round, ranks, rz->world, all, bytes);
+    free(ranks);
+}
+
+// rank 0's data[0 .. bytes) of `round` on every rank
+static inline void rendezvous_broadcast(Rendezvous* rz, int round, void* data, size_t bytes) {
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    int zero = 0;
+    rendezvous_name(name, rz->path, rendezvous_round_names[round], 0);
+    if (rz->rank == 0) { rendezvous_write_check(name, 0, rz->nonce, data, bytes); }
+    else { rendezvous_gather(rz, round, &zero, 1, data, bytes); }
+}
+
+// a fresh 64-bit nonce, never 0
+static inline uint64_t rendezvous_new_nonce(void) {
+    uint64_t n = 0;
+    FILE* fp = fopen("/dev/urandom", "rb");
+    if (fp == NULL || fread(&n, sizeof(n), 1, fp) != 1) { n = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid() << 20; }
+    if (fp != NULL) { fclose(fp); }
+    return n == 0 ? 1 : n;
+}
+
+// rank 0: removes what earlier runs left (refusing a P that may be live), then announces this run in P
+static inline void rendezvous_announce(Rendezvous* rz) {
+    RendezvousHeader h;
+    if (rendezvous_read(rz->path, &h, NULL, 0, NULL)) {
+        if (!rendezvous_error_of(rz->path, h.nonce, NULL, NULL)) {
+            die("rendezvous file '%s' already exists and no rank of its run reported a failure: another run may be using "
+                "it (or one was killed): remove it or use a fresh path", rz->path);
+        }
+        rendezvous_unlink(rz->path);   // left by a run that failed
+    }
+    rendezvous_remove_channel_files(rz->path);
+    rz->nonce = rendezvous_new_nonce();
+    rendezvous_write_check(rz->path, rz->world, rz->nonce, NULL, 0);
+}
+
+// ranks > 0: waits for a live P and takes its nonce
+static inline void rendezvous_await_announcement(Rendezvous* rz) {
+    double t0 = rendezvous_now();
+    while ((rz->nonce = rendezvous_live_nonce(rz->path, rz->world)) == 0) {
+        if (rendezvous_now() - t0 > rz->timeout_s) {
+            die("rendezvous timed out: no announcement from rank 0 in '%s' after %.1f s (is rank 0 running, with the same "
+                "path?)", rz->path, rz->timeout_s);
         }
         usleep(RENDEZVOUS_POLL_US);
     }
 }
 
-// the name of rank r's join file: path.joined.r (the caller frees it)
-static inline char* rendezvous_join_path(const char* path, int rank) {
-    size_t n = strlen(path) + 32;
-    char* p = (char*)malloc_check(n);
-    snprintf(p, n, "%s.joined.%d", path, rank);
-    return p;
+// Joins the run on path as rank `rank` of `world`: rank 0 cleans up and announces it, the others wait for that,
+// then every rank waits for all the others (their process ids into rz->peers; a joined process of this node that is
+// gone, as in the files of a run killed without a report, stops this rank at once). From here until
+// rendezvous_close, die() and exit() on this rank are reported to the others. Dies after timeout_s seconds.
+static inline void rendezvous_open(Rendezvous* rz, const char* path, int rank, int world, double timeout_s) {
+    memset(rz, 0, sizeof(*rz));
+    if (strlen(path) >= RENDEZVOUS_PATH_MAX) { die("rendezvous path '%s' is too long", path); }
+    rz->path = path; rz->rank = rank; rz->world = world; rz->timeout_s = timeout_s;
+    RendezvousPeer* peers = (RendezvousPeer*)malloc_check((size_t)world * sizeof(RendezvousPeer));
+    RendezvousPeer self = rendezvous_self();
+    if (rank == 0) { rendezvous_announce(rz); }
+    int* ranks = (int*)malloc_check((size_t)world * sizeof(int));
+    for (int r = 0; r < world; r++) { ranks[r] = r; }
+    rendezvous_open_channel = rz;
+    die_hook = rendezvous_die_hook;
+    static int exit_hook_set = 0;
+    if (!exit_hook_set && atexit(rendezvous_exit_hook) == 0) { exit_hook_set = 1; }
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    do {
+        if (rank > 0) { rendezvous_await_announcement(rz); }
+        rendezvous_name(name, path, rendezvous_round_names[RDZ_JOIN], rank);
+        rendezvous_write_check(name, rank, rz->nonce, &self, sizeof(self));
+    } while (!rendezvous_gather(rz, RDZ_JOIN, ranks, world, peers, sizeof(RendezvousPeer)));
+    free(ranks);
+    rz->peers = peers;
+    rendezvous_check_peers(rz);   // a join record of a process that is gone: files of a run killed without a report
 }
 
-// rank > 0, after reading the id: tells rank 0 that this rank is there (an empty file path.joined.rank)
-static inline void rendezvous_join(const char* path, int rank) {
-    char* p = rendezvous_join_path(path, rank);
-    fclose_check(fopen_check(p, "wb"));
-    free(p);
-}
-
-// rank 0: waits until ranks 1 .. world-1 have joined; dies after timeout_s seconds naming the first missing rank
-static inline void rendezvous_wait_joined(const char* path, int world, double timeout_s) {
-    double t0 = rendezvous_now();
-    for (int r = 1; r < world; r++) {
-        char* p = rendezvous_join_path(path, r);
-        while (access(p, F_OK) != 0) {
-            if (rendezvous_now() - t0 > timeout_s) {
-                die("rendezvous timed out: rank %d of %d did not join through '%s' within %.1f s (was it started, with "
-                    "the same -F path and -G %d?)", r, world, path, timeout_s, world);
-            }
-            usleep(RENDEZVOUS_POLL_US);
+// rank 0, once every rank has read every round: removes P and the round files (P.error stays until the next run)
+static inline void rendezvous_remove_rounds(const Rendezvous* rz) {
+    if (rz->rank != 0) { return; }
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    rendezvous_unlink(rz->path);
+    for (int round = 0; round < RDZ_NUM_ROUNDS; round++) {
+        for (int r = 0; r < rz->world; r++) {
+            rendezvous_name(name, rz->path, rendezvous_round_names[round], r);
+            rendezvous_unlink(name);
         }
-        free(p);
     }
 }
 
-// deletes the id file and the join files of a world of `world` ranks; missing files are fine
-static inline void rendezvous_remove(const char* path, int world) {
-    if (unlink(path) != 0 && errno != ENOENT) { die("cannot remove rendezvous file '%s': %s", path, strerror(errno)); }
-    for (int r = 1; r < world; r++) {
-        char* p = rendezvous_join_path(path, r);
-        if (unlink(p) != 0 && errno != ENOENT) { die("cannot remove rendezvous file '%s': %s", p, strerror(errno)); }
-        free(p);
-    }
+// the run finished: exiting is no longer a failure to report
+static inline void rendezvous_close(Rendezvous* rz) {
+    rz->closed = 1;
+    if (rendezvous_open_channel == rz) { rendezvous_open_channel = NULL; die_hook = NULL; }
+    free(rz->peers);
+    rz->peers = NULL;
 }
 
 #endif

@@ -1,12 +1,11 @@
-// RMSNorm (weight only, eps LLAMA_RMS_EPS as in llmc/llama_cpu.h) forward, optionally fused with the residual add
+// RMSNorm (weight only, eps given by the caller) forward, optionally fused with the residual add
 // that precedes it, its channel recomputation for the AdaHOP backward, and backward. Same structure and conventions
-// as llmc/layernorm.cuh; the dweight reduction is the deterministic column sum of llmc/matmul.cuh (COLSUM_RMSNORM).
+// as llmc/layernorm.cuh; the dweight reduction is the deterministic column sum (llmc/column_sums.cuh, COLSUM_RMSNORM).
 #ifndef LLMC_RMSNORM_CUH
 #define LLMC_RMSNORM_CUH
 
 #include "cuda_common.cuh"
-#include "matmul.cuh"
-#include "llama_config.h"
+#include "column_sums.cuh"
 
 // the RMSNorm output of one element from its row's rstd: shared by the kernels below so that a recomputed value
 // equals the forward's bit for bit
@@ -16,7 +15,7 @@ __device__ __forceinline__ float rmsnorm_value(float x, float rs, float w) { ret
 // out = res * rstd * weight with rstd = 1 / sqrt(mean(res^2) + eps), rstd saved for the backward pass (unless NULL).
 // Traffic: reads a (and b) once from DRAM (the second pass hits L1/L2), writes out (and res_out).
 __global__ void rmsnorm_forward_kernel(floatX* out, float* rstd, floatX* res_out, const floatX* a, const floatX* b,
-                                       const floatX* weight, int N, int C) {
+                                       const floatX* weight, int N, int C, float eps) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= N) { return; }
@@ -26,7 +25,7 @@ __global__ void rmsnorm_forward_kernel(floatX* out, float* rstd, floatX* res_out
         x128 xv = residual_add_load8(a, b, res_out, base + c);
         for (int i = 0; i < 8; i++) { float x = (float)xv[i]; ss += x * x; }
     }
-    float rs = rsqrtf(warp_sum(ss) / C + LLAMA_RMS_EPS);
+    float rs = rsqrtf(warp_sum(ss) / C + eps);
     const floatX* xr = (b ? res_out : a) + base;   // each lane re-reads only what it wrote
     for (int c = lane * 8; c < C; c += 32 * 8) {
         x128 xv = load128(xr + c), wv = load128(weight + c), ov;
@@ -79,11 +78,11 @@ static inline void rmsnorm_check_shape(int N, int C) {
 
 // out = RMSNorm(a + b); res_out = a + b. Pass b = NULL (and res_out = NULL) for a plain RMSNorm of a.
 static inline void rmsnorm_forward(floatX* out, float* rstd, floatX* res_out, const floatX* a, const floatX* b,
-                                   const floatX* weight, int N, int C, cudaStream_t stream) {
+                                   const floatX* weight, int N, int C, float eps, cudaStream_t stream) {
     rmsnorm_check_shape(N, C);
     const int warps_per_block = 8;
     rmsnorm_forward_kernel<<<ceil_div(N, warps_per_block), warps_per_block * 32, 0, stream>>>(out, rstd, res_out, a, b,
-                                                                                              weight, N, C);
+                                                                                              weight, N, C, eps);
     cudaCheckLaunch();
 }
 

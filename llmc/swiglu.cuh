@@ -9,14 +9,20 @@
 // silu(g) u = g / (1 + exp(-g)) u: shared by the kernels below so that recomputed values are bit-identical
 __device__ __forceinline__ float swiglu_value(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
+// swiglu_value of 8 gate and 8 up values, rounded to BF16: the forward's output, also where a producer emits operands
+// (llmc/fused_operands.cuh)
+__device__ __forceinline__ x128 swiglu8(x128 g, x128 u) {
+    x128 o;
+    for (int k = 0; k < 8; k++) { o[k] = (floatX)swiglu_value((float)g[k], (float)u[k]); }
+    return o;
+}
+
 // out[n, j] = swiglu_value(inp[n, j], inp[n, H + j]); 8 outputs per thread. Traffic: reads inp once, writes out.
 __global__ void swiglu_forward_kernel(floatX* out, const floatX* inp, long N, int H) {
     long e = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (e >= N * H) { return; }
     const floatX* row = inp + (e / H) * 2 * H + e % H;
-    x128 g = load128(row), u = load128(row + H), o;
-    for (int k = 0; k < 8; k++) { o[k] = (floatX)swiglu_value((float)g[k], (float)u[k]); }
-    store128(out + e, o);
+    store128(out + e, swiglu8(load128(row), load128(row + H)));
 }
 
 // out[j, r] = swiglu_value(inp[r, idx[j]], inp[r, H + idx[j]]): k channels of the SwiGLU output [N, H], transposed

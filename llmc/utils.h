@@ -9,7 +9,19 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-#define die(...) do { fprintf(stderr, "error: " __VA_ARGS__); fputc('\n', stderr); exit(EXIT_FAILURE); } while (0)
+// called by die() with its message before the exit (NULL: nothing more), e.g. to tell the other processes of a
+// data-parallel run why this one stops (llmc/rendezvous.h, llmc/nccl_dp.cuh)
+static void (*die_hook)(const char* message) = NULL;
+
+static inline void die_with_message(const char* message) {
+    fprintf(stderr, "error: %s\n", message);
+    void (*hook)(const char*) = die_hook;
+    die_hook = NULL;   // a hook that dies itself does not recurse
+    if (hook != NULL) { hook(message); }
+    exit(EXIT_FAILURE);
+}
+#define die(...) do { char die_message_[8192]; snprintf(die_message_, sizeof(die_message_), __VA_ARGS__); \
+                      die_with_message(die_message_); } while (0)
 
 // opens path; a file opened for reading must be a regular file (fopen accepts a directory, whose reads then fail)
 static inline FILE* fopen_check_(const char* path, const char* mode, const char* file, int line) {

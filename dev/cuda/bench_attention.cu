@@ -1,4 +1,4 @@
-// Flash attention (llmc/flash_attention.cuh) vs the cuBLASLt attention of llmc/attention.cuh at the GPT-2 shapes:
+// Flash attention (llmc/flash_attention.cuh) vs the cuBLASLt baseline (attention_cublaslt.cuh) at the GPT-2 shapes:
 // forward and backward, median of `reps` runs (CUDA events, after 3 warm-ups). TFLOP/s count the causal half
 // only, for both: forward 2 GEMMs (4 B NH T^2 HS / 2), backward 5 (10 B NH T^2 HS / 2: q k^T again, dO v^T,
 // dv, dq, dk), although the cuBLASLt path computes the full T x T products. Prints a markdown table.
@@ -6,7 +6,7 @@
 #include "llmc/cuda_common.cuh"
 #include "llmc/matmul.cuh"
 #include "dev/cuda/bench_common.cuh"
-#include "llmc/attention.cuh"
+#include "dev/cuda/attention_cublaslt.cuh"
 #include "llmc/flash_attention.cuh"
 
 int main(int argc, char** argv) {

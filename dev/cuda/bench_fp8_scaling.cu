@@ -1,5 +1,5 @@
 // FP8 (E4M3) GEMMs through cuBLASLt on the GPT-2 linear shapes with two ways of scaling the operands:
-// one FP32 scale per row of each operand (OUTER_VEC_32F, what the fast MXFP4 path uses today: re-expressing
+// one FP32 scale per row of each operand (OUTER_VEC_32F, what the fast MXFP4 path uses: re-expressing
 // MXFP4 in it needs the maximum block scale of the whole row first) and one FP32 scale per 128 elements along K
 // (VEC128_32F on both operands: each 128-element group could be written on its own, in one pass). For each
 // shape: whether cuBLASLt runs it, which scale layout it reads ([K/128 x rows] with rows fastest, or [rows x
@@ -64,15 +64,20 @@ static double corner_error(const floatX* d_out, int N, const float* d_ref, int c
     return worst / (scale > 0.0 ? scale : 1.0);
 }
 
-// the fastest of cuBLASLt's first GEMM_MAX_ALGO_RANK + 1 heuristic algorithms for g: its time in ms (-1 when none
-// runs) and its rank
-static float fastest_algo_ms(GemmSpec g, int reps, int* rank) {
+#define BENCH_MAX_ALGOS 8
+// the fastest of cuBLASLt's first BENCH_MAX_ALGOS heuristic algorithms for g: its time in ms (-1 when none runs) and
+// its rank in the heuristic's order
+static float fastest_algo_ms(const GemmSpec& g, int reps, int* rank) {
+    GemmPlan p = gemm_plan_create(&g);
+    cublasLtMatmulHeuristicResult_t algos[BENCH_MAX_ALGOS];
+    int n = gemm_plan_algos(&p, algos, BENCH_MAX_ALGOS);
     float best = -1.0f;
     *rank = -1;
-    for (g.algo_rank = 0; g.algo_rank <= GEMM_MAX_ALGO_RANK && cublaslt_gemm_try(&g, 0); g.algo_rank++) {
-        float t = time_ms([&] { cublaslt_gemm_try(&g, 0); }, reps);
-        if (best < 0.0f || t < best) { best = t; *rank = g.algo_rank; }
+    for (int r = 0; r < n; r++) {
+        float t = time_ms([&] { gemm_plan_run(&p, &g, &algos[r].algo, 0); }, reps);
+        if (best < 0.0f || t < best) { best = t; *rank = r; }
     }
+    gemm_plan_destroy(&p);
     return best;
 }
 

@@ -1,6 +1,6 @@
 // Benchmarks of the MXFP4 kernels on the GPU, as ratios against ceilings measured in the same run:
 //  1. achieved bandwidth of each quantize / dequantize / E4M3 kernel vs a device-to-device copy;
-//  2. quantize + GEMM vs cuBLASLt BF16 at the GPT-2 shapes of ../shared/ANCHORS.md, for the exact path
+//  2. quantize + GEMM vs cuBLASLt BF16 at the linear shapes of GPT-2 124M, 350M and 1.5B, for the exact path
 //     (dequantize + BF16 GEMM) and the fast path (Hadamard + MXFP4 -> E4M3 as the trainer does it: in one pass
 //     up to MX_E4M3_ONE_PASS_MAX_K, else quantize then convert; then FP8 tensor cores).
 //     The activation operand's quantization is included; the weight operand is quantized outside the timed region.

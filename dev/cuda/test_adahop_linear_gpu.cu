@@ -8,6 +8,7 @@
 // Usage: build/test_adahop_linear_gpu case.bin [case.bin ...]
 #include "llmc/cuda_common.cuh"
 #include "llmc/adahop_linear.cuh"
+#include "llmc/adahop_cpu.h"
 #include "dev/test/adahop_case_file.h"
 #include "dev/test/test_common.h"
 #include "dev/cuda/test_transfer.cuh"
@@ -24,6 +25,27 @@ static int same_bytes(const uint8_t* dev, const uint8_t* ref, size_t n) {
 static int contains(const int* v, int k, int x) {
     for (int j = 0; j < k; j++) { if (v[j] == x) { return 1; } }
     return 0;
+}
+
+// the fast path's E4M3 operand e against mx_to_e4m3 of the reference's MXFP4 codes and scales: the same values, and
+// the same row scales outside the k OE rows oe_rows (device; a row zeroed after a one-pass quantization keeps the
+// scale it had)
+static int same_e4m3_as_codes(const E4M3Operand* e, const uint8_t* codes, const uint8_t* scales, const int* oe_rows, int k) {
+    int rows = e->rows, K = e->K;
+    MXOperand ref = mx_operand_alloc(rows, K);
+    E4M3Operand want = e4m3_operand_alloc(rows, K);
+    cudaCheck(cudaMemcpy(ref.codes, codes, (size_t)rows * K / 2, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(ref.scales, scales, (size_t)rows * K / 32, cudaMemcpyHostToDevice));
+    mx_to_e4m3(&want, &ref, 0);
+    uint8_t *gv = (uint8_t*)download(e->values, (size_t)rows * K), *wv = (uint8_t*)download(want.values, (size_t)rows * K);
+    float *gs = (float*)download(e->row_scale, rows * sizeof(float)), *ws = (float*)download(want.row_scale, rows * sizeof(float));
+    int* idx = k > 0 ? (int*)download(oe_rows, k * sizeof(int)) : NULL;
+    int ok = memcmp(gv, wv, (size_t)rows * K) == 0;
+    for (int r = 0; r < rows && ok; r++) { ok = contains(idx, k, r) || memcmp(&gs[r], &ws[r], sizeof(float)) == 0; }
+    free(gv); free(wv); free(gs); free(ws); free(idx);
+    mx_operand_free(&ref);
+    e4m3_operand_free(&want);
+    return ok;
 }
 
 // 1 when the selection got (k rows, ascending) differs from the reference's want only by rows whose FP64 squared
@@ -47,8 +69,8 @@ static int near_tie_selection(const int* got, const int* want, int k, const doub
 
 // Hopper's FP8 tensor cores add a k-step's products aligned to the largest with about 14 significant bits
 // (DeepSeek-V3 report, section 3.3.2), and cuBLASLt promotes the sum to FP32 every few k-steps (FAST_ACCUM off):
-// each output element is off by at most about u * sum_k |a_ik b_jk| with u = 4 k-steps * 2^-13 = 2^-11. Measured:
-// u ~ 9e-5 on dW products of row-outlier tokens, whose E4M3 rows span many exponents (dW 256 x 160, K = 256).
+// each output element is off by at most about u * sum_k |a_ik b_jk| with u = 4 k-steps * 2^-13 = 2^-11. The largest
+// errors appear on dW products of row-outlier tokens, whose E4M3 rows span many exponents.
 #define FP8_ACCUMULATION_U 0x1p-11
 
 // ||(|A| |B|^T)||_F in FP64, A [M x K] and B [N x K] (the quantities bounding FP8 accumulation errors)
@@ -84,6 +106,18 @@ static double fast_path_tolerance(const AdahopCase* c, int g, NTOperand a, NTOpe
     return 1e-5 + FP8_ACCUMULATION_U * bound / sqrt(w2 > 0 ? w2 : 1.0);
 }
 
+// LinearInput.recompute for the test: x [N x Cin] copied, or its channels gathered channel-major
+typedef struct { const floatX* x; int N, Cin; } InputCopy;
+static void copy_input(const void* ctx, const int* channels, int k, floatX* into) {
+    const InputCopy* c = (const InputCopy*)ctx;
+    if (channels) {
+        gather_cols_kernel<<<ceil_div((long)k * c->N, 256), 256>>>(into, c->x, channels, k, c->N, c->Cin);
+        cudaCheckLaunch();
+    } else {
+        cudaCheck(cudaMemcpy(into, c->x, (size_t)c->N * c->Cin * sizeof(floatX), cudaMemcpyDeviceToDevice));
+    }
+}
+
 // The trainer's path, adahop_linear_forward + adahop_linear_backward with x^T saved in MXFP4 at forward time
 // (and only the OE channel indices: their BF16 values are read from x at backward time), or with nothing saved
 // when the caller keeps x (input_kept): the saved operand must equal the reference's dW operand bit for bit, and
@@ -104,25 +138,18 @@ static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const flo
     floatX *y = (floatX*)device_malloc((size_t)N * Cout * sizeof(floatX), "y"), *dx = (floatX*)device_malloc((size_t)N * Cin * sizeof(floatX), "dX");
     float* dw = (float*)device_malloc((size_t)Cout * Cin * sizeof(float), "dW");
     cudaCheck(cudaMemset(dw, 0, (size_t)Cout * Cin * sizeof(float)));
-    adahop_linear_forward(ws, &st, &saved, LIN_FC, 0, true, false, y, x, w, NULL, N, Cin, Cout, 0);
+    AdahopPass pass = {ws, &st, 0, 0, false, 0};
+    AdahopLinear lin = {&pass, &saved, LIN_FC, Cin, Cout, w, NULL, dw, NULL};
+    adahop_linear_forward(&lin, y, x, N, true);
     if (c->strategy[GEMM_DW] != STRAT_BF16 && !input_kept && comparable[GEMM_DW]) {
         CHECK(same_bytes(saved.x_t.codes, c->codes[GEMM_DW][1], (size_t)Cin * N / 2) && same_bytes(saved.x_t.scales, c->scales[GEMM_DW][1], (size_t)Cin * N / 32),
               "saved path: x^T saved at forward time differs from the reference's dW operand (strategy %d)", c->strategy[GEMM_DW]);
     }
-    // what the backward reads of x lives in the dX buffer, as the trainer's recomputed inputs do: all of x, or
-    // only its OE channels (channel-major, gathered here with the saved indices)
-    const floatX *x_read = NULL, *channels_read = NULL;
-    int reads = adahop_linear_backward_reads(&saved);
-    if (reads == LINEAR_READS_INPUT) {
-        cudaCheck(cudaMemcpy(dx, x, (size_t)N * Cin * sizeof(floatX), cudaMemcpyDeviceToDevice));
-        x_read = dx;
-    } else if (reads == LINEAR_READS_CHANNELS) {
-        int k = c->oe_k < Cin ? c->oe_k : Cin;
-        gather_cols_kernel<<<ceil_div((long)k * N, 256), 256>>>(dx, x, saved.x_channel_idx, k, N, Cin);
-        cudaCheckLaunch();
-        channels_read = dx;
-    }
-    adahop_linear_backward(ws, &st, &saved, LIN_FC, 0, false, dx, dw, NULL, NULL, dy, x_read, channels_read, w, N, Cin, Cout, 0);
+    // what the backward reads of x arrives in the dX buffer, as the trainer's recomputed inputs do: all of x, or only
+    // its OE channels (channel-major), here copied or gathered from x
+    InputCopy copy = {x, N, Cin};
+    LinearInput in = {NULL, copy_input, &copy};
+    adahop_linear_backward(&lin, dx, dy, N, &in, NULL);
     float* got[3] = {from_device_bf16(y, (size_t)N * Cout), from_device_bf16(dx, (size_t)N * Cin), (float*)malloc_check((size_t)Cout * Cin * sizeof(float))};
     cudaCheck(cudaMemcpy(got[2], dw, (size_t)Cout * Cin * sizeof(float), cudaMemcpyDeviceToHost));
     const float* want[3] = {c->y, c->dX, c->dW};
@@ -172,7 +199,6 @@ static void run_case(const char* path, int gemm_path) {
     size_t max_elems = (size_t)max_rows * max_rows;
     AdahopWorkspace ws;
     adahop_workspace_init(&ws, max_elems, max_rows, max_rows, (size_t)Cin * Cout, gemm_path, c.stochastic, c.oe_k, 0, NUM_TENSORS, 6 * (size_t)max_rows);
-    ws.keep_codes = 1;   // the MXFP4 codes of the fast path's one-pass operands too, to compare them below
     Operand a[3] = {{x, N, Cin, false}, {dy, N, Cout, false}, {dy, Cout, N, true}};
     Operand b[3] = {{w, Cout, Cin, false}, {w, Cin, Cout, true}, {x, Cin, N, true}};
     const float* want[3] = {c.y, c.dX, c.dW};
@@ -185,7 +211,8 @@ static void run_case(const char* path, int gemm_path) {
     for (int g = 0; g < 3; g++) {
         int M = a[g].rows, Nn = b[g].rows, st = c.strategy[g];
         uint64_t seed = mx_mix64(c.seed ^ (uint64_t)g);
-        adahop_gemm(&ws, st, out, true, 0.0f, a[g], b[g], NULL, NULL, NULL, NULL, g > 0, 0, seed, 0);
+        AdahopGemm gemm = {st, out, true, 0.0f, a[g], b[g], NULL, NULL, NULL, NULL, g > 0, seed};
+        adahop_gemm(&ws, &gemm, 0);
         float* got = (float*)malloc_check((size_t)M * Nn * sizeof(float));
         cudaCheck(cudaDeviceSynchronize());
         cudaCheck(cudaMemcpy(got, out, (size_t)M * Nn * sizeof(float), cudaMemcpyDeviceToHost));
@@ -210,20 +237,19 @@ static void run_case(const char* path, int gemm_path) {
         tol[g] = gemm_path == GEMM_PATH_FAST && st != STRAT_BF16 ? fast_path_tolerance(&c, g, host_a[g], host_b[g], want[g], (size_t)M * Nn) : 1e-5;
         CHECK(!comparable[g] || rel <= tol[g], "%s %s (strategy %d, %s path): relative error %.2e above %.2e", path, case_gemm_names[g], st,
               gemm_path ? "fast" : "exact", rel, tol[g]);
-        if (st != STRAT_BF16 && comparable[g]) {
-            int K = c.K[g];
-            int codes_ok = same_bytes(ws.qa.codes, c.codes[g][0], (size_t)M * K / 2) && same_bytes(ws.qa.scales, c.scales[g][0], (size_t)M * K / 32) &&
-                           same_bytes(ws.qb.codes, c.codes[g][1], (size_t)Nn * K / 2) && same_bytes(ws.qb.scales, c.scales[g][1], (size_t)Nn * K / 32);
-            CHECK(codes_ok, "%s %s (strategy %d): quantized operands differ from the PyTorch reference", path, case_gemm_names[g], st);
-        }
-        if (gemm_path == GEMM_PATH_FAST) {   // without the codes (as the trainer runs): the same output bit for bit
-            ws.keep_codes = 0;
-            adahop_gemm(&ws, st, out, true, 0.0f, a[g], b[g], NULL, NULL, NULL, NULL, g > 0, 0, seed, 0);
-            float* again = (float*)download(out, (size_t)M * Nn * sizeof(float));
-            CHECK(memcmp(again, got, (size_t)M * Nn * sizeof(float)) == 0, "%s %s (strategy %d): the fast path without "
-                  "MXFP4 codes gives another output", path, case_gemm_names[g], st);
-            free(again);
-            ws.keep_codes = 1;
+        if (st != STRAT_BF16 && comparable[g]) {   // exact path: the MXFP4 operands; fast path: their E4M3 form
+            int K = c.K[g], ka = st == STRAT_IHT_OE_ROWS_A ? c.k[g] : 0, kb = st == STRAT_IHT_OE_ROWS_B ? c.k[g] : 0;
+            int same;
+            if (gemm_path == GEMM_PATH_EXACT) {
+                same = same_bytes(ws.qa.codes, c.codes[g][0], (size_t)M * K / 2) && same_bytes(ws.qa.scales, c.scales[g][0], (size_t)M * K / 32) &&
+                       same_bytes(ws.qb.codes, c.codes[g][1], (size_t)Nn * K / 2) && same_bytes(ws.qb.scales, c.scales[g][1], (size_t)Nn * K / 32);
+            } else {
+                E4M3Operand ea = e4m3_view(&ws.ea, M, K), eb = e4m3_view(&ws.eb, Nn, K);
+                same = same_e4m3_as_codes(&ea, c.codes[g][0], c.scales[g][0], ws.oe_idx, ka) &&
+                       same_e4m3_as_codes(&eb, c.codes[g][1], c.scales[g][1], ws.oe_idx, kb);
+            }
+            CHECK(same, "%s %s (strategy %d, %s path): quantized operands differ from the PyTorch reference", path, case_gemm_names[g], st,
+                  gemm_path ? "fast" : "exact");
         }
         printf("  %s %-3s strategy %d %-5s path: rel. error %.2e (tolerance %.2e)\n", path, case_gemm_names[g], st,
                gemm_path ? "fast" : "exact", rel, tol[g]);

@@ -1,5 +1,5 @@
 // Flash attention (llmc/flash_attention.cuh) against the FP32 CPU reference (attention_gqa_*_cpu of llmc/gpt2_cpu.h,
-// plus a CPU lse here) and, for NKV = NH, against the cuBLASLt attention of llmc/attention.cuh, on fresh random
+// plus a CPU lse here) and, for NKV = NH, against the cuBLASLt baseline (attention_cublaslt.cuh), on fresh random
 // inputs rounded to BF16 before both sides see them: multi-head (GPT-2) and grouped-query (NKV < NH, down to one
 // kv head), head sizes 64 and 128, T not a multiple of the tiles, large-magnitude and all-zero inputs.
 // Tolerance per element: |got - want| <= atol + rtol |want|, with atol relative to the largest |want| of the
@@ -8,7 +8,7 @@
 // the backward run twice give identical bits, and unsupported shapes are refused. Needs a GPU.
 #include "llmc/cuda_common.cuh"
 #include "llmc/matmul.cuh"
-#include "llmc/attention.cuh"
+#include "dev/cuda/attention_cublaslt.cuh"
 #include "llmc/flash_attention.cuh"
 #include "llmc/gpt2_cpu.h"
 #include "dev/cuda/test_compare.cuh"
@@ -41,7 +41,7 @@ static void lse_cpu(float* lse, const float* qkv, int B, int T, int NH, int NKV,
     }
 }
 
-// out and dqkv of the cuBLASLt attention of llmc/attention.cuh, downloaded
+// out and dqkv of the cuBLASLt baseline, downloaded
 static void gpu_reference(float** out, float** dqkv, const floatX* d_qkv, const floatX* d_dout, int B, int T, int C, int NH) {
     size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
     floatX *d_out = (floatX*)device_malloc(nout * 2, "out"), *d_att = (floatX*)device_malloc(natt * 2, "att");

@@ -8,7 +8,7 @@
 #include "llmc/matmul.cuh"
 #include "llmc/encoder.cuh"
 #include "llmc/layernorm.cuh"
-#include "llmc/attention.cuh"
+#include "dev/cuda/attention_cublaslt.cuh"
 #include "llmc/gelu.cuh"
 #include "llmc/outliers.cuh"
 #include "llmc/classifier.cuh"

@@ -38,11 +38,11 @@ static void test_rmsnorm(int N, int C, float scale, bool zero_rows) {
     cudaCheck(cudaMemset(d_out, 0xff, n * 2));   // poison: every element must be written
     cudaCheck(cudaMemset(d_res, 0xff, n * 2));
     cudaCheck(cudaMemset(d_rstd, 0xff, N * 4));
-    rmsnorm_forward(d_out, d_rstd, d_res, d_a, d_b, d_w, N, C, 0);
+    rmsnorm_forward(d_out, d_rstd, d_res, d_a, d_b, d_w, N, C, LLAMA_RMS_EPS, 0);
     compare("residual + rmsnorm: residual (exact)", from_device_bf16(d_res, n), res, n, 0.0f, 0.0f);
     compare("residual + rmsnorm: out", from_device_bf16(d_out, n), out, n, 1e-5f, 1.0f / 128);
     compare("residual + rmsnorm: rstd", from_device_f32(d_rstd, N), rstd, N, 0.0f, 1e-4f);
-    rmsnorm_forward(d_out2, d_rstd2, NULL, d_res, NULL, d_w, N, C, 0);
+    rmsnorm_forward(d_out2, d_rstd2, NULL, d_res, NULL, d_w, N, C, LLAMA_RMS_EPS, 0);
     compare_bits("plain rmsnorm = fused: out", d_out2, d_out, n * 2);
     compare_bits("plain rmsnorm = fused: rstd", d_rstd2, d_rstd, N * 4);
 
@@ -146,7 +146,7 @@ static void test_channel_recompute(int N, int C, int H, int k) {
         for (int j = 0; j < k; j++) { idx[j] = (int)rng_below(&rng, (uint64_t)width); }
         cudaCheck(cudaMemcpy(d_idx, idx, k * sizeof(int), cudaMemcpyHostToDevice));
         if (op == 0) {
-            rmsnorm_forward(d_full, d_rstd, NULL, d_x, NULL, d_w, N, C, 0);
+            rmsnorm_forward(d_full, d_rstd, NULL, d_x, NULL, d_w, N, C, LLAMA_RMS_EPS, 0);
             rmsnorm_forward_channels(d_ch, d_x, d_rstd, d_w, d_idx, k, N, C, 0);
         } else {
             swiglu_forward(d_full, d_gu, N, H, 0);
@@ -183,7 +183,7 @@ static void test_determinism(int B, int T, int NH, int NKV, int HS, int H) {
         q[run] = to_device_bf16(qkv, nq);
         sw[run] = (floatX*)device_malloc(nh * 2, "swiglu");
         dgu[run] = (floatX*)device_malloc(nh * 4, "dgateup");
-        rmsnorm_forward(out[run], rstd[run], res[run], d_a, d_b, d_w, N, C, 0);
+        rmsnorm_forward(out[run], rstd[run], res[run], d_a, d_b, d_w, N, C, LLAMA_RMS_EPS, 0);
         rmsnorm_backward(dinp[run], dw[run], scratch, d_dout, res[run], rstd[run], d_w, N, C, 0);
         rope_forward(q[run], &rope, B, T, NH, NKV, 0);
         swiglu_forward(sw[run], d_gu, N, H, 0);
@@ -203,7 +203,7 @@ static void test_determinism(int B, int T, int NH, int NKV, int HS, int H) {
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
 }
 
-static void rmsnorm_c12(void) { rmsnorm_forward(NULL, NULL, NULL, NULL, NULL, NULL, 4, 12, 0); }
+static void rmsnorm_c12(void) { rmsnorm_forward(NULL, NULL, NULL, NULL, NULL, NULL, 4, 12, LLAMA_RMS_EPS, 0); }
 static void rmsnorm_backward_c100(void) { rmsnorm_backward(NULL, NULL, NULL, NULL, NULL, NULL, NULL, 4, 100, 0); }
 static void rope_hs40(void) { RopeTable r = {NULL, NULL, 64, 40}; rope_forward(NULL, &r, 1, 64, 2, 2, 0); }
 static void rope_t_past_table(void) { RopeTable r = {NULL, NULL, 64, 64}; rope_backward(NULL, &r, 1, 65, 2, 2, 0); }

@@ -8,7 +8,7 @@
 #include "llmc/matmul.cuh"
 #include "llmc/mxfp4.cuh"
 #include "llmc/outliers.cuh"
-#include "llmc/mxfp4_blackwell.cuh"
+#include "llmc/sm100/mxfp4_gemm.cuh"
 #include "llmc/adahop_cpu.h"
 #include "llmc/rand.h"
 #include "dev/test/test_common.h"
@@ -169,7 +169,7 @@ static double test_gemm(int kind, int M, int N, int K, int hadamard) {
     mx_quantize_rows(&ob, db, N, K, opt, 0);
     floatX *sa = (floatX*)device_malloc((size_t)M * K * 2, "a"), *sb = (floatX*)device_malloc((size_t)N * K * 2, "b");
     float* dout = (float*)device_malloc((size_t)M * N * 4, "out");
-    mx_gemm_exact(dout, true, &oa, &ob, sa, sb, 0.0f, 0);
+    mx_gemm_exact(dout, true, &oa, &ob, sa, sb, NULL, 0.0f, 0);
     float* got_exact = (float*)download(dout, (size_t)M * N * 4);
     E4M3Operand ea = e4m3_operand_alloc(M, K), eb = e4m3_operand_alloc(N, K);
     mx_to_e4m3(&ea, &oa, 0);
@@ -231,7 +231,7 @@ static void test_stats_and_classifier(void) {
         double *grvd = (double*)malloc_check(R * 8), *gcvd = (double*)malloc_check(C * 8);
         for (int i = 0; i < R; i++) { grvd[i] = grv[i]; }
         for (int i = 0; i < C; i++) { gcvd[i] = gcv[i]; }
-        int got = classify_pattern_cpu(grvd, gcvd, R, C, 2.0), want = classify_pattern_cpu(hrv, hcv, R, C, 2.0);
+        int got = classify_pattern(grvd, gcvd, R, C, 2.0), want = classify_pattern(hrv, hcv, R, C, 2.0);
         printf("  classifier: %-16s -> %d (reference %d, expected %d), variance error %.1e\n", data_names[kinds[t]], got, want, expect[t], worst);
         CHECK(got == expect[t] && want == expect[t], "%s classified %d (reference %d), expected %d", data_names[kinds[t]], got, want, expect[t]);
         free(x); free(grv); free(gcv); free(hrv); free(hcv); free(grvd); free(gcvd);
@@ -277,10 +277,10 @@ static void test_outlier_extraction(int M, int N, int K, int k) {
     mx_quantize_rows(&ob, db, N, K, opt, 0);
     floatX *sa = (floatX*)device_malloc((size_t)M * K * 2, "a"), *sb = (floatX*)device_malloc((size_t)N * K * 2, "b");
     float* dout = (float*)device_malloc((size_t)M * N * 4, "out");
-    mx_gemm_exact(dout, true, &oa, &ob, sa, sb, 0.0f, 0);
+    mx_gemm_exact(dout, true, &oa, &ob, sa, sb, NULL, 0.0f, 0);
     float* plain = (float*)download(dout, (size_t)M * N * 4);
     mx_zero_rows(&oa, didx, k, 0);
-    mx_gemm_exact(dout, true, &oa, &ob, sa, sb, 0.0f, 0);
+    mx_gemm_exact(dout, true, &oa, &ob, sa, sb, NULL, 0.0f, 0);
     floatX* ga = (floatX*)device_malloc((size_t)k * K * 2, "gathered");
     gather_rows_kernel<<<ceil_div((long)k * K / 8, 256), 256>>>(ga, da, didx, k, K);
     cudaCheckLaunch();
@@ -314,7 +314,7 @@ static void test_native_sm100(int M, int N, int K) {
     float* de = (float*)device_malloc((size_t)M * N * 4, "exact");
     floatX *sa = (floatX*)device_malloc((size_t)M * K * 2, "a"), *sb = (floatX*)device_malloc((size_t)N * K * 2, "b");
     mx_gemm_native_sm100(dn, &oa, &ob, ta, tb, 0);
-    mx_gemm_exact(de, true, &oa, &ob, sa, sb, 0.0f, 0);
+    mx_gemm_exact(de, true, &oa, &ob, sa, sb, NULL, 0.0f, 0);
     floatX* gn = (floatX*)download(dn, (size_t)M * N * 2);
     float* ge = (float*)download(de, (size_t)M * N * 4);
     double d2 = 0, r2 = 0;

@@ -8,7 +8,9 @@
 #   sizes (1 -> 2, 2 -> 1): numbers within 1e-4 relative (only the summation order of the all-reduce differs),
 #   everything else (strategy checksums, AdaHOP change lines) identical, and after every vote the trainer's
 #   cross-rank check of the strategies passed; the same 2 ranks started by mpirun when the
-#   trainer was built with OpenMPI.
+#   trainer was built with OpenMPI; ranks that disagree (steps, the resume decision) both stop before any NCCL work,
+#   naming the field; a rank that dies for a known reason (a bad training shard, after the communicator exists) or is
+#   killed (SIGKILL) in the middle of training stops the other rank with the cause within 60 s.
 # usage: dp_test.sh [INIT]   INIT is the trainer's -e: d6 (GPT-2, the default) or e.g. llama:d8
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,6 +43,38 @@ train2() {
     local rc=$?
     wait $pid || { tail -5 "$dir.rank1.txt"; return 1; }
     return $rc
+}
+
+# both_stop NAME "RANK0 FLAGS" "RANK1 FLAGS" EXPECT: 2 ranks that must both exit non-zero (not by the timeout)
+# within 60 s, each with EXPECT in its output
+both_stop() {
+    local dir=$out/$1 f0=$2 f1=$3 expect=$4 t0=$SECONDS
+    timeout 200 ./train_gpt2_adahop "${args[@]}" $f1 -G 2 -I 1 -F "$dir.rdz" > "$dir.rank1.txt" 2>&1 &
+    local pid=$!
+    timeout 200 ./train_gpt2_adahop "${args[@]}" $f0 -G 2 -I 0 -F "$dir.rdz" > "$dir.txt" 2>&1
+    local rc0=$?
+    wait $pid
+    local rc1=$? dt=$((SECONDS - t0))
+    echo "  exit codes $rc0 and $rc1 after $dt s; rank 0: $(grep -h 'error' "$dir.txt" | head -1)"
+    [ $rc0 -ne 0 ] && [ $rc0 -ne 124 ] && [ $rc1 -ne 0 ] && [ $rc1 -ne 124 ] && [ $dt -le 60 ] &&
+        grep -qF "$expect" "$dir.txt" && grep -qF "$expect" "$dir.rank1.txt"
+}
+
+# killed_rank_stops_other NAME: rank 1 is killed (SIGKILL) once rank 0 has logged step 3; rank 0 must exit non-zero,
+# naming rank 1 as gone, within 60 s
+killed_rank_stops_other() {
+    local dir=$out/$1
+    ./train_gpt2_adahop "${args[@]}" -x 1000 -v 0 -G 2 -I 1 -F "$dir.rdz" > "$dir.rank1.txt" 2>&1 &
+    local pid1=$!
+    timeout 300 ./train_gpt2_adahop "${args[@]}" -x 1000 -v 0 -G 2 -I 0 -F "$dir.rdz" > "$dir.txt" 2>&1 &
+    local pid0=$!
+    for _ in $(seq 600); do grep -q "^step     3/" "$dir.txt" && break; sleep 0.2; done
+    kill -9 $pid1
+    local t0=$SECONDS
+    wait $pid0
+    local rc0=$? dt=$((SECONDS - t0))
+    echo "  rank 0 exit code $rc0, $dt s after the kill: $(grep -h 'error' "$dir.txt" | head -1)"
+    [ $rc0 -ne 0 ] && [ $rc0 -ne 124 ] && [ $dt -le 60 ] && grep -q "rank 1 (process [0-9]*) is gone" "$dir.txt"
 }
 
 # log_lines DIR [FROM]: main.log without throughput and memory, only the step lines after step FROM when given
@@ -117,6 +151,16 @@ if [ "$gpus" -ge 2 ]; then
     result "a 1-rank checkpoint resumed by 2 ranks (-O 0) continues within $tol" $?
     train "$out/resume_2to1" -y 1 && same_logs "$out/dp2" "$out/resume_2to1" $tol 5
     result "a 2-rank checkpoint resumed by 1 rank continues within $tol" $?
+    both_stop differ_steps "-x 10" "-x 12" "the ranks disagree on max_steps, -x: rank 0 has 10, rank 1 has 12"
+    result "ranks with different -x: both stop before any NCCL work, naming the field and the values" $?
+    mkdir -p "$out/resume_mixed0" "$out/resume_mixed1"
+    cp "$out/dp1/state_00000005.bin" "$out/resume_mixed0/"
+    both_stop resume_mixed "-y 1 -o $out/resume_mixed0" "-y 1 -o $out/resume_mixed1" "the ranks disagree on resume_step"
+    result "rank 0 resumes, rank 1 (no checkpoint in its -o) starts fresh: both stop" $?
+    both_stop bad_shard "" "-i Makefile" "shard 'Makefile': bad magic"
+    result "rank 1 dies on a bad training shard after the communicator exists: rank 0 stops with its cause" $?
+    killed_rank_stops_other killed
+    result "rank 1 killed during training: rank 0 stops, naming it" $?
     if command -v mpirun > /dev/null && ldd ./train_gpt2_adahop | grep -q libmpi; then
         mkdir -p "$out/mpi2"
         timeout 200 mpirun --allow-run-as-root -np 2 ./train_gpt2_adahop "${args[@]}" -o "$out/mpi2" > "$out/mpi2.txt" 2>&1 &&

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 SHARD_MAGIC, TOKENIZER_MAGIC, CKPT_MAGIC = 20240520, 20240328, 20261202
 HEADER_BYTES = 1024
-CKPT_CRC_SLOT = 20
+CKPT_CRC_SLOT = 24
 VOCAB = 100                      # the fixture model's vocabulary
 B, T = 2, 16
 FIXTURE = "dev/test/fixtures/tiny_model.bin"

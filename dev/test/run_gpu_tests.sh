@@ -17,11 +17,14 @@ echo "== kernels vs CPU reference"
 echo "== flash attention vs CPU reference and the cuBLASLt attention"
 ./build/test_flash_attention || failed+=(test_flash_attention)
 
-echo "== NCCL data-parallel layer at world size 1: collectives and ZeRO-1 AdamW vs the unsharded update"
-./build/test_nccl_dp || failed+=(test_nccl_dp)
+echo "== NCCL data-parallel layer at world size 1 and at the GPU count: collectives and ZeRO-1 AdamW vs the unsharded update"
+bash dev/test/nccl_dp_test.sh || failed+=(test_nccl_dp)
 
 echo "== MXFP4 / AdaHOP kernels vs the C reference"
 ./build/test_mxfp4_gpu || failed+=(test_mxfp4_gpu)
+
+echo "== producers that emit operands (GELU, SwiGLU) vs the producer + the separate quantizers, bit for bit"
+./build/test_fused_operands || failed+=(test_fused_operands)
 
 echo "== AdaHOP linear layer vs the independent PyTorch implementation (fresh cases, generated on the GPU)"
 mkdir -p build/adahop_cases_gpu

@@ -119,7 +119,7 @@ static void check_gemm(const AdahopCase* c, int g, const char* path) {
         gemm_nt_f64(out, deq[0], deq[1], M, Nn, K);
         if (s == STRAT_IHT_OE_ROWS_A) {
             for (int j = 0; j < k; j++) { gemm_nt_f64(out + (size_t)idx[j] * Nn, nt[0] + (size_t)idx[j] * K, nt[1], 1, Nn, K); }
-        } else if (s == STRAT_IHT_OE_COLS_B) {
+        } else if (s == STRAT_IHT_OE_ROWS_B) {
             double* col = (double*)malloc_check((size_t)M * sizeof(double));
             for (int j = 0; j < k; j++) {
                 gemm_nt_f64(col, nt[0], nt[1] + (size_t)idx[j] * K, M, 1, K);

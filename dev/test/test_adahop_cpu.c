@@ -176,8 +176,8 @@ static void test_patterns(void) {
 
 static void test_strategies(void) {
     int pats[3] = {PATTERN_ROW, PATTERN_NONE, PATTERN_COL};   // table rows: A; columns: B (ADAHOP.md section 5)
-    int table[3][3] = {{STRAT_IHT, STRAT_IHT_OE_ROWS_A, STRAT_IHT_OE_COLS_B},
-                       {STRAT_IHT, STRAT_IHT, STRAT_IHT_OE_COLS_B},
+    int table[3][3] = {{STRAT_IHT, STRAT_IHT_OE_ROWS_A, STRAT_IHT_OE_ROWS_B},
+                       {STRAT_IHT, STRAT_IHT, STRAT_IHT_OE_ROWS_B},
                        {STRAT_IHT, STRAT_IHT, STRAT_BF16}};
     for (int a = 0; a < 3; a++) {
         for (int b = 0; b < 3; b++) {
@@ -234,7 +234,7 @@ static void test_products(void) {
     CHECK(rows_exact && rest_same, "OE on rows of A: extracted rows exact, the others from Q(A_clean H) Q(H^T B)");
     double e_iht = rel_err(iht, exact, (size_t)M * N), e_oe = rel_err(oe, exact, (size_t)M * N);
     CHECK(e_oe < 0.5 * e_iht, "OE on row outliers reduces the error: %.4f -> %.4f", e_iht, e_oe);
-    adahop_gemm_nt_ref(oe, A, B, M, N, K, STRAT_IHT_OE_COLS_B, k, MX_SCALE_OCP);
+    adahop_gemm_nt_ref(oe, A, B, M, N, K, STRAT_IHT_OE_ROWS_B, k, MX_SCALE_OCP);
     int cols_exact = 1;   // outlier rows of B [N x K] are 1, 13, ..., 85 (8 rows) = columns of B^T
     for (int i = 0; i < M; i++) { for (int j = 1; j < N; j += 12) { cols_exact &= oe[(size_t)i * N + j] == exact[(size_t)i * N + j]; } }
     CHECK(cols_exact, "OE on columns of B: extracted columns exact");

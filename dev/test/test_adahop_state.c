@@ -114,7 +114,7 @@ static void test_calibration_boundary(int calib_strategy) {
     // x Column, W Row, dY None: fwd (Col, Col) -> BF16; dX (None, Row) -> IHT; dW (None, Col) -> OE cols of B
     CHECK(st.calibrated && adahop_strategy_of(&st, LIN_QKV, GEMM_FWD) == STRAT_BF16
           && adahop_strategy_of(&st, LIN_QKV, GEMM_DX) == STRAT_IHT
-          && adahop_strategy_of(&st, LIN_QKV, GEMM_DW) == STRAT_IHT_OE_COLS_B, "voted strategies after calibration");
+          && adahop_strategy_of(&st, LIN_QKV, GEMM_DW) == STRAT_IHT_OE_ROWS_B, "voted strategies after calibration");
     // the linears without observations vote None everywhere = IHT: under IHT calibration only qkv's fwd and dW change
     int want_changes = calib_strategy == STRAT_IHT ? 2 : NUM_LINEAR_KINDS * NUM_GEMMS;
     CHECK(changes == want_changes, "GEMMs that leave %s at calibration: %d, want %d", adahop_strategy_names[calib_strategy],
@@ -175,7 +175,7 @@ static void test_change_log(void) {
     fclose(fp);
     CHECK(n == 24 && n2 == 1 && lines == 25, "changes %d + %d, log lines %d (want 24 + 1, 25)", n, n2, lines);
     CHECK(strcmp(first, "adahop step 2 layer 0 qkv fwd: plain -> iht\n") == 0, "first line: %s", first);
-    CHECK(strcmp(last, "adahop step 4 layer 1 fc dw: iht -> iht+oe_cols_b\n") == 0, "last line: %s", last);
+    CHECK(strcmp(last, "adahop step 4 layer 1 fc dw: iht -> iht+oe_rows_b\n") == 0, "last line: %s", last);
     adahop_free(&st);
 }
 
@@ -202,12 +202,12 @@ static void test_table(void) {
     char buf[4096];
     capture(buf, sizeof(buf), print_table_fn, &st);
     CHECK(strstr(buf, "calibrating") && strstr(buf, "    1 | PPP NNN | PPP NNN | PPP NNN | PPP NNN\n")
-          && strstr(buf, "counts: iht 0, iht+oe_rows_a 0, iht+oe_cols_b 0, bf16 0, plain 24\n"), "table before calibration:\n%s", buf);
+          && strstr(buf, "counts: iht 0, iht+oe_rows_a 0, iht+oe_rows_b 0, bf16 0, plain 24\n"), "table before calibration:\n%s", buf);
     vote3(&st, LIN_QKV, PATTERN_COL, PATTERN_ROW, PATTERN_NONE);
     adahop_end_step(&st, 0, NULL);
     capture(buf, sizeof(buf), print_table_fn, &st);
     CHECK(strstr(buf, "    0 | BIC CRN | III NNN | III NNN | III NNN\n") && strstr(buf, "legend:")
-          && strstr(buf, "counts: iht 22, iht+oe_rows_a 0, iht+oe_cols_b 1, bf16 1, plain 0\n"), "table after calibration:\n%s", buf);
+          && strstr(buf, "counts: iht 22, iht+oe_rows_a 0, iht+oe_rows_b 1, bf16 1, plain 0\n"), "table after calibration:\n%s", buf);
     adahop_free(&st);
 }
 

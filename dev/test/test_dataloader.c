@@ -76,7 +76,7 @@ static void child_read_all_rewritten(const char* glob_pattern) {
     dataloader_free(&dl);
 }
 
-static int64_t saved_state[CKPT_DATA_STATE_LEN];
+static int64_t saved_state[DATALOADER_STATE_LEN];
 
 // loads saved_state into a loader over the test shards configured by `config`: "B4", "world2", "seed9"
 static void child_set_state(const char* config) {
@@ -189,7 +189,7 @@ static void test_state(void) {
             init_loader(&run, 0, 1, shuffle, 1);
             init_loader(&resumed, 0, 1, shuffle, 1);
             for (int i = 0; i < stop; i++) { dataloader_next_batch(&run); }
-            int64_t state[CKPT_DATA_STATE_LEN];
+            int64_t state[DATALOADER_STATE_LEN];
             dataloader_get_state(&run, state);
             dataloader_next_batch(&resumed);   // the state must override any position
             dataloader_set_state(&resumed, state);

@@ -109,8 +109,8 @@ static void test_checkpoint(void) {
     for (size_t i = 0; i < 2 * n; i++) { p[n + i] = (float)i * 0.5f; }
     CheckpointHeader ck;
     memset(&ck, 0, sizeof(ck));
-    ck.config = c; ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER; ck.step = INT32_MAX - 5; ck.seed = -7;
-    for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ck.data_state[i] = (int64_t)i * -1000000007LL; }
+    ck.config = c; ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER; ck.step = INT32_MAX - 5; ck.seed = -7; ck.total_batch = 3LL << 33;
+    for (int i = 0; i < DATALOADER_STATE_LEN; i++) { ck.data_state[i] = (int64_t)i * -1000000007LL; }
     for (int i = 0; i < 4; i++) { ck.rng_state[i] = 0xF0F0F0F0F0F0F0F0ULL >> i; }
     char path[256];
     snprintf(path, sizeof(path), "%s/state.bin", tmpdir);
@@ -126,6 +126,7 @@ static void test_checkpoint(void) {
     fclose_check(fp);
     CHECK(memcmp(&back.config, &c, sizeof(c)) == 0, "config round trip");
     CHECK(back.step == ck.step && back.seed == ck.seed, "step/seed round trip: %lld %lld", (long long)back.step, (long long)back.seed);
+    CHECK(back.total_batch == ck.total_batch, "total batch round trip: %lld", (long long)back.total_batch);
     CHECK(memcmp(back.data_state, ck.data_state, sizeof(ck.data_state)) == 0, "data state round trip");
     CHECK(memcmp(back.rng_state, ck.rng_state, sizeof(ck.rng_state)) == 0, "rng state round trip");
     CHECK(memcmp(p, q, 3 * n * sizeof(float)) == 0, "payload round trip bit for bit");

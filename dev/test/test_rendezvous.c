@@ -1,115 +1,332 @@
-// Tests of llmc/rendezvous.h: the id exchange between two processes (fork; the reader polling before and after
-// the writer), the timeout with a clear error, refusal of a stale or foreign file, the atomic write, and the
-// checks of rank / world size flags against each other, against mpirun, and against the visible GPUs.
-#include <sys/stat.h>
+// Tests of llmc/rendezvous.h and llmc/agreement.h with 2-4 forked processes as the ranks of a run (no GPU): the
+// join, the agreement round and the id broadcast in any start order; a disagreement in one field stops every rank
+// with the field and the ranks named; a rank that dies (die(), a plain exit, SIGKILL) stops the others with its
+// cause within a few poll intervals, whether they wait in a round or poll like the training watchdog; a rank that
+// never starts is a timeout on the others; files left by a failed run are cleaned up and their stale id never read;
+// and the flag, launcher and GPU checks.
+#include <signal.h>
+#include <stddef.h>
 #include "llmc/rendezvous.h"
+#include "llmc/agreement.h"
 #include "dev/test/test_common.h"
 
+#define MAX_RANKS 4
+#define FAILURE_BOUND_S 3.0   // the others must stop this soon after a rank failed (poll interval: 10 ms)
+
 static char tmpdir[] = "/tmp/test_rendezvous_XXXXXX";
-static char path[4096];
+static char path[RENDEZVOUS_PATH_MAX];
 static const unsigned char payload[16] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3};
-static double wait_timeout;   // of the waits run in child processes
 
-// reads the id from path (world size 2) with a 10 s timeout; exit code 0 when it is the payload
-static int read_matches(void) {
-    unsigned char got[sizeof(payload)];
-    rendezvous_wait(path, 2, got, (int)sizeof(got), 10.0);
-    return memcmp(got, payload, sizeof(payload)) == 0 ? 0 : 1;
+enum { FAIL_NONE, FAIL_DIE, FAIL_EXIT, FAIL_KILL };
+enum { AT_AGREEMENT, AT_TRAINING };
+
+// what the ranks of one scenario do
+typedef struct {
+    int world;
+    double timeout_s;
+    double start_delay_s[MAX_RANKS];   // before joining
+    int absent_rank;                   // never starts (-1: none)
+    int fail_rank, fail_kind, fail_at; // an injected failure (fail_kind FAIL_NONE: none)
+    int differ_rank[MAX_RANKS];        // these ranks change `differ_field` (1 = changed)
+    size_t differ_field;               // index into RunAgreement
+    double train_s;                    // how long ranks poll for failures after the id, as the watchdog does
+} Scenario;
+
+static Scenario sc;
+
+// the outcome of every rank
+typedef struct { int status[MAX_RANKS]; char err[MAX_RANKS][2048]; double seconds; } Outcome;
+
+static RunAgreement base_agreement(void) {
+    RunAgreement a;
+    memset(&a, 0, sizeof(a));
+    a.world_size = sc.world; a.family = 0; a.num_layers = 6; a.channels = 384; a.micro_batch = 8; a.seq_len = 256;
+    a.total_batch = 8192; a.max_steps = 20; a.lr = agreement_double(1e-3); a.seed = 1337;
+    return a;
 }
 
-// exit status of a child that waits for the id while this process publishes it after delay_us
-static int exchange(useconds_t delay_us) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) { _exit(read_matches()); }
-    usleep(delay_us);
-    rendezvous_publish(path, 2, payload, (int)sizeof(payload));
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+static void inject_failure(int rank) {
+    if (sc.fail_kind == FAIL_DIE) { die("injected failure on rank %d", rank); }
+    if (sc.fail_kind == FAIL_EXIT) { exit(3); }
+    if (sc.fail_kind == FAIL_KILL) { raise(SIGKILL); }
 }
 
-// a child that reads the id and joins (rank 1 of 2) after delay_us while this process waits for it as rank 0;
-// returns 1 when both sides succeed
-static int join_exchange(useconds_t delay_us) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        usleep(delay_us);
-        int ok = read_matches() == 0;
-        rendezvous_join(path, 1);
-        _exit(ok ? 0 : 1);
+// one rank of the scenario: join, agree, receive the id, poll for failures; exit code 0 when all went well
+static void rank_main(int rank) {
+    usleep((useconds_t)(sc.start_delay_s[rank] * 1e6));
+    Rendezvous rz;
+    rendezvous_open(&rz, path, rank, sc.world, sc.timeout_s);
+    if (rank == sc.fail_rank && sc.fail_at == AT_AGREEMENT) { usleep(100000); inject_failure(rank); }
+    RunAgreement mine = base_agreement(), all[MAX_RANKS];
+    if (sc.differ_rank[rank]) { ((int64_t*)&mine)[sc.differ_field] += 1000 + rank; }
+    rendezvous_allgather(&rz, RDZ_AGREE, &mine, all, sizeof(mine));
+    run_agreement_check(all, sc.world);
+    unsigned char id[sizeof(payload)];
+    memset(id, 0, sizeof(id));
+    if (rank == 0) { memcpy(id, payload, sizeof(id)); }
+    rendezvous_broadcast(&rz, RDZ_ID, id, sizeof(id));
+    if (memcmp(id, payload, sizeof(id)) != 0) { die("rank %d received another id", rank); }
+    double t0 = rendezvous_now();
+    while (rendezvous_now() - t0 < sc.train_s) {
+        if (rank == sc.fail_rank && sc.fail_at == AT_TRAINING && rendezvous_now() - t0 > 0.1) { inject_failure(rank); }
+        rendezvous_check_peers(&rz);
+        usleep(RENDEZVOUS_POLL_US);
     }
-    rendezvous_publish(path, 2, payload, (int)sizeof(payload));
-    rendezvous_wait_joined(path, 2, 10.0);
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    rendezvous_close(&rz);
+    exit(0);
 }
 
-static void wait_for_joins(void) { rendezvous_wait_joined(path, 3, wait_timeout); }
-
-// rank 0 waits for every other rank to join, and stops with a clear error naming a rank that never comes
-static void test_join(void) {
-    snprintf(path, sizeof(path), "%s/join", tmpdir);
-    CHECK(join_exchange(200000), "rank 0 waits until rank 1 has read the id and joined");
-    char joined[4200];
-    snprintf(joined, sizeof(joined), "%s.joined.1", path);
-    CHECK(access(joined, F_OK) == 0, "rank 1's join file exists until rank 0 removes it");
-    rendezvous_remove(path, 2);
-    CHECK(access(joined, F_OK) != 0 && access(path, F_OK) != 0, "removing the rendezvous removes the join files");
-    wait_timeout = 0.3;
-    rendezvous_join(path, 1);   // rank 1 of 3 joined, rank 2 never starts
-    CHECK(child_fails_with(wait_for_joins, "rank 2 of 3 did not join"), "a rank that never starts: a clear timeout on rank 0");
-    rendezvous_remove(path, 3);
+// runs the scenario's ranks as forked processes; their exit codes (-signal when killed) and stderr into *o
+static void run_world(Outcome* o) {
+    int fds[MAX_RANKS][2];
+    pid_t pids[MAX_RANKS];
+    memset(o, 0, sizeof(*o));
+    double t0 = rendezvous_now();
+    fflush(stdout);
+    for (int r = 0; r < sc.world; r++) {
+        pids[r] = -1;
+        if (r == sc.absent_rank) { continue; }
+        if (pipe(fds[r]) != 0) { die("pipe failed"); }
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            dup2(fds[r][1], 2);
+            for (int k = 0; k <= r; k++) { if (pids[k] != -1 || k == r) { close(fds[k][0]); } }
+            rank_main(r);
+        }
+        close(fds[r][1]);
+    }
+    for (int r = 0; r < sc.world; r++) {
+        if (pids[r] == -1) { o->status[r] = 0; continue; }
+        ssize_t got = 0, n;
+        while ((n = read(fds[r][0], o->err[r] + got, sizeof(o->err[r]) - 1 - (size_t)got)) > 0) { got += n; }
+        close(fds[r][0]);
+        int status;
+        waitpid(pids[r], &status, 0);
+        o->status[r] = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    }
+    o->seconds = rendezvous_now() - t0;
 }
 
-static void test_exchange(void) {
-    snprintf(path, sizeof(path), "%s/id", tmpdir);
-    CHECK(exchange(200000) == 0, "a reader that polls before the writer gets the id");
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    CHECK(access(tmp, F_OK) != 0, "no temporary file left behind");
-    CHECK(read_matches() == 0, "a reader that comes after the writer gets the id at once");
-    rendezvous_remove(path, 2);
-    rendezvous_remove(path, 2);   // a missing file is fine
-    CHECK(access(path, F_OK) != 0, "the file is removed, and removing it again is fine");
+static void new_scenario(const char* name, int world) {
+    memset(&sc, 0, sizeof(sc));
+    sc.world = world;
+    sc.timeout_s = 20.0;
+    sc.absent_rank = -1;
+    sc.fail_rank = -1;
+    snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
 }
 
-static void wait_for_id(void) {
-    unsigned char got[sizeof(payload)];
-    rendezvous_wait(path, 2, got, (int)sizeof(got), wait_timeout);
+// 1 when every rank except `skip` exited non-zero with `expect` in its stderr; prints the others
+static int others_fail_with(const Outcome* o, int skip, const char* expect) {
+    int ok = 1;
+    for (int r = 0; r < sc.world; r++) {
+        if (r == skip) { continue; }
+        if (o->status[r] == 0 || strstr(o->err[r], expect) == NULL) {
+            printf("  rank %d: status %d, stderr: %s\n", r, o->status[r], o->err[r]);
+            ok = 0;
+        }
+    }
+    return ok;
 }
-static void publish_id(void) { rendezvous_publish(path, 2, payload, (int)sizeof(payload)); }
 
-static void write_raw(const void* data, size_t n) {
-    FILE* fp = fopen_check(path, "wb");
-    fwrite_check(data, 1, n, fp);
-    fclose_check(fp);
+// number of files in the temporary folder that belong to the channel of `path` (P or P.*)
+static int channel_files_left(void) {
+    const char* base = strrchr(path, '/') + 1;
+    DIR* d = opendir(tmpdir);
+    int n = 0;
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) { n += strcmp(e->d_name, base) == 0 || rendezvous_is_channel_file(e->d_name, base); }
+    closedir(d);
+    return n;
+}
+
+// after a successful run: rank 0's clean-up (done in the trainer once NCCL is up) leaves nothing
+static void remove_rounds_as_rank0(void) {
+    Rendezvous rz;
+    memset(&rz, 0, sizeof(rz));
+    rz.path = path; rz.world = sc.world;
+    rendezvous_remove_rounds(&rz);
+}
+
+static void test_success(void) {
+    new_scenario("ok", 3);
+    sc.start_delay_s[0] = 0.3;   // ranks 1 and 2 start first and wait for rank 0
+    Outcome o;
+    run_world(&o);
+    CHECK(o.status[0] == 0 && o.status[1] == 0 && o.status[2] == 0, "3 ranks, rank 0 last: join, agree and get the id "
+          "(status %d %d %d, stderr: %s%s%s)", o.status[0], o.status[1], o.status[2], o.err[0], o.err[1], o.err[2]);
+    CHECK(channel_files_left() == 1 + 3 + 3 + 1, "before clean-up: P, 3 join and 3 agreement files, rank 0's id file "
+          "(%d files)", channel_files_left());
+    remove_rounds_as_rank0();
+    CHECK(channel_files_left() == 0, "rank 0's clean-up removes every file of the run (%d left)", channel_files_left());
+
+    new_scenario("ok4", 4);
+    sc.start_delay_s[3] = 0.2; sc.start_delay_s[1] = 0.1;
+    run_world(&o);
+    CHECK(o.status[0] == 0 && o.status[1] == 0 && o.status[2] == 0 && o.status[3] == 0, "4 ranks in another start order");
+    remove_rounds_as_rank0();
+}
+
+static void test_disagreement(void) {
+    new_scenario("differ", 4);
+    sc.differ_rank[2] = sc.differ_rank[3] = 1;
+    sc.differ_field = offsetof(RunAgreement, total_batch) / sizeof(int64_t);
+    Outcome o;
+    run_world(&o);
+    CHECK(others_fail_with(&o, -1, "the ranks disagree on total_batch, total batch (-d, or the checkpoint's): rank 0 has "
+                                   "8192, rank 2 has 9194 (ranks that differ from rank 0: 2, 3)"),
+          "ranks 2 and 3 with another total batch: all 4 ranks stop naming the field, the values and the ranks");
+    remove_rounds_as_rank0();
+
+    new_scenario("resume", 2);
+    sc.differ_rank[1] = 1;
+    sc.differ_field = offsetof(RunAgreement, resume_step) / sizeof(int64_t);
+    run_world(&o);
+    CHECK(others_fail_with(&o, -1, "disagree on resume_step"), "rank 1 resumes, rank 0 starts fresh: both stop");
+    remove_rounds_as_rank0();
+
+    new_scenario("seed", 3);
+    sc.differ_rank[1] = 1;
+    sc.differ_field = offsetof(RunAgreement, seed) / sizeof(int64_t);
+    run_world(&o);
+    CHECK(others_fail_with(&o, -1, "disagree on seed, seed (-r, or the checkpoint's): rank 0 has 1337, rank 1 has 2338"),
+          "3 ranks, rank 1 with another seed: all stop");
+    remove_rounds_as_rank0();
+}
+
+// runs a scenario where `rank` fails in `kind` at `at`; checks that every other rank stops with `expect`, soon
+static void check_failure_reaches_all(const char* name, int world, int rank, int kind, int at, const char* expect, const char* what) {
+    new_scenario(name, world);
+    sc.fail_rank = rank; sc.fail_kind = kind; sc.fail_at = at;
+    sc.train_s = 10.0;   // the others would poll this long without the failure
+    Outcome o;
+    run_world(&o);
+    int failed_itself = o.status[rank] != 0;
+    CHECK(failed_itself && others_fail_with(&o, rank, expect) && o.seconds < 0.3 + FAILURE_BOUND_S,
+          "%s: every other rank stops with the cause within %.1f s (took %.2f s)", what, FAILURE_BOUND_S, o.seconds);
+    rendezvous_remove_channel_files(path);
+    rendezvous_unlink(path);
 }
 
 static void test_failures(void) {
-    snprintf(path, sizeof(path), "%s/never", tmpdir);
-    wait_timeout = 0.3;
-    double t0 = rendezvous_now();
-    CHECK(child_fails_with(wait_for_id, "rendezvous timed out"), "no writer: a clear timeout error");
-    double dt = rendezvous_now() - t0;
-    CHECK(dt >= 0.3 && dt < 3.0, "the timeout took %.2f s for a limit of 0.3 s", dt);
+    check_failure_reaches_all("die_agree", 3, 1, FAIL_DIE, AT_AGREEMENT, "rank 1 stopped: injected failure on rank 1",
+                              "rank 1 dies before the agreement");
+    check_failure_reaches_all("die_train", 4, 3, FAIL_DIE, AT_TRAINING, "rank 3 stopped: injected failure on rank 3",
+                              "rank 3 dies while the others train");
+    check_failure_reaches_all("exit_train", 3, 0, FAIL_EXIT, AT_TRAINING, "rank 0 stopped: it exited before the end of the run",
+                              "rank 0 exits (not through die) while the others train");
+    check_failure_reaches_all("kill_train", 2, 1, FAIL_KILL, AT_TRAINING, "rank 1 (process",
+                              "rank 1 is killed (SIGKILL, no message) while rank 0 trains");
+    check_failure_reaches_all("kill_agree", 3, 2, FAIL_KILL, AT_AGREEMENT, "is gone without a message",
+                              "rank 2 is killed before the agreement");
 
-    snprintf(path, sizeof(path), "%s/other", tmpdir);
-    wait_timeout = 5.0;
-    rendezvous_publish(path, 4, payload, (int)sizeof(payload));
-    CHECK(child_fails_with(wait_for_id, "is for world size 4"), "a file for another world size is refused");
-    CHECK(child_fails_with(publish_id, "already exists"), "rank 0 does not overwrite a file left by an earlier run");
-    rendezvous_remove(path, 2);
-    rendezvous_publish(path, 2, payload, 8);
-    CHECK(child_fails_with(wait_for_id, "an id of 8 bytes"), "an id of another size is refused");
-    rendezvous_remove(path, 2);
-    write_raw("garbage!garbage!", 16);
-    CHECK(child_fails_with(wait_for_id, "not a rendezvous file"), "a foreign file is refused");
-    write_raw("ab", 2);
-    CHECK(child_fails_with(wait_for_id, "not a rendezvous file"), "a truncated file is refused");
-    rendezvous_remove(path, 2);
+    new_scenario("absent", 3);
+    sc.absent_rank = 2;
+    sc.timeout_s = 0.5;
+    Outcome o;
+    run_world(&o);
+    CHECK(others_fail_with(&o, 2, "rank 2 of 3 did not join") && o.seconds < 0.5 + FAILURE_BOUND_S,
+          "a rank that never starts: ranks 0 and 1 stop after the timeout (%.2f s for 0.5 s)", o.seconds);
+    rendezvous_remove_channel_files(path);
+    rendezvous_unlink(path);
+}
+
+// writes a rendezvous file named P<suffix> with tag and nonce
+static void write_stale(const char* suffix, int tag, uint64_t nonce) {
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    snprintf(name, sizeof(name), "%s%s", path, suffix);
+    rendezvous_write_check(name, tag, nonce, "stale", 5);
+}
+
+static void announce_as_rank0(void) {
+    Rendezvous rz;
+    memset(&rz, 0, sizeof(rz));
+    rz.path = path; rz.world = 2; rz.timeout_s = 1.0;
+    rendezvous_announce(&rz);
+}
+
+static void join_as_rank1_of_2(void) {
+    Rendezvous rz;
+    rendezvous_open(&rz, path, 1, 2, 0.3);
+}
+
+static void test_leftovers(void) {
+    // a failed run left P, its error file, join and round files: a rank 1 that starts first must not join it
+    new_scenario("stale", 2);
+    uint64_t old = 0x1234;
+    char stale_p[RENDEZVOUS_PATH_MAX + 64];
+    snprintf(stale_p, sizeof(stale_p), "%s", path);
+    rendezvous_write_check(stale_p, 2, old, NULL, 0);
+    write_stale(".error", 1, old);
+    write_stale(".joined.1", 1, old);
+    write_stale(".joined.7", 7, old);
+    write_stale(".agree.0", 0, old);
+    write_stale(".id.0.tmp4242", 0, old);
+    sc.start_delay_s[0] = 0.3;
+    Outcome o;
+    run_world(&o);
+    CHECK(o.status[0] == 0 && o.status[1] == 0, "after a failed run on the same path (rank 1 first): both ranks join the "
+          "new run (stderr: %s%s)", o.err[0], o.err[1]);
+    remove_rounds_as_rank0();
+    CHECK(channel_files_left() == 0, "rank 0 removed the failed run's files (%d left)", channel_files_left());
+
+    // a run killed without a report left every file, its id included: a rank 1 that starts first stops at once
+    // instead of reading that id, because the process of rank 0's join record is gone
+    new_scenario("killed_run", 2);
+    pid_t dead = fork();
+    if (dead == 0) { _exit(0); }
+    waitpid(dead, NULL, 0);
+    RendezvousPeer stale_peer = rendezvous_self();
+    stale_peer.pid = dead;
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    rendezvous_write_check(path, 2, old, NULL, 0);
+    rendezvous_name(name, path, "joined", 0);
+    rendezvous_write_check(name, 0, old, &stale_peer, sizeof(stale_peer));
+    write_stale(".id.0", 0, old);
+    double t0 = rendezvous_now();
+    CHECK(child_fails_with(join_as_rank1_of_2, "rank 0 (process"), "the files of a killed run: rank 1 stops, naming rank 0 as gone");
+    CHECK(rendezvous_now() - t0 < 0.3, "at once, not after the timeout (%.2f s)", rendezvous_now() - t0);
+    rendezvous_remove_channel_files(path);
+    rendezvous_unlink(path);
+
+    // a stale P whose run reported no failure may be live: refused
+    new_scenario("live", 2);
+    rendezvous_write_check(path, 2, old, NULL, 0);
+    CHECK(child_fails_with(announce_as_rank0, "already exists"), "rank 0 refuses a P that no failure report explains");
+    rendezvous_unlink(path);
+
+    // a P for another world size, and a file that is no rendezvous file
+    rendezvous_write_check(path, 4, old, NULL, 0);
+    CHECK(child_fails_with(join_as_rank1_of_2, "is for world size 4"), "a P for another world size is refused");
+    FILE* fp = fopen_check(path, "wb");
+    fwrite_check("garbage!garbage!", 1, 16, fp);
+    fclose_check(fp);
+    CHECK(child_fails_with(join_as_rank1_of_2, "not a rendezvous file"), "a foreign file is refused");
+    rendezvous_unlink(path);
+    CHECK(child_fails_with(join_as_rank1_of_2, "no announcement from rank 0"), "no rank 0: a clear timeout");
+
+    const char* yes[] = {"rdz.joined.3", "rdz.agree.12", "rdz.id.0", "rdz.error", "rdz.tmp77", "rdz.joined.3.tmp12", "rdz.error.tmp9"};
+    const char* no[] = {"rdz", "rdz.cfg", "rdzx.joined.1", "rdz.joined.", "rdz.joined.x", "rdz.error.tmp", "other.error"};
+    int ok = 1;
+    for (int i = 0; i < 7; i++) { ok &= rendezvous_is_channel_file(yes[i], "rdz") && !rendezvous_is_channel_file(no[i], "rdz"); }
+    CHECK(ok, "the clean-up removes exactly the channel's own file names");
+}
+
+static void test_agreement_text(void) {
+    sc.world = 2;
+    RunAgreement all[2] = {base_agreement(), base_agreement()};
+    char msg[1024] = "";
+    CHECK(!run_agreement_mismatch(all, 2, msg, sizeof(msg)), "equal records agree");
+    all[1].lr = agreement_double(2e-3);
+    CHECK(run_agreement_mismatch(all, 2, msg, sizeof(msg)) && strstr(msg, "on lr, -l: rank 0 has 0.001, rank 1 has 0.002"),
+          "a learning rate is printed as a number: %s", msg);
+    all[1].max_steps = 7;
+    CHECK(run_agreement_mismatch(all, 2, msg, sizeof(msg)) && strstr(msg, "on max_steps"), "the first differing field is named: %s", msg);
+    all[1] = all[0];
+    all[1].init_hash = 1;
+    CHECK(run_agreement_mismatch(all, 2, msg, sizeof(msg)) && strstr(msg, "init_hash"), "the last field is checked too: %s", msg);
+    CHECK(agreement_hash("abcdefghi", 9) != agreement_hash("abcdefghj", 9) && agreement_hash("ab", 2) == agreement_hash("ab", 2),
+          "the hash sees the tail bytes and is deterministic");
 }
 
 static int flag_rank, flag_world, mpi_rank, mpi_world;
@@ -152,8 +369,17 @@ static void test_resolve(void) {
 
 static int dev_local_rank, dev_local_world, dev_visible;
 static void check_devices(void) { rendezvous_check_devices(dev_local_rank, dev_local_world, dev_visible); }
+static int launch_have_mpi, launch_with_flags;
+static void refuse_launch(void) { rendezvous_refuse_unknown_launch(launch_have_mpi, launch_with_flags); }
 
-static void test_devices_and_mpirun(void) {
+static void clear_launcher_env(void) {
+    const char* vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                          "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "PALS_LOCAL_RANKID", "SLURM_STEP_NUM_TASKS",
+                          "SLURM_PROCID", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) { unsetenv(vars[i]); }
+}
+
+static void test_devices_and_launchers(void) {
     rendezvous_check_devices(1, 2, 2);   // enough GPUs: returns
     rendezvous_check_devices(0, 1, 8);
     dev_local_rank = 2; dev_local_world = 4; dev_visible = 2;
@@ -161,24 +387,54 @@ static void test_devices_and_mpirun(void) {
     dev_visible = 0;
     CHECK(child_fails_with(check_devices, "only 0 GPUs are visible"), "no GPU");
 
-    unsetenv("OMPI_COMM_WORLD_SIZE");
-    unsetenv("PMI_SIZE");
-    CHECK(rendezvous_mpirun_world() == 0, "not under mpirun");
+    clear_launcher_env();
+    CHECK(rendezvous_mpirun_world() == 0 && rendezvous_launcher_world() == 0, "not under mpirun");
+    CHECK(rendezvous_launcher_local_rank() == -1, "no launcher: no local rank");
     setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
     CHECK(rendezvous_mpirun_world() == 4, "OpenMPI's job size");
     unsetenv("OMPI_COMM_WORLD_SIZE");
     setenv("PMI_SIZE", "3", 1);
     CHECK(rendezvous_mpirun_world() == 3, "MPICH's job size");
-    unsetenv("PMI_SIZE");
+    clear_launcher_env();
+    const char* local_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "PALS_LOCAL_RANKID"};
+    int ok = 1;
+    for (int i = 0; i < 5; i++) {
+        setenv(local_vars[i], "3", 1);
+        ok &= rendezvous_launcher_local_rank() == 3;
+        unsetenv(local_vars[i]);
+    }
+    CHECK(ok, "the local rank from each launcher's variable");
+
+    setenv("SLURM_STEP_NUM_TASKS", "4", 1);
+    setenv("SLURM_PROCID", "2", 1);
+    CHECK(rendezvous_launcher_world() == 4, "srun's task count");
+    launch_have_mpi = 0; launch_with_flags = 0;
+    CHECK(child_fails_with(refuse_launch, "started by srun as task 2 of 4, but this build has no MPI"), "srun without MPI: refused");
+    launch_with_flags = 1;
+    rendezvous_refuse_unknown_launch(0, 1);   // the rank flags tie the tasks together: accepted
+    rendezvous_refuse_unknown_launch(1, 0);   // MPI will see the launch: accepted (dp_launch checks MPI's world)
+    clear_launcher_env();
+    setenv("SLURM_STEP_NUM_TASKS", "1", 1);
+    rendezvous_refuse_unknown_launch(0, 0);   // one task: a plain run
+    clear_launcher_env();
+    setenv("PMIX_RANK", "1", 1);
+    launch_with_flags = 0;
+    CHECK(child_fails_with(refuse_launch, "started by a PMIx launcher (PMIX_RANK=1)"), "a PMIx launch without MPI: refused");
+    clear_launcher_env();
 }
 
 int main(void) {
     if (mkdtemp(tmpdir) == NULL) { die("cannot create a temporary directory"); }
-    test_exchange();
+    test_agreement_text();
+    test_success();
+    test_disagreement();
     test_failures();
-    test_join();
+    test_leftovers();
     test_resolve();
-    test_devices_and_mpirun();
-    if (rmdir(tmpdir) != 0) { printf("warning: could not remove %s\n", tmpdir); }
+    test_devices_and_launchers();
+    rendezvous_remove_channel_files(path);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) { printf("warning: could not remove %s\n", tmpdir); }
     return test_summary("test_rendezvous");
 }

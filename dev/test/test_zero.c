@@ -233,7 +233,7 @@ static void test_micro_split(void) {
 // Returns 1 when every rank trained exactly its micro-batches and all loaders end in the same state.
 static int run_ranks(const char* pattern, int world, int accum, int steps, int* seq) {
     int G = world * accum, ok = 1;
-    int64_t state0[CKPT_DATA_STATE_LEN];
+    int64_t state0[DATALOADER_STATE_LEN];
     for (int r = 0; r < world; r++) {
         DataLoader dl;
         dataloader_init(&dl, pattern, 2, 4, 0, 1, 1, 42, 60000);
@@ -246,7 +246,7 @@ static int run_ranks(const char* pattern, int world, int accum, int steps, int* 
                 trained++;
             }
         }
-        int64_t state[CKPT_DATA_STATE_LEN];
+        int64_t state[DATALOADER_STATE_LEN];
         dataloader_get_state(&dl, state);
         if (r == 0) { memcpy(state0, state, sizeof(state)); }
         ok = ok && trained == steps * accum && memcmp(state, state0, sizeof(state)) == 0;

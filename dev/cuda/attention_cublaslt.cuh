@@ -1,11 +1,12 @@
-// Causal multi-head self-attention from the fused qkv activation, through batched cuBLASLt GEMMs:
-// scores = q k^T, att = softmax(scale * scores) with the causal mask, y = att v. The T x T
-// probabilities of every layer are kept for the backward pass.
-#ifndef LLMC_ATTENTION_CUH
-#define LLMC_ATTENTION_CUH
+// The baseline that flash attention (llmc/flash_attention.cuh) is tested and timed against: causal multi-head
+// self-attention from the fused qkv activation through batched cuBLASLt GEMMs, scores = q k^T,
+// att = softmax(scale * scores) with the causal mask, y = att v, the T x T probabilities kept for the backward pass.
+// Used by test_kernels (vs the CPU reference), test_flash_attention and bench_attention; not by the trainer.
+#ifndef DEV_CUDA_ATTENTION_CUBLASLT_CUH
+#define DEV_CUDA_ATTENTION_CUBLASLT_CUH
 
-#include "cuda_common.cuh"
-#include "matmul.cuh"
+#include "llmc/cuda_common.cuh"
+#include "llmc/matmul.cuh"
 
 // Moves between the token-major layout [B, T, S, NH, HS] (S slices: 3 for qkv, 1 for y) and the head-major
 // layout S x [B, NH, T, HS]; to_heads selects the direction. 8 elements per thread. Traffic: one read, one write.
@@ -25,13 +26,18 @@ __global__ void heads_transpose_kernel(floatX* token_major, floatX* head_major, 
     else          { store128(tm, load128(head_major + idx)); }
 }
 
+// the softmax row of this warp (one warp per row of the B*NH*T rows), or -1 past the last; *t = its query position
+__device__ __forceinline__ int softmax_warp_row(int rows, int T, int* t) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    *t = row % T;
+    return row < rows ? row : -1;
+}
+
 // att[row, j] = softmax_j(scale * scores[row, j]) for j <= t, 0 for j > t (row = (b*NH+h)*T + t).
 // One warp per row. Traffic: reads the causal half of the FP32 scores, writes the full BF16 row.
 __global__ void softmax_causal_forward_kernel(floatX* att, const float* scores, int rows, int T, float scale) {
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (row >= rows) { return; }
-    int t = row % T;
+    int t, lane = threadIdx.x % 32, row = softmax_warp_row(rows, T, &t);
+    if (row < 0) { return; }
     const float* in = scores + (size_t)row * T;
     float mx = -INFINITY;
     for (int j = lane; j <= t; j += 32) { mx = fmaxf(mx, (float)in[j]); }
@@ -48,10 +54,8 @@ __global__ void softmax_causal_forward_kernel(floatX* att, const float* scores, 
 // dscores[row, j] = scale * att[j] * (datt[j] - sum_k att[k] datt[k]) for j <= t, 0 above; in place on datt.
 // One warp per row. Traffic: reads att and datt, writes dscores.
 __global__ void softmax_causal_backward_kernel(floatX* datt, const floatX* att, int rows, int T, float scale) {
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (row >= rows) { return; }
-    int t = row % T;
+    int t, lane = threadIdx.x % 32, row = softmax_warp_row(rows, T, &t);
+    if (row < 0) { return; }
     const floatX* a = att + (size_t)row * T;
     floatX* d = datt + (size_t)row * T;
     float dot = 0.0f;

@@ -3,12 +3,13 @@
 // packing (two E2M1 per byte, the lower-index element in the low nibble); the E8M0 scales must be rearranged
 // into cuBLASLt's tiled layout: 128 rows x 4 blocks per 512-byte tile, tiles ordered row-tile major,
 // offset (r % 32) * 16 + ((r % 128) / 32) * 4 + (b % 4) inside a tile.
-// THIS PATH CANNOT RUN HERE: the project's GPUs are Hopper (sm_90), which has no FP4 tensor cores and for
-// which cuBLASLt refuses these types. It compiles and links; it is untested on hardware.
-#ifndef LLMC_MXFP4_BLACKWELL_CUH
-#define LLMC_MXFP4_BLACKWELL_CUH
+// Status: compiled and linked, never run: dev/cuda/test_mxfp4_gpu.cu compares it with the exact path on sm_100 or
+// newer and skips it elsewhere, and the project's GPUs are Hopper (sm_90, no FP4 tensor cores). The trainer does not
+// call it. llmc/sm100/ holds the code for Blackwell only.
+#ifndef LLMC_SM100_MXFP4_GEMM_CUH
+#define LLMC_SM100_MXFP4_GEMM_CUH
 
-#include "mxfp4.cuh"
+#include "../mxfp4.cuh"
 
 // bytes of the tiled scale array for rows x K (rows padded to 128, blocks to 4)
 static inline size_t mx_tiled_scales_bytes(int rows, int K) {

@@ -1,0 +1,230 @@
+// The producers that emit operands (llmc/fused_operands.cuh) against the path they replace: GELU and SwiGLU forward
+// emitting their BF16 output, the row-wise E4M3 operand with its row scales and inexact-block count, the row-wise
+// MXFP4 codes, x^T in MXFP4 and the column sums of squares, each compared bit for bit with gelu_forward /
+// swiglu_forward followed by the separate quantizers (quantize_operands_separate: mx_quantize_rows_e4m3, or mx_quantize_rows + mx_to_e4m3 above its K limit,
+// and mx_quantize_cols), on random, outlier-heavy, zero, huge + tiny and NaN/Inf inputs, at shapes with a lone
+// 32-token strip, partial 256-channel chunks and widths above the one-pass limit, for each strategy combination.
+// Every emitted buffer starts as a different byte pattern than its reference, so a missed write fails. Unsupported
+// shapes exit with a message.
+#include "llmc/cuda_common.cuh"
+#include "llmc/mxfp4.cuh"
+#include "llmc/gelu.cuh"
+#include "llmc/swiglu.cuh"
+#include "llmc/fused_operands.cuh"
+#include "dev/cuda/test_compare.cuh"
+
+enum { DATA_GAUSS, DATA_HEAVY, DATA_TOKEN_OUTLIERS, DATA_CHANNEL_OUTLIERS, DATA_ZEROS, DATA_HUGE_TINY, DATA_NONFINITE, NUM_DATA };
+static const char* data_names[NUM_DATA] = {"gaussian", "heavy-tailed", "token outliers", "channel outliers", "zeros",
+                                           "huge + tiny", "NaN/Inf"};
+
+// a BF16-representable producer input [N x C] of the given kind
+static float* make_input(int kind, int N, int C) {
+    size_t n = (size_t)N * C;
+    float* x = (float*)malloc_check(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        float g = 2.0f * rng_normal(&rng);
+        if (kind == DATA_HEAVY) { g /= sqrtf(0.02f + rng_uniform(&rng)); }
+        x[i] = g;
+    }
+    for (int r = 0; r < N; r++) {
+        for (int c = 0; c < C; c++) {
+            float* v = &x[(size_t)r * C + c];
+            if (kind == DATA_TOKEN_OUTLIERS && r % 7 == 0) { *v *= 30.0f; }
+            if (kind == DATA_CHANNEL_OUTLIERS && c % 37 == 3) { *v *= 30.0f; }
+            // zero blocks along both layouts (signed zeros: GELU keeps the sign), a zero token and a zero channel
+            bool zero = (c / 32) % 3 == 1 || (r / 32 + c) % 5 == 0 || r == 1 || c == 2;
+            if (kind == DATA_ZEROS && zero) { *v = (c % 2) ? -0.0f : 0.0f; }
+            // blocks of very different scales in one row: E4M3 blocks below the exact range
+            if (kind == DATA_HUGE_TINY) { *v *= (c / 64 + r) % 2 ? 1e30f : 1e-30f; }
+        }
+    }
+    if (kind == DATA_NONFINITE) { x[5] = NAN; x[n / 2] = INFINITY; x[n - 1] = -INFINITY; x[n / 3] = -INFINITY; }
+    for (size_t i = 0; i < n; i++) { x[i] = __bfloat162float(__float2bfloat16(x[i])); }
+    return x;
+}
+
+// what one test asks the producer to emit
+typedef struct {
+    const char* name;
+    int bf16, e4m3_rows, row_codes, row_hadamard, cols, col_hadamard, col_sq, stochastic, rule;
+} EmitCase;
+
+// every output buffer of one side (fused or reference), filled with `fill` bytes
+typedef struct {
+    floatX* bf16;
+    E4M3Operand rows;
+    MXOperand row_codes, cols;
+    float *col_sq, *scratch;
+} EmitBuffers;
+
+static EmitBuffers buffers_alloc(int N, int C, uint8_t fill) {
+    EmitBuffers b;
+    b.bf16 = (floatX*)device_malloc((size_t)N * C * sizeof(floatX), "BF16 output");
+    b.rows = e4m3_operand_alloc(N, C);
+    b.row_codes = mx_operand_alloc(N, C);
+    b.cols = mx_operand_alloc(C, N);
+    b.col_sq = (float*)device_malloc((size_t)C * sizeof(float), "column sums of squares");
+    b.scratch = (float*)device_malloc(mx_col_sq_scratch_floats(N, C) * sizeof(float), "column square partials");
+    cudaCheck(cudaMemset(b.bf16, fill, (size_t)N * C * sizeof(floatX)));
+    cudaCheck(cudaMemset(b.rows.values, fill, (size_t)N * C));
+    cudaCheck(cudaMemset(b.rows.row_scale, fill, (size_t)N * sizeof(float)));
+    cudaCheck(cudaMemset(b.row_codes.codes, fill, (size_t)N * C / 2));
+    cudaCheck(cudaMemset(b.row_codes.scales, fill, (size_t)N * C / 32));
+    cudaCheck(cudaMemset(b.cols.codes, fill, (size_t)N * C / 2));
+    cudaCheck(cudaMemset(b.cols.scales, fill, (size_t)N * C / 32));
+    cudaCheck(cudaMemset(b.col_sq, fill, (size_t)C * sizeof(float)));
+    return b;
+}
+
+static void buffers_free(EmitBuffers* b) {
+    e4m3_operand_free(&b->rows);
+    mx_operand_free(&b->row_codes);
+    mx_operand_free(&b->cols);
+    cudaCheck(cudaFree(b->bf16)); cudaCheck(cudaFree(b->col_sq)); cudaCheck(cudaFree(b->scratch));
+}
+
+// the OperandEmit of a case over buffers b; with_row_codes: the row codes whatever the case asks
+static OperandEmit emit_of(const EmitCase* k, EmitBuffers* b, bool with_row_codes) {
+    OperandEmit e;
+    memset(&e, 0, sizeof(e));
+    e.bf16 = k->bf16 ? b->bf16 : NULL;
+    e.rows = k->e4m3_rows ? &b->rows : NULL;
+    e.row_codes = k->row_codes || with_row_codes ? &b->row_codes : NULL;
+    MXQuantOptions ro = {k->row_hadamard, k->rule, k->stochastic, 0x5EED1};
+    MXQuantOptions co = {k->col_hadamard, k->rule, k->stochastic, 0x5EED2};
+    e.row_opt = ro;
+    e.col_opt = co;
+    e.cols = k->cols ? &b->cols : NULL;
+    e.col_sq = k->col_sq ? b->col_sq : NULL;
+    e.col_sq_scratch = k->col_sq ? b->scratch : NULL;
+    return e;
+}
+
+// 1 if `bytes` device bytes at got and want are equal; prints the first difference
+static int same_bytes(const char* what, const void* got, const void* want, size_t bytes) {
+    uint8_t *g = (uint8_t*)download(got, bytes), *w = (uint8_t*)download(want, bytes);
+    size_t i = 0;
+    while (i < bytes && g[i] == w[i]) { i++; }
+    if (i < bytes) { printf("  %s: byte %zu of %zu: fused 0x%02x, separate 0x%02x\n", what, i, bytes, g[i], w[i]); }
+    free(g); free(w);
+    return i == bytes;
+}
+
+enum { PRODUCER_GELU, PRODUCER_SWIGLU, NUM_PRODUCERS };
+static const char* producer_names[NUM_PRODUCERS] = {"GELU", "SwiGLU"};
+
+// the fused producer (output [N x C]; its input inp is [N x C] for GELU, [N x 2C] for SwiGLU) against the producer's
+// own kernel + the separate quantizers, for one input and case
+static void test_case(int producer, const EmitCase* k, int kind, const floatX* inp, int N, int C) {
+    EmitBuffers fused = buffers_alloc(N, C, 0xA5), ref = buffers_alloc(N, C, 0x5A);
+    cudaCheck(cudaMemset(fused.rows.inexact_blocks, 0, sizeof(int)));
+    cudaCheck(cudaMemset(ref.rows.inexact_blocks, 0, sizeof(int)));
+    OperandEmit fe = emit_of(k, &fused, false);
+    OperandEmit re = emit_of(k, &ref, k->e4m3_rows && C > MX_E4M3_ONE_PASS_MAX_K);
+    re.bf16 = ref.bf16;
+    if (producer == PRODUCER_GELU) {
+        gelu_forward_emit(&fe, inp, N, C, 0);
+        gelu_forward(ref.bf16, inp, (long)N * C, 0);
+    } else {
+        swiglu_forward_emit(&fe, inp, N, C, 0);
+        swiglu_forward(ref.bf16, inp, N, C, 0);
+    }
+    quantize_operands_separate(&re, ref.bf16, N, C, 0);
+    size_t n = (size_t)N * C;
+    int ok = 1;
+    if (k->bf16) { ok &= same_bytes("BF16 output", fused.bf16, ref.bf16, n * sizeof(floatX)); }
+    if (k->e4m3_rows) {
+        ok &= same_bytes("E4M3 rows", fused.rows.values, ref.rows.values, n);
+        ok &= same_bytes("row scales", fused.rows.row_scale, ref.rows.row_scale, (size_t)N * sizeof(float));
+        ok &= same_bytes("inexact E4M3 blocks", fused.rows.inexact_blocks, ref.rows.inexact_blocks, sizeof(int));
+    }
+    if (k->row_codes) {
+        ok &= same_bytes("row codes", fused.row_codes.codes, ref.row_codes.codes, n / 2);
+        ok &= same_bytes("row scale bytes", fused.row_codes.scales, ref.row_codes.scales, n / 32);
+    }
+    if (k->cols) {
+        ok &= same_bytes("x^T codes", fused.cols.codes, ref.cols.codes, n / 2);
+        ok &= same_bytes("x^T scale bytes", fused.cols.scales, ref.cols.scales, n / 32);
+    }
+    if (k->col_sq) { ok &= same_bytes("column sums of squares", fused.col_sq, ref.col_sq, (size_t)C * sizeof(float)); }
+    CHECK(ok, "%s, %s %dx%d, %s: the fused producer differs from the producer + the separate quantizers",
+          producer_names[producer], data_names[kind], N, C, k->name);
+    buffers_free(&fused);
+    buffers_free(&ref);
+}
+
+static const EmitCase cases[] = {
+    // name                                       bf16 e4m3 codes rowH cols colH sq  SR  rule
+    {"plain forward, plain dW",                      1, 1, 0, 0, 1, 0, 0, 0, MX_SCALE_OCP},
+    {"IHT forward, IHT dW, no BF16",                 0, 1, 0, 1, 1, 1, 0, 0, MX_SCALE_OCP},
+    {"IHT forward + codes, IHT dW + OE sums",        1, 1, 1, 1, 1, 1, 1, 0, MX_SCALE_OCP},
+    {"plain forward, IHT dW + OE sums, no BF16",     0, 1, 0, 0, 1, 1, 1, 0, MX_SCALE_OCP},
+    {"IHT forward + codes, plain dW",                1, 1, 1, 1, 1, 0, 0, 0, MX_SCALE_OCP},
+    {"IHT forward only",                             0, 1, 0, 1, 0, 0, 0, 0, MX_SCALE_OCP},
+    {"plain dW + OE sums only",                      1, 0, 0, 0, 1, 0, 1, 0, MX_SCALE_OCP},
+    {"exact path: MXFP4 rows (IHT), plain dW",       0, 0, 1, 1, 1, 0, 0, 0, MX_SCALE_OCP},
+    {"stochastic rounding, round-up rule, all",      1, 1, 1, 1, 1, 1, 1, 1, MX_SCALE_ROUNDUP},
+    {"BF16 only",                                    1, 0, 0, 0, 0, 0, 0, 0, MX_SCALE_OCP},
+};
+
+// shapes in the emitter's constraints (N, C multiples of 32): a lone 32-token strip in the last 64-token block
+// (96, 160, 32), partial 256-channel chunks (160, 800, 3104), GPT-2 MLP widths d12 (3072), d24 (4096 = the one-pass
+// limit) and d48 (6400, above it: the reference goes through mx_to_e4m3), many blocks (1056 x 1024)
+static const int shapes[][2] = {{64, 256}, {96, 160}, {32, 800}, {160, 3072}, {96, 4096}, {64, 6400}, {96, 3104}, {1056, 1024}};
+
+static OperandEmit no_emit(void) { OperandEmit e; memset(&e, 0, sizeof(e)); return e; }
+static void bad_tokens(void) { OperandEmit e = no_emit(); gelu_forward_emit(&e, NULL, 40, 256, 0); }
+static void bad_channels(void) { OperandEmit e = no_emit(); gelu_forward_emit(&e, NULL, 64, 48, 0); }
+static void bad_rows_shape(void) {
+    OperandEmit e = no_emit();
+    E4M3Operand rows = {64, 512, NULL, NULL, NULL, NULL};
+    e.rows = &rows;
+    gelu_forward_emit(&e, NULL, 64, 256, 0);
+}
+static void bad_cols_shape(void) {
+    OperandEmit e = no_emit();
+    MXOperand cols = {64, 256, NULL, NULL};
+    e.cols = &cols;
+    gelu_forward_emit(&e, NULL, 64, 256, 0);
+}
+static void sums_without_cols(void) {
+    OperandEmit e = no_emit();
+    float sums;
+    e.col_sq = &sums;
+    gelu_forward_emit(&e, NULL, 64, 256, 0);
+}
+static void too_wide_for_shared(void) {
+    OperandEmit e = no_emit();
+    E4M3Operand rows = {64, 32768, NULL, NULL, NULL, NULL};
+    e.rows = &rows;
+    gelu_forward_emit(&e, NULL, 64, 32768, 0);
+}
+
+int main(void) {
+    CHECK(child_fails_with(bad_tokens, "must be positive multiples of 32"), "N=40 tokens is refused with a clear message");
+    CHECK(child_fails_with(bad_channels, "must be positive multiples of 32"), "C=48 channels is refused with a clear message");
+    CHECK(child_fails_with(bad_rows_shape, "the E4M3 operand is 64 x 512"), "a mis-shaped E4M3 operand is refused");
+    CHECK(child_fails_with(bad_cols_shape, "the column operand (x^T) is 64 x 256, want 256 x 64"), "a mis-shaped x^T is refused");
+    CHECK(child_fails_with(sums_without_cols, "need the column operand"), "column sums without x^T are refused");
+    // asks the GPU for its shared memory (in the child: the parent has not started CUDA before forking)
+    CHECK(child_fails_with(too_wide_for_shared, "shared memory per block"), "E4M3 rows too wide for shared memory are refused");
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the fused operand tests need one"); }
+    seed_fresh_rng();
+    int ncases = (int)(sizeof(cases) / sizeof(cases[0])), nshapes = (int)(sizeof(shapes) / sizeof(shapes[0]));
+    for (int p = 0; p < NUM_PRODUCERS; p++) {
+        for (int kind = 0; kind < NUM_DATA; kind++) {
+            for (int s = 0; s < nshapes; s++) {
+                int N = shapes[s][0], C = shapes[s][1], in_cols = p == PRODUCER_SWIGLU ? 2 * C : C;
+                float* x = make_input(kind, N, in_cols);
+                floatX* inp = to_device_bf16(x, (size_t)N * in_cols);
+                for (int k = 0; k < ncases; k++) { test_case(p, &cases[k], kind, inp, N, C); }
+                free(x);
+                cudaCheck(cudaFree(inp));
+            }
+            printf("  %-6s %-16s: %d checks so far, %d failed\n", producer_names[p], data_names[kind], tests_passed + tests_failed,
+                   tests_failed);
+        }
+    }
+    return test_summary("test_fused_operands");
+}

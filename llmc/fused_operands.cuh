@@ -1,0 +1,304 @@
+// Producers that emit operands: the kernel that computes a block linear's BF16 input also writes, in the same pass,
+// the quantized operands the linear's strategies need, bit for bit what the separate quantizers of llmc/mxfp4.cuh
+// make of that BF16 input: the row-wise operand along K = channels (E4M3 with one FP32 scale per row, the forward
+// GEMM's A on the fast path, and/or its MXFP4 codes), x^T in MXFP4 along K = tokens (the dW GEMM's B, Hadamard
+// along tokens), and the column sums of squares that OE on x's channels ranks. Producers: GELU (GPT-2's
+// fc-projection input) and SwiGLU (LLaMA's down-projection input). quantize_operands_separate is the same contract
+// through the separate quantizers.
+//
+// A producer is a struct with a type Inputs, load(row, k): the inputs of the 32 outputs of token `row`, channels
+// k..k+31 (k a multiple of 32), and outputs(in, out): those 32 outputs in BF16 as four 16-byte words, bit for bit
+// the producer's own kernel. emit_operands does the rest.
+//
+// The pass: a block of 256 threads owns 64 tokens, as two strips of 32 tokens one after the other, times all C
+// channels. A strip goes through chunks of 32 tokens x 256 channels: lane l of warp w produces the 32 BF16 values
+// of token l, channels 32 w.. of the chunk (the producer's loads for the next chunk are issued first), quantizes
+// them as one row block and stages them in shared memory; after a barrier, thread t takes channel t's 32 tokens,
+// one block of x^T. The E4M3 rows need each row's largest finite block scale before any value can be written, so
+// the strip's row codes (4 bits an element) and scale bytes wait in shared memory until its last chunk, then are
+// written as E4M3 through mx_to_e4m3's code -> E4M3 table: exact, C * 17 bytes of shared memory and no global round
+// trip (writing the codes and converting them with mx_to_e4m3 moves 1.06 more bytes an element; that alternative is
+// row_codes without rows, then mx_to_e4m3, and dev/cuda/bench_fused_operands.cu times both). With 227 KB of shared
+// memory a block, E4M3 rows reach C = 12608 channels (d48's 6400 fit: 124 KB, one block an SM). The column sums of
+// squares are summed per 64 tokens as mx_quantize_cols sums them (first 32 tokens, plus the next 32), into the same
+// scratch, and added over the 64-token tiles by the same kernel.
+#ifndef LLMC_FUSED_OPERANDS_CUH
+#define LLMC_FUSED_OPERANDS_CUH
+
+#include "cuda_common.cuh"
+#include "mxfp4.cuh"
+#include "gelu.cuh"
+#include "swiglu.cuh"
+
+#define EMIT_THREADS 256
+#define EMIT_WARPS (EMIT_THREADS / 32)
+#define EMIT_CHUNK EMIT_THREADS             // channels of a chunk: one row block per warp, one column per thread
+#define EMIT_TILE_STRIDE (EMIT_CHUNK + 8)   // BF16 elements per staged row: the padding puts the 16-byte stores of
+                                            // 8 lanes (8 rows) on the 32 banks once
+
+// What a producer writes for the block linear it feeds; a NULL pointer is not written.
+typedef struct {
+    floatX* bf16;            // [N x C] its BF16 output, where something reads it in BF16
+    E4M3Operand* rows;       // the forward GEMM's A on the fast path: E4M3 [N x C] + row scales, quantized with row_opt
+    MXOperand* row_codes;    // the same row-wise operand in MXFP4 (the exact path; next to rows, its codes)
+    MXQuantOptions row_opt;
+    MXOperand* cols;         // the dW GEMM's B: x^T [C x N] in MXFP4 (K = tokens), quantized with col_opt
+    MXQuantOptions col_opt;
+    float* col_sq;           // [C] sums over the tokens of x^2 per channel (OE on x's channels); needs cols
+    float* col_sq_scratch;   // mx_col_sq_scratch_floats(N, C) floats, with col_sq
+} OperandEmit;
+
+// the device side of an OperandEmit: raw pointers (NULL: not written) and the shape
+typedef struct {
+    floatX* bf16;
+    uint8_t* e4m3;
+    float* row_scale;
+    int* inexact_blocks;
+    uint8_t *row_codes, *row_scales, *col_codes, *col_scales;
+    float* col_sq_part;      // [ceil(N / 64) x C] the 64-token partials of the column sums of squares
+    MXQuantOptions row_opt, col_opt;
+    int N, C;
+} EmitTargets;
+
+// an emitting block's shared memory
+typedef struct {
+    uint4* codes;       // [C/32][32] the strip's packed row blocks, block-major: a warp's 32 rows side by side
+    uint8_t* scales;    // [C/32][32] their scale bytes
+    floatX* tile;       // [32][EMIT_TILE_STRIDE] the chunk's BF16 values, for the column pass
+    int* emax;          // [EMIT_WARPS][32] each warp's largest finite scale byte of each row
+} EmitShared;
+
+// bytes of shared memory of an emitting block: the row codes and scales only when the rows are written as E4M3
+static __host__ __device__ inline size_t emit_shared_bytes(int C, bool e4m3_rows) {
+    return (e4m3_rows ? (size_t)C * 17 : 0) + 32 * EMIT_TILE_STRIDE * sizeof(floatX) + EMIT_WARPS * 32 * sizeof(int);
+}
+
+// the layout of emit_shared_bytes in smem (C * 17 is a multiple of 16: C is one of 32)
+__device__ __forceinline__ EmitShared emit_shared(uint8_t* smem, const EmitTargets& t) {
+    size_t code_bytes = t.e4m3 ? (size_t)t.C * 16 : 0, scale_bytes = t.e4m3 ? t.C : 0;
+    EmitShared sh;
+    sh.codes = reinterpret_cast<uint4*>(smem);
+    sh.scales = smem + code_bytes;
+    sh.tile = reinterpret_cast<floatX*>(smem + code_bytes + scale_bytes);
+    sh.emax = reinterpret_cast<int*>(sh.tile + 32 * EMIT_TILE_STRIDE);
+    return sh;
+}
+
+// the row pass of one block, v = the BF16 values of token `row`, channels k..k+31 (k a multiple of 32): staged for
+// E4M3 in slot k + lane (*emax follows the row's largest finite scale byte), or stored as MXFP4 without E4M3 rows
+__device__ __forceinline__ void emit_row_block(const EmitTargets& t, EmitShared sh, float v[32], int row, int k, int* emax) {
+    size_t b = ((size_t)row * t.C + k) / 32;
+    if (!t.e4m3) { mx_quantize_store_block(t.row_codes, t.row_scales, b, v, t.row_opt); return; }
+    uint8_t scale;
+    int slot = k + threadIdx.x % 32;
+    sh.codes[slot] = mx_quantize_block32(v, t.row_opt, (uint64_t)b * 32, &scale);
+    sh.scales[slot] = scale;
+    *emax = mx_max_finite_scale(*emax, scale);
+}
+
+// the end of a strip's row pass (every thread): each row's largest finite scale byte over the warps, its FP32 scale,
+// and its blocks as E4M3 (with their MXFP4 codes when row_codes is given), warp w writing blocks w, w + 8, ... of
+// every row (the blocks it staged)
+__device__ __forceinline__ void emit_rows_e4m3(const EmitTargets& t, EmitShared sh, int row, int emax) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nb = t.C / 32;
+    sh.emax[threadIdx.x] = emax;
+    __syncthreads();
+    for (int w = 0; w < EMIT_WARPS; w++) { emax = max(emax, sh.emax[w * 32 + lane]); }
+    if (warp == 0) { t.row_scale[row] = mx_e4m3_row_scale(emax); }
+    int inexact = 0;
+    for (int b = warp; b < nb; b += EMIT_WARPS) {
+        inexact += mx_store_e4m3_block(t.e4m3, t.row_codes, t.row_scales, (size_t)row * nb + b, sh.codes[b * 32 + lane],
+                                       sh.scales[b * 32 + lane], emax);
+    }
+    mx_count_inexact(t.inexact_blocks, inexact);
+}
+
+// the column pass of one channel `col`, column c of the tile: its 32 tokens from r0 on as one block of x^T, and their
+// sum of squares into the 64-token partial of mx_quantize_cols (the first strip's sum, then that plus the second's;
+// a tile without a second strip keeps the first's, which mx_quantize_cols's + 0 leaves as it is)
+__device__ __forceinline__ void emit_col_block(const EmitTargets& t, const floatX* tile, int c, int col, int r0) {
+    float v[32];
+    for (int j = 0; j < 32; j++) { v[j] = (float)tile[j * EMIT_TILE_STRIDE + c]; }
+    if (t.col_sq_part) {
+        float sq = mx_sum_squares32(v);
+        float* part = t.col_sq_part + (size_t)(r0 / 64) * t.C + col;
+        *part = r0 % 64 == 0 ? sq : *part + sq;   // this thread wrote the first strip's sum
+    }
+    mx_quantize_store_block(t.col_codes, t.col_scales, ((size_t)col * t.N + r0) / 32, v, t.col_opt);
+}
+
+// the BF16 values of token `row`, channels k..k+31, from the producer's inputs: written out, staged for the column
+// pass, and quantized as a row block
+template <class Producer>
+__device__ __forceinline__ void emit_row_values(const Producer& producer, const EmitTargets& t, EmitShared sh,
+                                                const typename Producer::Inputs& in, int row, int k, int* emax) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int4 out[4];
+    producer.outputs(in, out);
+    float v[32];
+    for (int i = 0; i < 4; i++) {
+        if (t.bf16) { reinterpret_cast<int4*>(t.bf16 + (size_t)row * t.C + k)[i] = out[i]; }
+        if (t.col_codes) { reinterpret_cast<int4*>(sh.tile + lane * EMIT_TILE_STRIDE + warp * 32)[i] = out[i]; }
+        mx_unpack8(v + 8 * i, out[i]);
+    }
+    if (t.e4m3 || t.row_codes) { emit_row_block(t, sh, v, row, k, emax); }
+}
+
+// one strip: tokens r0..r0+31 (lane l: token r0 + l) over all channels, chunk by chunk
+template <class Producer>
+__device__ __forceinline__ void emit_strip(const Producer& producer, const EmitTargets& t, EmitShared sh, int r0) {
+    int warp = threadIdx.x / 32, row = r0 + threadIdx.x % 32;
+    int emax = 0;
+    typename Producer::Inputs next;
+    if (warp * 32 < t.C) { next = producer.load(row, warp * 32); }
+    for (int c0 = 0; c0 < t.C; c0 += EMIT_CHUNK) {
+        int k = c0 + warp * 32;
+        typename Producer::Inputs in = next;
+        if (k + EMIT_CHUNK < t.C) { next = producer.load(row, k + EMIT_CHUNK); }
+        if (k < t.C) { emit_row_values(producer, t, sh, in, row, k, &emax); }
+        if (t.col_codes) {
+            __syncthreads();
+            int col = c0 + threadIdx.x;
+            if (col < t.C) { emit_col_block(t, sh.tile, threadIdx.x, col, r0); }
+            __syncthreads();
+        }
+    }
+    if (t.e4m3) {
+        emit_rows_e4m3(t, sh, row, emax);
+        __syncthreads();   // the next strip reuses the staged codes
+    }
+}
+
+// the emitter: a block per 64 tokens. Traffic: the producer's reads, then per element 2 bytes (BF16), 1 (E4M3),
+// 0.53 (MXFP4 rows), 0.53 (x^T) written where asked, + 4 bytes per channel and 64 tokens for the column sums.
+template <class Producer>
+__global__ void __launch_bounds__(EMIT_THREADS) emit_operands_kernel(Producer producer, EmitTargets t) {
+    extern __shared__ __align__(16) uint8_t emit_smem[];
+    EmitShared sh = emit_shared(emit_smem, t);
+    int end = min(t.N, (int)blockIdx.x * 64 + 64);
+    for (int r0 = blockIdx.x * 64; r0 < end; r0 += 32) { emit_strip(producer, t, sh, r0); }
+}
+
+// GELU as a producer: the inputs of 32 outputs are the fc output's 32 values, the outputs gelu8 of them
+struct GeluProducer {
+    const floatX* inp;   // [N x C]
+    int C;
+    struct Inputs { x128 v[4]; };
+    __device__ Inputs load(int row, int k) const {
+        Inputs in;
+        for (int i = 0; i < 4; i++) { in.v[i] = load128cs(inp + (size_t)row * C + k + 8 * i); }
+        return in;
+    }
+    __device__ void outputs(const Inputs& in, int4 out[4]) const {
+        for (int i = 0; i < 4; i++) {
+            x128 o = gelu8(in.v[i]);
+            out[i] = *reinterpret_cast<const int4*>(&o);
+        }
+    }
+};
+
+// SwiGLU as a producer: the inputs of 32 outputs are their 32 gate and 32 up values (row n of inp [N x 2H]: H gate
+// values, then H up values), the outputs swiglu8 of them
+struct SwigluProducer {
+    const floatX* inp;   // [N x 2H]
+    int H;
+    struct Inputs { x128 g[4], u[4]; };
+    __device__ Inputs load(int row, int k) const {
+        Inputs in;
+        const floatX* p = inp + (size_t)row * 2 * H + k;
+        for (int i = 0; i < 4; i++) { in.g[i] = load128cs(p + 8 * i); in.u[i] = load128cs(p + H + 8 * i); }
+        return in;
+    }
+    __device__ void outputs(const Inputs& in, int4 out[4]) const {
+        for (int i = 0; i < 4; i++) {
+            x128 o = swiglu8(in.g[i], in.u[i]);
+            out[i] = *reinterpret_cast<const int4*>(&o);
+        }
+    }
+};
+
+// the device targets of e for an N x C output, after checking every shape (a clear message and exit otherwise)
+static inline EmitTargets emit_targets(const OperandEmit* e, int N, int C) {
+    if (N <= 0 || N % 32 != 0 || C <= 0 || C % 32 != 0) {
+        die("operand emitter: tokens N=%d and channels C=%d must be positive multiples of 32 (MXFP4 blocks along both)", N, C);
+    }
+    if (e->rows && (e->rows->rows != N || e->rows->K != C)) {
+        die("operand emitter: the E4M3 operand is %d x %d, the output %d x %d", e->rows->rows, e->rows->K, N, C);
+    }
+    if (e->row_codes && (e->row_codes->rows != N || e->row_codes->K != C)) {
+        die("operand emitter: the row-wise MXFP4 operand is %d x %d, the output %d x %d", e->row_codes->rows, e->row_codes->K, N, C);
+    }
+    if (e->cols && (e->cols->rows != C || e->cols->K != N)) {
+        die("operand emitter: the column operand (x^T) is %d x %d, want %d x %d", e->cols->rows, e->cols->K, C, N);
+    }
+    if (e->col_sq && (!e->cols || !e->col_sq_scratch)) {
+        die("operand emitter: the column sums of squares need the column operand (x^T) and their scratch");
+    }
+    EmitTargets t;
+    memset(&t, 0, sizeof(t));
+    t.bf16 = e->bf16;
+    if (e->rows) { t.e4m3 = e->rows->values; t.row_scale = e->rows->row_scale; t.inexact_blocks = e->rows->inexact_blocks; }
+    if (e->row_codes) { t.row_codes = e->row_codes->codes; t.row_scales = e->row_codes->scales; }
+    if (e->cols) { t.col_codes = e->cols->codes; t.col_scales = e->cols->scales; }
+    t.col_sq_part = e->col_sq ? e->col_sq_scratch : NULL;
+    t.row_opt = e->row_opt;
+    t.col_opt = e->col_opt;
+    t.N = N;
+    t.C = C;
+    return t;
+}
+
+// runs `producer` over an N x C output, writing what e asks for
+template <class Producer>
+static inline void emit_operands(const Producer& producer, const OperandEmit* e, int N, int C, cudaStream_t s) {
+    EmitTargets t = emit_targets(e, N, C);
+    size_t smem = emit_shared_bytes(C, e->rows != NULL);
+    static int limit = 0, allowed = 0;   // this GPU's shared memory per block; what the kernel is allowed so far
+    if (limit == 0) {
+        int device;
+        cudaCheck(cudaGetDevice(&device));
+        cudaCheck(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    }
+    if (smem > (size_t)limit) {
+        die("operand emitter: E4M3 rows of C=%d channels need %zu bytes of shared memory per block, above this GPU's %d "
+            "(emit the MXFP4 row codes, then mx_to_e4m3)", C, smem, limit);
+    }
+    if ((int)smem > allowed) {
+        cudaCheck(cudaFuncSetAttribute(emit_operands_kernel<Producer>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem));
+        allowed = (int)smem;
+    }
+    emit_operands_kernel<Producer><<<ceil_div(N, 64), EMIT_THREADS, smem, s>>>(producer, t);
+    cudaCheckLaunch();
+    if (e->col_sq) { mx_col_sq_from_partials(e->col_sq, e->col_sq_scratch, N, C, s); }
+}
+
+// GELU forward of inp [N x C] emitting what e asks for; e->bf16, when given, is gelu_forward's output
+static inline void gelu_forward_emit(const OperandEmit* e, const floatX* inp, int N, int C, cudaStream_t s) {
+    GeluProducer producer = {inp, C};
+    emit_operands(producer, e, N, C, s);
+}
+
+// SwiGLU forward of inp [N x 2H] (out [N x H]) emitting what e asks for; e->bf16, when given, is swiglu_forward's out
+static inline void swiglu_forward_emit(const OperandEmit* e, const floatX* inp, int N, int H, cudaStream_t s) {
+    SwigluProducer producer = {inp, H};
+    emit_operands(producer, e, N, H, s);
+}
+
+// the same operands through the separate quantizers, from x [N x C], the producer's BF16 output (e->bf16 is not
+// written): the reference path. Above MX_E4M3_ONE_PASS_MAX_K the E4M3 rows go through e->row_codes.
+static inline void quantize_operands_separate(const OperandEmit* e, const floatX* x, int N, int C, cudaStream_t s) {
+    emit_targets(e, N, C);
+    if (e->rows && C <= MX_E4M3_ONE_PASS_MAX_K) {
+        mx_quantize_rows_e4m3(e->rows, e->row_codes, x, N, C, e->row_opt, s);
+    } else if (e->rows || e->row_codes) {
+        if (!e->row_codes) {
+            die("quantize_operands_separate: E4M3 rows of K=%d above %d need the MXFP4 row operand", C, MX_E4M3_ONE_PASS_MAX_K);
+        }
+        mx_quantize_rows(e->row_codes, x, N, C, e->row_opt, s);
+        if (e->rows) { mx_to_e4m3(e->rows, e->row_codes, s); }
+    }
+    if (e->cols) { mx_quantize_cols(e->cols, x, N, C, e->col_opt, e->col_sq, e->col_sq_scratch, s); }
+}
+
+#endif
