@@ -89,6 +89,9 @@ test-cpu: cpu $(BUILD)/train_gpt2_asan
 	 $(PYTHON) dev/test/fuzz_trainer.py --write-data $(BUILD)/tiny_data && OMP_NUM_THREADS=1 STEPS=300 WORK=$(BUILD)/signal_resume \
 	 bash dev/test/signal_resume_test.sh ./train_gpt2 -e dev/test/fixtures/tiny_model.bin -i $(BUILD)/tiny_data/train.bin \
 	 -j $(BUILD)/tiny_data/val.bin -z $(BUILD)/tiny_data/tok.bin -b 2 -t 16 -g 0 -L 1.5 -Z 2
+	@echo "== a diverging run stops at the NaN/Inf loss, its newest checkpoint intact (CPU trainer)"; \
+	 OMP_NUM_THREADS=1 WORK=$(BUILD)/nan_guard bash dev/test/nan_guard_test.sh ./train_gpt2 -e dev/test/fixtures/tiny_model.bin \
+	 -i $(BUILD)/tiny_data/train.bin -j $(BUILD)/tiny_data/val.bin -b 2 -t 16 -g 0 -l 10 -c 10
 
 test-python: $(BUILD)/.python-deps
 	@echo "== dev/data/test_tokenize_text.py"; $(PYTHON) dev/data/test_tokenize_text.py
