@@ -252,8 +252,8 @@ static void generate(GPT2CPU* m, const Tokenizer* tok, int n, Rng* rng) {
 static void find_resume(const TrainArgs* a, char* path, size_t len) {
     path[0] = '\0';
     if (!a->resume) { return; }
-    if (checkpoint_find_valid(a->out_dir, FAMILY_GPT2, path, len) != 0) {
-        printf("resume: no valid training state in %s, starting fresh\n", a->out_dir);
+    if (checkpoint_find_resume(a->out_dir, FAMILY_GPT2, path, len) != 0) {
+        printf("resume: no training state in %s, starting fresh\n", a->out_dir);
         path[0] = '\0';
     }
 }

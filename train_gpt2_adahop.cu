@@ -999,8 +999,8 @@ int main(int argc, char** argv) {
     int start_step = 0;
     char resume_path[4096] = "";
     if (o.out_dir) { out_dir_prepare(o.out_dir); }   // on every rank, before anything costly: a bad -o stops all at once
-    if (o.resume && checkpoint_find_valid(o.out_dir, -1, resume_path, sizeof(resume_path)) != 0) {
-        printf("resume: no valid checkpoint in %s, starting fresh\n", o.out_dir);
+    if (o.resume && checkpoint_find_resume(o.out_dir, -1, resume_path, sizeof(resume_path)) != 0) {
+        printf("resume: no checkpoint in %s, starting fresh\n", o.out_dir);
         resume_path[0] = '\0';
     }
     const char* load_path = resume_path[0] ? resume_path : (model_is_preset_name(o.init) ? NULL : o.init);

@@ -468,6 +468,21 @@ static inline int checkpoint_find_valid(const char* dir, int want, char* path, s
     return found;
 }
 
+// the training state a -y 1 run resumes from: the newest valid one in dir (checkpoint_find_valid); returns 0 with
+// path set, or -1 when dir holds no training state at all (a fresh start). Dies when it holds some but none is
+// valid, rather than start afresh beside them
+static inline int checkpoint_find_resume(const char* dir, int want, char* path, size_t path_len) {
+    if (checkpoint_find_valid(dir, want, path, path_len) == 0) { return 0; }
+    int64_t* steps;
+    int n = checkpoint_list(dir, &steps);
+    free(steps);
+    if (n > 0) {
+        die("resume: none of the %d training states in '%s' is valid (see the warnings above); move them away to start "
+            "afresh", n, dir);
+    }
+    return -1;
+}
+
 // rolling checkpoints: after `newest` (the file of step newest_step) was written to dir, keeps it and the keep - 1
 // newest states before it and deletes the older ones; keep <= 0 keeps all. Nothing is deleted unless `newest`
 // itself passes checkpoint_check, so the only valid state is never removed. Files of later steps (left by a run that

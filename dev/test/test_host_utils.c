@@ -287,6 +287,14 @@ static void test_state_names(void) {
     CHECK(checkpoint_name_step("state_0000001x.bin") == -1, "non-digits do not count");
 }
 
+static char resume_dir[400];
+
+// checkpoint_find_resume for a LLaMA run in resume_dir (run in a child)
+static void resume_llama(void) {
+    char found[500];
+    checkpoint_find_resume(resume_dir, FAMILY_LLAMA, found, sizeof(found));
+}
+
 static void test_find_valid(void) {
     char dir[300], path[400], found[400];
     snprintf(dir, sizeof(dir), "%s/ckpts", tmpdir);
@@ -312,6 +320,11 @@ static void test_find_valid(void) {
     CHECK(checkpoint_find_valid(dir, -1, found, sizeof(found)) == 0 && strcmp(found, path) == 0,
           "falls back past a directory, a wrong step and a truncated file to step 20, got %s", found);
     CHECK(checkpoint_find_valid(dir, FAMILY_LLAMA, found, sizeof(found)) == -1, "no state of another family is taken");
+    snprintf(resume_dir, sizeof(resume_dir), "%s", dir);
+    CHECK(child_fails_with(resume_llama, "none of the 5 training states"), "-y 1 with states but none valid stops");
+    CHECK(checkpoint_find_resume(dir, FAMILY_GPT2, found, sizeof(found)) == 0, "-y 1 takes the newest valid one");
+    snprintf(resume_dir, sizeof(resume_dir), "%s/empty", tmpdir);
+    CHECK(checkpoint_find_resume(resume_dir, -1, found, sizeof(found)) == -1, "-y 1 in a folder without states starts afresh");
     // rolling: keep the newest 2 up to the new step; later steps are left alone
     write_state(dir, NULL, 25);
     checkpoint_state_path(path, sizeof(path), dir, 25);
