@@ -118,6 +118,7 @@ typedef struct {
     AdahopWorkspace ws;                     // quantization scratch (unused in bf16)
     LinearSaved* saved;                     // per linear: x^T in MXFP4 for the dW GEMM
     AdahopPass pass;                        // the linears' context: step in progress (seeds), statistics or not
+    bool producers_emit;                    // -Q fused: producers write their linear's operands (fast path)
     bool reduce_now;                        // backward: all-reduce each gradient bucket as soon as it is final
     int32_t* adahop_words;                  // host and device copies of the serialized AdaHOP state, for
     int32_t* adahop_words_dev;              // sending rank 0's to every rank
@@ -127,6 +128,7 @@ typedef struct {
 typedef struct {
     int precision, path, stochastic_grads, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
     int recompute_fch;   // keep one layer's fc (gate/up) output and recompute it in the backward pass
+    int producers_emit;  // -Q fused: the kernels that make a linear's input also write its quantized operands
 } LinearOptions;
 
 static void staging_layout(int BT, size_t offs[6]) {
@@ -189,6 +191,7 @@ static void model_build_linears(Model* m, const LinearOptions* lo, uint64_t seed
     m->saved = (LinearSaved*)calloc_check((size_t)num_linears, sizeof(LinearSaved));
     AdahopPass pass = {&m->ws, &m->adahop, 0, 0, false, m->stream};
     m->pass = pass;
+    m->producers_emit = lo->producers_emit && lo->precision != PREC_BF16 && lo->path == GEMM_PATH_FAST;
     if (lo->precision == PREC_BF16) { return; }
     int max_rows = N > widest ? N : widest;
     size_t stats_floats = 0;   // the row and column variances of x [N x cin], W [cout x cin], dY [N x cout] of every linear
@@ -390,7 +393,28 @@ static AdahopLinear block_linear(Model* m, int l, int kind) {
 // and, in a statistics pass, records the patterns of x and W
 static void block_linear_forward(Model* m, int l, int kind, floatX* out, const floatX* x, int N, bool bw) {
     AdahopLinear lin = block_linear(m, l, kind);
-    adahop_linear_forward(&lin, out, x, N, bw);
+    adahop_linear_forward(&lin, out, x, N, bw, NULL);
+}
+
+// the MLP activation of layer l, GELU (GPT-2) or SwiGLU (LLaMA) of fch, into mlp_act, then the MLP's last linear on it
+// into out. With producers emitting (-Q fused), the activation kernel also writes that linear's quantized operands
+// (adahop_linear_plan_emit) and writes mlp_act only where something reads it.
+static void mlp_activation_projection_forward(Model* m, const LayerActs* la, int l, floatX* out, int N, bool bw) {
+    AdahopLinear lin = block_linear(m, l, LIN_FCPROJ);
+    int H = m->config.hidden;
+    bool llama = m->config.family == FAMILY_LLAMA;
+    cudaStream_t s = m->stream;
+    OperandEmit e;
+    LinearEmitted emitted;
+    if (m->producers_emit && adahop_linear_plan_emit(&lin, N, bw, la->mlp_act, &e, &emitted)) {
+        if (llama) { swiglu_forward_emit(&e, la->fch, N, H, s); }
+        else { gelu_forward_emit(&e, la->fch, N, H, s); }
+        adahop_linear_forward(&lin, out, la->mlp_act, N, bw, &emitted);
+        return;
+    }
+    if (llama) { swiglu_forward(la->mlp_act, la->fch, N, H, s); }
+    else { gelu_forward(la->mlp_act, la->fch, (long)N * H, s); }
+    adahop_linear_forward(&lin, out, la->mlp_act, N, bw, NULL);
 }
 
 // GPT-2's blocks on the staged micro-batch: token + position embedding, then per layer LayerNorm -> qkv ->
@@ -410,15 +434,14 @@ static void gpt2_blocks_forward(Model* m, int B, int T, bool bw) {
     for (int l = 0; l < L; l++) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
         floatX *ln1 = la.ln1, *qkv = la.qkv, *atty = la.atty, *res_in = la.res_in, *res2 = la.res2;
-        floatX *ln2 = la.ln2, *fch = la.fch, *mlp_act = la.mlp_act, *res3 = la.res3;
+        floatX *ln2 = la.ln2, *fch = la.fch, *res3 = la.res3;
         block_linear_forward(m, l, LIN_QKV, qkv, ln1, N, bw);
         flash_attention_forward(atty, la.lse, qkv, B, T, NH, NH, C / NH, s);
         // attention projection output goes to the scratch A_DC, then residual add + LayerNorm in one kernel
         block_linear_forward(m, l, LIN_ATTPROJ, a->t[A_DC], atty, N, bw);
         layernorm_forward(ln2, a->ln2_mean + l * N, a->ln2_rstd + l * N, res2, res_in, a->t[A_DC], w[P_LN2W] + l * C, w[P_LN2B] + l * C, N, C, s);
         block_linear_forward(m, l, LIN_FC, fch, ln2, N, bw);
-        gelu_forward(mlp_act, fch, (long)N * 4 * C, s);
-        block_linear_forward(m, l, LIN_FCPROJ, a->t[A_DC], mlp_act, N, bw);
+        mlp_activation_projection_forward(m, &la, l, a->t[A_DC], N, bw);
         // residual add, then the next layer's first LayerNorm (or the final one)
         bool last = l == L - 1;
         floatX* next_ln = last ? a->t[A_LNF] : layer_acts(a, l + 1, B, T, C, NH).ln1;
@@ -451,8 +474,7 @@ static void llama_blocks_forward(Model* m, int B, int T, bool bw) {
         block_linear_forward(m, l, LIN_ATTPROJ, a->t[A_DC], la.atty, N, bw);
         rmsnorm_forward(la.ln2, a->ln2_rstd + l * N, la.res2, la.res_in, a->t[A_DC], w[LL_RMS2W] + l * C, N, C, LLAMA_RMS_EPS, s);
         block_linear_forward(m, l, LIN_FC, la.fch, la.ln2, N, bw);
-        swiglu_forward(la.mlp_act, la.fch, N, c->hidden, s);
-        block_linear_forward(m, l, LIN_FCPROJ, a->t[A_DC], la.mlp_act, N, bw);
+        mlp_activation_projection_forward(m, &la, l, a->t[A_DC], N, bw);
         // residual add, then the next layer's first RMSNorm (or the final one)
         bool last = l == L - 1;
         floatX* next_norm = last ? a->t[A_LNF] : layer_acts(a, l + 1, B, T, C, NH).ln1;
@@ -757,6 +779,9 @@ static void usage(const char* prog) {
            "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 250)\n"
            "  -W <int>   steps of pattern statistics before each re-classification (default 10)\n"
            "  -K <int>   rows/columns taken out by outlier extraction (default 64)\n"
+           "  -Q <str>   where operands are quantized: fused (the kernel that makes a linear's input also writes its\n"
+           "             quantized operands; so far the MLP activation for the MLP's last linear, fast path) | separate\n"
+           "             (a quantization pass per operand, the reference); results are identical (default fused)\n"
            "Memory:\n"
            "  -A <0|1>   recompute the MLP's pre-activation (fc / gate-up output) in the backward pass instead of keeping\n"
            "             it for every layer: saves (layers - 1) x B x T x its width BF16 values, costs one more fc\n"
@@ -776,7 +801,7 @@ static void usage(const char* prog) {
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
                  16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
-                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1};
+                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64, 0, 1}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1};
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
@@ -820,6 +845,11 @@ static Options parse_options(int argc, char** argv) {
             case 'W': o.lin.reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'K': o.lin.oe_k = (int)parse_int(f, v, 1, 4096); break;
             case 'A': o.lin.recompute_fch = (int)parse_int(f, v, 0, 1); break;
+            case 'Q':
+                if (strcmp(v, "fused") == 0) { o.lin.producers_emit = 1; }
+                else if (strcmp(v, "separate") == 0) { o.lin.producers_emit = 0; }
+                else { die("flag -Q: '%s' is not fused or separate", v); }
+                break;
             case 'G': o.dp.world_size = (int)parse_int(f, v, 1, 1 << 16); break;
             case 'I': o.dp.rank = (int)parse_int(f, v, 0, 1 << 16); break;
             case 'F': o.dp.rendezvous = v; break;

@@ -15,6 +15,7 @@
 #include "matmul.cuh"
 #include "mxfp4.cuh"
 #include "outliers.cuh"
+#include "fused_operands.cuh"
 #include "adahop.h"
 
 enum { GEMM_PATH_EXACT = 0, GEMM_PATH_FAST = 1 };
@@ -142,6 +143,12 @@ static inline const float* operand_row_norms(AdahopWorkspace* ws, Operand op, cu
     return ws->row_sq;
 }
 
+// OE on an MXFP4 operand q whose rows' squared norms are `norms`: the k largest rows into idx, zeroed in q
+static inline void mx_extract_top_rows(MXOperand* q, const float* norms, int* idx, int k, cudaStream_t s) {
+    topk_rows(idx, norms, q->rows, k, s);
+    mx_zero_rows(q, idx, k, s);
+}
+
 // An MXFP4 operand in q (a view of the right shape), quantized with opt; with k > 0 its k rows of largest L2 norm are
 // picked into idx and zeroed (OE). A transposed operand goes through the column quantizer, which sums the squares of
 // its rows on the way; a row-major one has its norms from row_stats_kernel.
@@ -149,11 +156,11 @@ static inline void operand_quantize(AdahopWorkspace* ws, MXOperand* q, Operand o
                                     cudaStream_t s) {
     if (op.transposed) {
         mx_quantize_cols(q, op.data, op.K, op.rows, opt, k > 0 ? ws->col_sq : NULL, ws->col_sq_part, s);
-        if (k > 0) { topk_rows(idx, ws->col_sq, op.rows, k, s); }
-    } else {
-        if (k > 0) { topk_rows(idx, operand_row_norms(ws, op, s), op.rows, k, s); }
-        mx_quantize_rows(q, op.data, op.rows, op.K, opt, s);
+        if (k > 0) { mx_extract_top_rows(q, ws->col_sq, idx, k, s); }
+        return;
     }
+    if (k > 0) { topk_rows(idx, operand_row_norms(ws, op, s), op.rows, k, s); }
+    mx_quantize_rows(q, op.data, op.rows, op.K, opt, s);
     if (k > 0) { mx_zero_rows(q, idx, k, s); }
 }
 
@@ -197,6 +204,7 @@ typedef struct {
     const floatX* bias;       // BF16 [N] or NULL
     bool a_is_grad;           // A is a gradient: stochastic rounding when the workspace asks for it
     uint64_t seed;
+    bool a_ready;             // fast path: A is in the workspace's E4M3 slot already (written by A's producer)
 } AdahopGemm;
 
 static inline void adahop_gemm(AdahopWorkspace* ws, const AdahopGemm* g, cudaStream_t s) {
@@ -210,7 +218,8 @@ static inline void adahop_gemm(AdahopWorkspace* ws, const AdahopGemm* g, cudaStr
     int kb = g->strategy == STRAT_IHT_OE_ROWS_B ? adahop_oe_rows(ws, N) : 0;
     MXOperand qa = mx_view(&ws->qa, M, K), qb = mx_view(&ws->qb, N, K);
     E4M3Operand ea = e4m3_view(&ws->ea, M, K), eb = e4m3_view(&ws->eb, N, K);
-    const MXOperand* mxa = operand_prepare(ws, &qa, &ea, a, NULL, oa, ws->oe_idx, ka, s);
+    if (g->a_ready && (ws->path != GEMM_PATH_FAST || ka > 0)) { die("adahop_gemm: a ready A needs the fast path and no OE on A"); }
+    const MXOperand* mxa = g->a_ready ? NULL : operand_prepare(ws, &qa, &ea, a, NULL, oa, ws->oe_idx, ka, s);
     const MXOperand* mxb = operand_prepare(ws, &qb, &eb, b, g->b_saved, ob, ws->oe_idx, g->b_saved ? 0 : kb, s);
     const int* idx_b = g->b_saved ? g->b_idx : ws->oe_idx;
     if (ws->path == GEMM_PATH_FAST && g->out_fp32 && g->bias == NULL && (size_t)M * N <= ws->max_out_elems) {
@@ -301,16 +310,59 @@ typedef struct {
     const void* ctx;
 } LinearInput;
 
+// operands of x that x's producer wrote for the forward (llmc/fused_operands.cuh): the forward GEMM's A as E4M3 in
+// the workspace's A slot, x^T in MXFP4 in saved->x_t with x's OE channel sums in ws->col_sq
+typedef struct {
+    E4M3Operand rows;
+    MXOperand cols;
+    bool has_rows, has_cols;
+} LinearEmitted;
+
+// What x's producer writes for the linear's forward on the fast path, into e (emitted: what it will hold): the
+// forward GEMM's A as E4M3 unless that GEMM reads x in BF16 (strategy BF16, or OE, whose extracted product and row
+// ranking take BF16 x); x^T for the dW GEMM with need_backward; x in BF16 only where it is read: by such a forward
+// GEMM, by a statistics pass, or when the rows are not emitted. Returns false when there is nothing to emit.
+static inline bool adahop_linear_plan_emit(const AdahopLinear* lin, int N, bool need_backward, floatX* x, OperandEmit* e,
+                                           LinearEmitted* emitted) {
+    const AdahopPass* p = lin->pass;
+    AdahopWorkspace* ws = p->ws;
+    int fwd = adahop_strategy_of(p->st, lin->index, GEMM_FWD), dw = adahop_strategy_of(p->st, lin->index, GEMM_DW);
+    memset(e, 0, sizeof(*e));
+    memset(emitted, 0, sizeof(*emitted));
+    if (ws->path != GEMM_PATH_FAST) { return false; }
+    emitted->has_rows = fwd == STRAT_PLAIN || fwd == STRAT_IHT;
+    emitted->has_cols = need_backward && dw != STRAT_BF16 && !lin->saved->input_kept;
+    if (emitted->has_rows) {
+        emitted->rows = e4m3_view(&ws->ea, N, lin->Cin);
+        e->rows = &emitted->rows;
+        MXQuantOptions opt = {fwd != STRAT_PLAIN, MX_SCALE_OCP, 0, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_FWD)};
+        e->row_opt = opt;
+    }
+    if (emitted->has_cols) {
+        emitted->cols = mx_view(&lin->saved->x_t, lin->Cin, N);
+        e->cols = &emitted->cols;
+        MXQuantOptions opt = {dw != STRAT_PLAIN, MX_SCALE_OCP, 0, 0};
+        e->col_opt = opt;
+        if (dw == STRAT_IHT_OE_ROWS_B) { e->col_sq = ws->col_sq; e->col_sq_scratch = ws->col_sq_part; }
+    }
+    if (!emitted->has_rows || (p->stats && need_backward)) { e->bf16 = x; }
+    return emitted->has_rows || emitted->has_cols;
+}
+
 // forward: out [N x Cout] = x W^T + b; with need_backward, prepares lin->saved->x_t for the dW GEMM; in a statistics
-// pass, queues the patterns of x and W (adahop_flush_patterns records them).
-static inline void adahop_linear_forward(const AdahopLinear* lin, floatX* out, const floatX* x, int N, bool need_backward) {
+// pass, queues the patterns of x and W (adahop_flush_patterns records them). emitted (may be NULL) says which operands
+// x's producer wrote already (adahop_linear_plan_emit); x is read only for the others.
+static inline void adahop_linear_forward(const AdahopLinear* lin, floatX* out, const floatX* x, int N, bool need_backward,
+                                         const LinearEmitted* emitted) {
     const AdahopPass* p = lin->pass;
     AdahopWorkspace* ws = p->ws;
     LinearSaved* saved = lin->saved;
     int Cin = lin->Cin, Cout = lin->Cout;
     cudaStream_t s = p->stream;
+    bool rows_ready = emitted && emitted->has_rows, cols_ready = emitted && emitted->has_cols;
     AdahopGemm fwd = {adahop_strategy_of(p->st, lin->index, GEMM_FWD), out, false, 0.0f, {x, N, Cin, false},
-                      {lin->w, Cout, Cin, false}, NULL, NULL, NULL, lin->bias, false, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_FWD)};
+                      {lin->w, Cout, Cin, false}, NULL, NULL, NULL, lin->bias, false,
+                      adahop_seed(ws, p->step, p->micro, lin->index, GEMM_FWD), rows_ready};
     adahop_gemm(ws, &fwd, s);
     int dw = adahop_strategy_of(p->st, lin->index, GEMM_DW);
     saved->dw_strategy_saved = dw;
@@ -319,7 +371,8 @@ static inline void adahop_linear_forward(const AdahopLinear* lin, floatX* out, c
         MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
         Operand xt = {x, Cin, N, true};
         int k = dw == STRAT_IHT_OE_ROWS_B ? adahop_oe_rows(ws, Cin) : 0;   // x's outlier channels
-        operand_quantize(ws, &xt_view, xt, opt, saved->x_channel_idx, k, s);
+        if (!cols_ready) { operand_quantize(ws, &xt_view, xt, opt, saved->x_channel_idx, k, s); }
+        else if (k > 0) { mx_extract_top_rows(&xt_view, ws->col_sq, saved->x_channel_idx, k, s); }
     }
     if (p->stats && need_backward) {
         adahop_queue_pattern(ws, lin->index, TENSOR_X, x, N, Cin, s);

@@ -6,6 +6,11 @@
 // fc-projection input) and SwiGLU (LLaMA's down-projection input). quantize_operands_separate is the same contract
 // through the separate quantizers.
 //
+// Backward producers write a linear's output gradient dY [N x Cout]: its rows are the dX GEMM's A (row_opt), its x^T
+// the dW GEMM's A (col_opt), each with its GEMM's stochastic rounding and seed; the rounding index of an element is
+// its index in its operand, as in mx_quantize_rows(_e4m3) and mx_quantize_cols. Producers: GELU backward (dY of
+// GPT-2's fc) and SwiGLU backward (dY of LLaMA's gate/up, 2H wide).
+//
 // A producer is a struct with a type Inputs, load(row, k): the inputs of the 32 outputs of token `row`, channels
 // k..k+31 (k a multiple of 32), and outputs(in, out): those 32 outputs in BF16 as four 16-byte words, bit for bit
 // the producer's own kernel. emit_operands does the rest.
@@ -283,6 +288,90 @@ static inline void gelu_forward_emit(const OperandEmit* e, const floatX* inp, in
 static inline void swiglu_forward_emit(const OperandEmit* e, const floatX* inp, int N, int H, cudaStream_t s) {
     SwigluProducer producer = {inp, H};
     emit_operands(producer, e, N, H, s);
+}
+
+// ----------------------------------------------------------------------------
+// backward producers: the output gradient of the fc / gate-up linear
+
+// GELU backward as a producer: the inputs of 32 outputs are their 32 fc outputs (GELU's input) and 32 gradients of
+// GELU's output, the outputs gelu_backward8 of them
+struct GeluBackwardProducer {
+    const floatX* inp;   // [N x C] the fc output
+    const floatX* d;     // [N x C] the gradient of GELU's output
+    int C;
+    struct Inputs { x128 x[4], d[4]; };
+    __device__ Inputs load(int row, int k) const {
+        Inputs in;
+        size_t o = (size_t)row * C + k;
+        for (int i = 0; i < 4; i++) { in.x[i] = load128cs(inp + o + 8 * i); in.d[i] = load128cs(d + o + 8 * i); }
+        return in;
+    }
+    __device__ void outputs(const Inputs& in, int4 out[4]) const {
+        for (int i = 0; i < 4; i++) {
+            x128 o = gelu_backward8(in.x[i], in.d[i]);
+            out[i] = *reinterpret_cast<const int4*>(&o);
+        }
+    }
+};
+
+// SwiGLU backward as a producer of d(gate, up) [N x 2H]: output channel j < H is d(gate) of pair j, channel H + j
+// d(up) of pair j, from the pair's gate and up values (row n of inp [N x 2H]) and dout [N x H]. 32 outputs may
+// straddle H (H a multiple of 16): each 8 of them is all gate or all up. The gate and dout values are read once for
+// each half (the second time mostly from L2), the up values once.
+struct SwigluBackwardProducer {
+    const floatX* inp;    // [N x 2H] the forward's gate/up values
+    const floatX* dout;   // [N x H] the gradient of SwiGLU's output
+    int H;
+    struct Inputs { x128 g[4], u[4], d[4]; int k; };
+    __device__ Inputs load(int row, int k) const {
+        Inputs in;
+        in.k = k;
+        for (int i = 0; i < 4; i++) {
+            int j = k + 8 * i, pair = j < H ? j : j - H;
+            const floatX* gate = inp + (size_t)row * 2 * H + pair;
+            in.g[i] = load128(gate);
+            in.d[i] = load128(dout + (size_t)row * H + pair);
+            in.u[i] = j < H ? load128cs(gate + H) : in.g[i];   // d(up) reads no up value
+        }
+        return in;
+    }
+    __device__ void outputs(const Inputs& in, int4 out[4]) const {
+        for (int i = 0; i < 4; i++) {
+            x128 o = in.k + 8 * i < H ? swiglu_dgate8(in.g[i], in.u[i], in.d[i]) : swiglu_dup8(in.g[i], in.d[i]);
+            out[i] = *reinterpret_cast<const int4*>(&o);
+        }
+    }
+};
+
+// GELU backward of the gradient d [N x C] through the fc output inp [N x C], emitting what e asks for of the fc
+// linear's output gradient dY = d * gelu'(inp); e->bf16, when given, is what gelu_backward leaves in d, and may be d
+// itself (in place: each thread reads its 32 values before it writes them)
+static inline void gelu_backward_emit(const OperandEmit* e, const floatX* d, const floatX* inp, int N, int C,
+                                      cudaStream_t s) {
+    GeluBackwardProducer producer = {inp, d, C};
+    emit_operands(producer, e, N, C, s);
+}
+
+// 1 if the byte ranges [a, a + a_bytes) and [b, b + b_bytes) share a byte
+static inline int byte_ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+    uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+    return pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+// SwiGLU backward of dout [N x H] through the forward's gate/up values inp [N x 2H], emitting what e asks for of
+// the gate/up linear's output gradient d(gate, up) [N x 2H]; e->bf16, when given, is swiglu_backward's dinp. Not in
+// place: d(gate) of a pair is written before d(up) reads the pair's gate value.
+static inline void swiglu_backward_emit(const OperandEmit* e, const floatX* dout, const floatX* inp, int N, int H,
+                                        cudaStream_t s) {
+    swiglu_check_shape(N, H);
+    size_t out_bytes = (size_t)N * 2 * H * sizeof(floatX);
+    if (e->bf16 && (byte_ranges_overlap(e->bf16, out_bytes, inp, out_bytes) ||
+                    byte_ranges_overlap(e->bf16, out_bytes, dout, out_bytes / 2))) {
+        die("swiglu_backward_emit: the BF16 d(gate, up) overlaps its inputs (gate/up values or dout); it cannot be "
+            "written in place (write it elsewhere, or run swiglu_backward in place and quantize separately)");
+    }
+    SwigluBackwardProducer producer = {inp, dout, H};
+    emit_operands(producer, e, N, 2 * H, s);
 }
 
 // the same operands through the separate quantizers, from x [N x C], the producer's BF16 output (e->bf16 is not

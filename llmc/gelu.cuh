@@ -32,20 +32,28 @@ __global__ void gelu_channels_kernel(floatX* out, const floatX* inp, const int* 
     out[t] = (floatX)gelu_value((float)inp[(size_t)r * C + idx[j]]);
 }
 
+// d * gelu'(v), rounded to BF16 by the caller: shared by gelu_backward_kernel and the producer that emits the fc
+// linear's output-gradient operands (llmc/fused_operands.cuh), so that both are bit-identical
+__device__ __forceinline__ float gelu_grad_value(float v, float d) {
+    float u = GELU_SCALE * (v + 0.044715f * v * v * v);
+    float th = tanhf(u);
+    float sech2 = 1.0f - th * th;
+    float grad = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
+    return d * grad;
+}
+
+// the backward of 8 values: d * gelu'(x), rounded to BF16
+__device__ __forceinline__ x128 gelu_backward8(x128 x, x128 d) {
+    x128 o;
+    for (int k = 0; k < 8; k++) { o[k] = (floatX)gelu_grad_value((float)x[k], (float)d[k]); }
+    return o;
+}
+
 // d = d * gelu'(inp), in place. Traffic: reads d and inp, writes d.
 __global__ void gelu_backward_kernel(floatX* d, const floatX* inp, long n) {
     long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (i >= n) { return; }
-    x128 x = load128(inp + i), g = load128(d + i);
-    for (int k = 0; k < 8; k++) {
-        float v = (float)x[k];
-        float u = GELU_SCALE * (v + 0.044715f * v * v * v);
-        float th = tanhf(u);
-        float sech2 = 1.0f - th * th;
-        float grad = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
-        g[k] = (floatX)((float)g[k] * grad);
-    }
-    store128(d + i, g);
+    store128(d + i, gelu_backward8(load128(inp + i), load128(d + i)));
 }
 
 static inline void gelu_forward(floatX* out, const floatX* inp, long n, cudaStream_t stream) {

@@ -34,20 +34,39 @@ __global__ void swiglu_channels_kernel(floatX* out, const floatX* inp, const int
     out[t] = (floatX)swiglu_value((float)row[0], (float)row[H]);
 }
 
-// dinp[n, j] = dout * u * silu'(g) with silu'(g) = sig(g) (1 + g (1 - sig(g))), dinp[n, H + j] = dout * g sig(g)
-// (overwritten, not accumulated; dinp may be inp). 8 pairs per thread. Traffic: reads inp and dout, writes dinp.
+// the backward of one pair (g, u) with incoming gradient d, rounded to BF16 by the caller: d(gate) = d u silu'(g)
+// with silu'(g) = sig(g) (1 + g (1 - sig(g))), d(up) = d g sig(g). Shared by swiglu_backward_kernel and the producer
+// that emits the gate/up linear's output-gradient operands (llmc/fused_operands.cuh), so that both are bit-identical.
+__device__ __forceinline__ float swiglu_sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
+__device__ __forceinline__ float swiglu_dgate_value(float g, float u, float d) {
+    float sig = swiglu_sigmoid(g);
+    return d * u * sig * (1.0f + g * (1.0f - sig));
+}
+__device__ __forceinline__ float swiglu_dup_value(float g, float d) { return d * g * swiglu_sigmoid(g); }
+
+// d(gate) of 8 pairs, rounded to BF16
+__device__ __forceinline__ x128 swiglu_dgate8(x128 g, x128 u, x128 d) {
+    x128 o;
+    for (int k = 0; k < 8; k++) { o[k] = (floatX)swiglu_dgate_value((float)g[k], (float)u[k], (float)d[k]); }
+    return o;
+}
+
+// d(up) of 8 pairs, rounded to BF16
+__device__ __forceinline__ x128 swiglu_dup8(x128 g, x128 d) {
+    x128 o;
+    for (int k = 0; k < 8; k++) { o[k] = (floatX)swiglu_dup_value((float)g[k], (float)d[k]); }
+    return o;
+}
+
+// dinp[n, j] = d(gate), dinp[n, H + j] = d(up) of the pair (inp[n, j], inp[n, H + j]) with dout[n, j] (overwritten,
+// not accumulated; dinp may be inp). 8 pairs per thread. Traffic: reads inp and dout, writes dinp.
 __global__ void swiglu_backward_kernel(floatX* dinp, const floatX* dout, const floatX* inp, long N, int H) {
     long e = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (e >= N * H) { return; }
     size_t o = (size_t)(e / H) * 2 * H + e % H;
-    x128 g = load128(inp + o), u = load128(inp + o + H), d = load128(dout + e), dg, du;
-    for (int k = 0; k < 8; k++) {
-        float gv = (float)g[k], sig = 1.0f / (1.0f + expf(-gv)), dv = (float)d[k];
-        dg[k] = (floatX)(dv * (float)u[k] * sig * (1.0f + gv * (1.0f - sig)));
-        du[k] = (floatX)(dv * gv * sig);
-    }
-    store128(dinp + o, dg);
-    store128(dinp + o + H, du);
+    x128 g = load128(inp + o), u = load128(inp + o + H), d = load128(dout + e);
+    store128(dinp + o, swiglu_dgate8(g, u, d));
+    store128(dinp + o + H, swiglu_dup8(g, d));
 }
 
 static inline void swiglu_check_shape(long N, int H) {

@@ -3,72 +3,112 @@
 // (quantize_operands_separate: the E4M3 forward operand, x^T in MXFP4, the OE column sums), at the MLP shapes of
 // GPT-2 d24 (N = 32768 tokens, 4C = 4096), d12 (N = 65536, 4C = 3072) and d48 (N = 16384, 4C = 6400: above the
 // one-pass quantizer's K limit, the separate path quantizes, then converts), and the same for SwiGLU at LLaMA-small
-// d24 (N = 32768, H = 2752), for the strategy combinations the trainer
-// runs, and the fused producer with the rows' E4M3 made by a second pass over their MXFP4 codes (mx_to_e4m3) instead
-// of in shared memory. The separate path always writes the BF16 output (its quantizers read it back); the fused one
-// only where the row says so. Prints median ms and separate / fused (> 1: the fused producer is faster).
+// d24 (N = 32768, H = 2752); and the backward producers of the fc / gate-up linear's output gradient the same way
+// (gelu_backward_emit at d12 and d24, in place on the gradient as the trainer runs it, whose values drift over the
+// repeats while the kernels' costs do not depend on them; swiglu_backward_emit at llama:d24, 2H = 5504 wide), for the
+// strategy combinations the trainer runs (with the gradients' stochastic rounding of -S 1), and the fused producer
+// with the rows' E4M3 made by a second pass over their MXFP4 codes (mx_to_e4m3) instead of in shared memory. The
+// separate path always writes the BF16 output (its quantizers read it back); the fused one only where the row says so.
+// Prints median ms and separate / fused (> 1: the fused producer is faster).
 // Usage: build/bench_fused_operands [repeats]
 #include "llmc/cuda_common.cuh"
 #include "dev/cuda/bench_common.cuh"
 #include "llmc/mxfp4.cuh"
 #include "llmc/gelu.cuh"
+#include "llmc/swiglu.cuh"
 #include "llmc/fused_operands.cuh"
 
-// one row of the table: the forward operand's Hadamard and how the fused producer makes it E4M3 (staged codes in shared
-// memory, or MXFP4 codes written and then mx_to_e4m3: the second-pass alternative), x^T (with its Hadamard), the OE
-// column sums, the BF16 output kept
-typedef struct { const char* name; int row_hadamard, rows_via_codes, cols, col_hadamard, col_sq, bf16; } BenchCase;
+// one row of the table: the row-wise operand's Hadamard (the forward or dX GEMM's A) and how the fused producer makes
+// it E4M3 (staged codes in shared memory, or MXFP4 codes written and then mx_to_e4m3: the second-pass alternative),
+// x^T (the dW GEMM's B or, of a gradient, A; with its Hadamard), the OE column sums, the BF16 output kept, stochastic
+// rounding
+typedef struct {
+    const char* name;
+    int row_hadamard, rows_via_codes, cols, col_hadamard, col_sq, bf16, stochastic;
+} BenchCase;
+
+enum { GELU, SWIGLU, GELU_BACKWARD, SWIGLU_BACKWARD };
+
+// a producer at one shape: its output N x C, its inputs (inp: GELU's [N x C], SwiGLU's [N x 2C], the backward's
+// forward input [N x C] with grad, the gradient of the forward's output, [N x C] for GELU and [N x C/2] for SwiGLU)
+// and where its own kernel writes (out; GELU backward: in place in grad)
+typedef struct { int producer, N, C; const floatX *inp; floatX *grad, *out; } BenchProducer;
+
+// the producer's own kernel; returns its BF16 output
+static const floatX* produce(const BenchProducer* p) {
+    long n = (long)p->N * p->C;
+    switch (p->producer) {
+    case GELU: gelu_forward(p->out, p->inp, n, 0); return p->out;
+    case SWIGLU: swiglu_forward(p->out, p->inp, p->N, p->C, 0); return p->out;
+    case GELU_BACKWARD: gelu_backward(p->grad, p->inp, n, 0); return p->grad;
+    default: swiglu_backward(p->out, p->grad, p->inp, p->N, p->C / 2, 0); return p->out;
+    }
+}
+
+// the fused producer writing what e asks for (e->bf16, when given, is where produce writes)
+static void produce_emit(const BenchProducer* p, const OperandEmit* e) {
+    switch (p->producer) {
+    case GELU: gelu_forward_emit(e, p->inp, p->N, p->C, 0); break;
+    case SWIGLU: swiglu_forward_emit(e, p->inp, p->N, p->C, 0); break;
+    case GELU_BACKWARD: gelu_backward_emit(e, p->grad, p->inp, p->N, p->C, 0); break;
+    default: swiglu_backward_emit(e, p->grad, p->inp, p->N, p->C / 2, 0);
+    }
+}
 
 int main(int argc, char** argv) {
     int reps = bench_start(argc, argv);
-    // the producer's output is N x C; SwiGLU reads N x 2C
-    struct { int N, C; bool swiglu; const char* what; } shapes[] = {
-        {32768, 4096, false, "GELU, d24"}, {65536, 3072, false, "GELU, d12"}, {16384, 6400, false, "GELU, d48"},
-        {32768, 2752, true, "SwiGLU, llama:d24"}};
+    // the producer's output is N x C
+    struct { int N, C, producer; const char* what; } shapes[] = {
+        {32768, 4096, GELU, "GELU, d24"}, {65536, 3072, GELU, "GELU, d12"}, {16384, 6400, GELU, "GELU, d48"},
+        {32768, 2752, SWIGLU, "SwiGLU, llama:d24"}, {65536, 3072, GELU_BACKWARD, "GELU backward, d12"},
+        {32768, 4096, GELU_BACKWARD, "GELU backward, d24"},
+        {32768, 5504, SWIGLU_BACKWARD, "SwiGLU backward, llama:d24"}};
     BenchCase cases[] = {
-        {"IHT forward, IHT dW, BF16 kept", 1, 0, 1, 1, 0, 1},
-        {"IHT forward, IHT dW, no BF16", 1, 0, 1, 1, 0, 0},
-        {"IHT forward, IHT dW + OE column sums, no BF16", 1, 0, 1, 1, 1, 0},
-        {"plain forward, plain dW, no BF16", 0, 0, 1, 0, 0, 0},
-        {"IHT forward only, no BF16", 1, 0, 0, 0, 0, 0},
-        {"IHT forward as MXFP4 codes + mx_to_e4m3, IHT dW, no BF16", 1, 1, 1, 1, 0, 0},
+        {"IHT rows, IHT x^T, BF16 kept", 1, 0, 1, 1, 0, 1, 0},
+        {"IHT rows, IHT x^T, no BF16", 1, 0, 1, 1, 0, 0, 0},
+        {"IHT rows, IHT x^T, stochastic rounding, no BF16", 1, 0, 1, 1, 0, 0, 1},
+        {"IHT rows, IHT x^T + OE column sums, no BF16", 1, 0, 1, 1, 1, 0, 0},
+        {"plain rows, plain x^T, no BF16", 0, 0, 1, 0, 0, 0, 0},
+        {"IHT rows only, no BF16", 1, 0, 0, 0, 0, 0, 0},
+        {"IHT rows as MXFP4 codes + mx_to_e4m3, IHT x^T, no BF16", 1, 1, 1, 1, 0, 0, 0},
     };
     printf("\n| producer output N x C | operands | producer alone ms | separate ms | fused ms | separate / fused |\n"
            "|---|---|---|---|---|---|\n");
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-        int N = shapes[s].N, C = shapes[s].C;
-        bool swiglu = shapes[s].swiglu;
+        int N = shapes[s].N, C = shapes[s].C, producer = shapes[s].producer;
         long n = (long)N * C;
-        floatX* inp = random_bf16(swiglu ? 2 * n : n, 1, 3.0f);
+        floatX* inp = random_bf16(producer == SWIGLU ? 2 * n : n, 1, 3.0f);
+        floatX* grad = producer == GELU_BACKWARD ? random_bf16(n, 2, 1.0f)
+                     : producer == SWIGLU_BACKWARD ? random_bf16(n / 2, 2, 1.0f) : NULL;
         floatX* out = (floatX*)device_malloc(n * sizeof(floatX), "producer output");
+        BenchProducer bp = {producer, N, C, inp, grad, out};
         E4M3Operand rows = e4m3_operand_alloc(N, C);
         MXOperand row_codes = mx_operand_alloc(N, C), cols = mx_operand_alloc(C, N);
         float* col_sq = (float*)device_malloc((size_t)C * sizeof(float), "column sums of squares");
         float* scratch = (float*)device_malloc(mx_col_sq_scratch_floats(N, C) * sizeof(float), "column square partials");
-        auto produce = [&] { if (swiglu) { swiglu_forward(out, inp, N, C, 0); } else { gelu_forward(out, inp, n, 0); } };
-        float producer_ms = time_ms(produce, reps);
+        float producer_ms = time_ms([&] { produce(&bp); }, reps);
         for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
             const BenchCase* b = &cases[k];
             OperandEmit e;   // what the separate path writes (and the fused one, unless the rows go via codes)
             memset(&e, 0, sizeof(e));
-            MXQuantOptions ro = {b->row_hadamard, MX_SCALE_OCP, 0, 0}, co = {b->col_hadamard, MX_SCALE_OCP, 0, 0};
+            MXQuantOptions ro = {b->row_hadamard, MX_SCALE_OCP, b->stochastic, 1};
+            MXQuantOptions co = {b->col_hadamard, MX_SCALE_OCP, b->stochastic, 2};
             e.rows = &rows;
             e.row_opt = ro;
             e.cols = b->cols ? &cols : NULL;
             e.col_opt = co;
             e.col_sq = b->col_sq ? col_sq : NULL;
             e.col_sq_scratch = b->col_sq ? scratch : NULL;
-            e.bf16 = b->bf16 ? out : NULL;
+            e.bf16 = b->bf16 ? (producer == GELU_BACKWARD ? grad : out) : NULL;
             OperandEmit fe = e;
             if (b->rows_via_codes) { fe.rows = NULL; fe.row_codes = &row_codes; }
             if (C > MX_E4M3_ONE_PASS_MAX_K) { e.row_codes = &row_codes; }   // the separate path's codes pass through it
             float fused_ms = time_ms([&] {
-                if (swiglu) { swiglu_forward_emit(&fe, inp, N, C, 0); } else { gelu_forward_emit(&fe, inp, N, C, 0); }
+                produce_emit(&bp, &fe);
                 if (b->rows_via_codes) { mx_to_e4m3(&rows, &row_codes, 0); }
             }, reps);
             float separate_ms = time_ms([&] {
-                produce();
-                quantize_operands_separate(&e, out, N, C, 0);
+                quantize_operands_separate(&e, produce(&bp), N, C, 0);
             }, reps);
             printf("| %d x %d (%s) | %s | %.3f | %.3f | %.3f | %.2fx |\n", N, C, shapes[s].what, b->name, producer_ms, separate_ms,
                    fused_ms, separate_ms / fused_ms);
@@ -76,8 +116,8 @@ int main(int argc, char** argv) {
         e4m3_operand_free(&rows);
         mx_operand_free(&row_codes);
         mx_operand_free(&cols);
-        void* bufs[] = {inp, out, col_sq, scratch};
-        for (int i = 0; i < 4; i++) { cudaCheck(cudaFree(bufs[i])); }
+        void* bufs[] = {inp, grad, out, col_sq, scratch};
+        for (int i = 0; i < 5; i++) { cudaCheck(cudaFree(bufs[i])); }
     }
     matmul_free();
     return 0;

@@ -140,7 +140,7 @@ static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const flo
     cudaCheck(cudaMemset(dw, 0, (size_t)Cout * Cin * sizeof(float)));
     AdahopPass pass = {ws, &st, 0, 0, false, 0};
     AdahopLinear lin = {&pass, &saved, LIN_FC, Cin, Cout, w, NULL, dw, NULL};
-    adahop_linear_forward(&lin, y, x, N, true);
+    adahop_linear_forward(&lin, y, x, N, true, NULL);
     if (c->strategy[GEMM_DW] != STRAT_BF16 && !input_kept && comparable[GEMM_DW]) {
         CHECK(same_bytes(saved.x_t.codes, c->codes[GEMM_DW][1], (size_t)Cin * N / 2) && same_bytes(saved.x_t.scales, c->scales[GEMM_DW][1], (size_t)Cin * N / 32),
               "saved path: x^T saved at forward time differs from the reference's dW operand (strategy %d)", c->strategy[GEMM_DW]);

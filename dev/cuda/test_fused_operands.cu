@@ -1,11 +1,14 @@
-// The producers that emit operands (llmc/fused_operands.cuh) against the path they replace: GELU and SwiGLU forward
+// The producers that emit operands (llmc/fused_operands.cuh) against the path they replace: GELU and SwiGLU forward,
+// and GELU and SwiGLU backward (the fc / gate-up linear's output gradient; GELU's in place, as the trainer runs it),
 // emitting their BF16 output, the row-wise E4M3 operand with its row scales and inexact-block count, the row-wise
 // MXFP4 codes, x^T in MXFP4 and the column sums of squares, each compared bit for bit with gelu_forward /
-// swiglu_forward followed by the separate quantizers (quantize_operands_separate: mx_quantize_rows_e4m3, or mx_quantize_rows + mx_to_e4m3 above its K limit,
-// and mx_quantize_cols), on random, outlier-heavy, zero, huge + tiny and NaN/Inf inputs, at shapes with a lone
-// 32-token strip, partial 256-channel chunks and widths above the one-pass limit, for each strategy combination.
+// swiglu_forward / gelu_backward / swiglu_backward followed by the separate quantizers (quantize_operands_separate:
+// mx_quantize_rows_e4m3, or mx_quantize_rows + mx_to_e4m3 above its K limit, and mx_quantize_cols), on random,
+// outlier-heavy, zero, huge + tiny and NaN/Inf inputs, at shapes with a lone 32-token strip, partial 256-channel
+// chunks and widths above the one-pass limit, for each strategy combination with round-to-nearest and stochastic
+// rounding (a different seed for the rows and for x^T, as the dX and dW GEMMs have).
 // Every emitted buffer starts as a different byte pattern than its reference, so a missed write fails. Unsupported
-// shapes exit with a message.
+// shapes and an in-place SwiGLU backward exit with a message.
 #include "llmc/cuda_common.cuh"
 #include "llmc/mxfp4.cuh"
 #include "llmc/gelu.cuh"
@@ -110,25 +113,54 @@ static int same_bytes(const char* what, const void* got, const void* want, size_
     return i == bytes;
 }
 
-enum { PRODUCER_GELU, PRODUCER_SWIGLU, NUM_PRODUCERS };
-static const char* producer_names[NUM_PRODUCERS] = {"GELU", "SwiGLU"};
+enum { PRODUCER_GELU, PRODUCER_SWIGLU, PRODUCER_GELU_BACKWARD, PRODUCER_SWIGLU_BACKWARD, NUM_PRODUCERS };
+static const char* producer_names[NUM_PRODUCERS] = {"GELU", "SwiGLU", "GELU backward", "SwiGLU backward"};
 
-// the fused producer (output [N x C]; its input inp is [N x C] for GELU, [N x 2C] for SwiGLU) against the producer's
-// own kernel + the separate quantizers, for one input and case
-static void test_case(int producer, const EmitCase* k, int kind, const floatX* inp, int N, int C) {
+// the producer's inputs for an output [N x C]: inp is GELU's [N x C], SwiGLU's gate/up [N x 2C], or for the backward
+// producers the forward's input ([N x C]: GELU's, or SwiGLU's gate/up of H = C/2 pairs); grad (backward only) is the
+// gradient of the forward's output ([N x C] for GELU, [N x C/2] for SwiGLU)
+typedef struct { int inp_cols, grad_cols; } ProducerShape;
+static ProducerShape producer_shape(int producer, int C) {
+    ProducerShape ps[NUM_PRODUCERS] = {{C, 0}, {2 * C, 0}, {C, C}, {C, C / 2}};
+    return ps[producer];
+}
+
+// runs the fused producer into fe and the producer's own kernel into ref->bf16 (GELU backward: in place, on a copy
+// of grad, where the case keeps the BF16 output)
+static void run_producers(int producer, OperandEmit* fe, EmitBuffers* fused, EmitBuffers* ref, const floatX* inp,
+                          const floatX* grad, int N, int C) {
+    long n = (long)N * C;
+    switch (producer) {
+    case PRODUCER_GELU:
+        gelu_forward_emit(fe, inp, N, C, 0);
+        gelu_forward(ref->bf16, inp, n, 0);
+        break;
+    case PRODUCER_SWIGLU:
+        swiglu_forward_emit(fe, inp, N, C, 0);
+        swiglu_forward(ref->bf16, inp, N, C, 0);
+        break;
+    case PRODUCER_GELU_BACKWARD:
+        if (fe->bf16) { cudaCheck(cudaMemcpy(fused->bf16, grad, n * sizeof(floatX), cudaMemcpyDeviceToDevice)); }
+        gelu_backward_emit(fe, fe->bf16 ? fused->bf16 : grad, inp, N, C, 0);
+        cudaCheck(cudaMemcpy(ref->bf16, grad, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
+        gelu_backward(ref->bf16, inp, n, 0);
+        break;
+    default:
+        swiglu_backward_emit(fe, grad, inp, N, C / 2, 0);
+        swiglu_backward(ref->bf16, grad, inp, N, C / 2, 0);
+    }
+}
+
+// the fused producer (output [N x C], inputs as producer_shape says) against the producer's own kernel + the
+// separate quantizers, for one input and case
+static void test_case(int producer, const EmitCase* k, int kind, const floatX* inp, const floatX* grad, int N, int C) {
     EmitBuffers fused = buffers_alloc(N, C, 0xA5), ref = buffers_alloc(N, C, 0x5A);
     cudaCheck(cudaMemset(fused.rows.inexact_blocks, 0, sizeof(int)));
     cudaCheck(cudaMemset(ref.rows.inexact_blocks, 0, sizeof(int)));
     OperandEmit fe = emit_of(k, &fused, false);
     OperandEmit re = emit_of(k, &ref, k->e4m3_rows && C > MX_E4M3_ONE_PASS_MAX_K);
     re.bf16 = ref.bf16;
-    if (producer == PRODUCER_GELU) {
-        gelu_forward_emit(&fe, inp, N, C, 0);
-        gelu_forward(ref.bf16, inp, (long)N * C, 0);
-    } else {
-        swiglu_forward_emit(&fe, inp, N, C, 0);
-        swiglu_forward(ref.bf16, inp, N, C, 0);
-    }
+    run_producers(producer, &fe, &fused, &ref, inp, grad, N, C);
     quantize_operands_separate(&re, ref.bf16, N, C, 0);
     size_t n = (size_t)N * C;
     int ok = 1;
@@ -164,13 +196,21 @@ static const EmitCase cases[] = {
     {"plain dW + OE sums only",                      1, 0, 0, 0, 1, 0, 1, 0, MX_SCALE_OCP},
     {"exact path: MXFP4 rows (IHT), plain dW",       0, 0, 1, 1, 1, 0, 0, 0, MX_SCALE_OCP},
     {"stochastic rounding, round-up rule, all",      1, 1, 1, 1, 1, 1, 1, 1, MX_SCALE_ROUNDUP},
+    // the gradients' stochastic rounding (OCP rule), row and x^T seeds apart as the dX and dW GEMMs' are
+    {"SR: plain dX, plain dW",                       1, 1, 0, 0, 1, 0, 0, 1, MX_SCALE_OCP},
+    {"SR: IHT dX, IHT dW + OE sums, no BF16",        0, 1, 0, 1, 1, 1, 1, 1, MX_SCALE_OCP},
+    {"SR: plain dX + codes, IHT dW",                 1, 1, 1, 0, 1, 1, 0, 1, MX_SCALE_OCP},
+    {"SR: exact path, MXFP4 rows (IHT), plain dW",   0, 0, 1, 1, 1, 0, 0, 1, MX_SCALE_OCP},
+    {"SR: IHT dX only",                              0, 1, 0, 1, 0, 0, 0, 1, MX_SCALE_OCP},
     {"BF16 only",                                    1, 0, 0, 0, 0, 0, 0, 0, MX_SCALE_OCP},
 };
 
 // shapes in the emitter's constraints (N, C multiples of 32): a lone 32-token strip in the last 64-token block
-// (96, 160, 32), partial 256-channel chunks (160, 800, 3104), GPT-2 MLP widths d12 (3072), d24 (4096 = the one-pass
-// limit) and d48 (6400, above it: the reference goes through mx_to_e4m3), many blocks (1056 x 1024)
-static const int shapes[][2] = {{64, 256}, {96, 160}, {32, 800}, {160, 3072}, {96, 4096}, {64, 6400}, {96, 3104}, {1056, 1024}};
+// (96, 160, 32), partial 256-channel chunks (160, 800, 3104, 5504), GPT-2 MLP widths d12 (3072), d24 (4096 = the
+// one-pass limit) and d48 (6400, above it: the reference goes through mx_to_e4m3), LLaMA d24's gate/up 2H (5504),
+// many blocks (1056 x 1024). SwiGLU backward's H = C/2 puts the gate/up boundary inside a 32-block at 160, 800, 3104.
+static const int shapes[][2] = {{64, 256}, {96, 160}, {32, 800}, {160, 3072}, {96, 4096}, {64, 6400}, {96, 3104},
+                                {64, 5504}, {1056, 1024}};
 
 static OperandEmit no_emit(void) { OperandEmit e; memset(&e, 0, sizeof(e)); return e; }
 static void bad_tokens(void) { OperandEmit e = no_emit(); gelu_forward_emit(&e, NULL, 40, 256, 0); }
@@ -193,6 +233,12 @@ static void sums_without_cols(void) {
     e.col_sq = &sums;
     gelu_forward_emit(&e, NULL, 64, 256, 0);
 }
+static void swiglu_backward_in_place(void) {
+    OperandEmit e = no_emit();
+    floatX* fch = (floatX*)(uintptr_t)0x100000;   // never read: the overlap is refused before any launch
+    e.bf16 = fch;
+    swiglu_backward_emit(&e, fch + 64 * 256, fch, 64, 128, 0);
+}
 static void too_wide_for_shared(void) {
     OperandEmit e = no_emit();
     E4M3Operand rows = {64, 32768, NULL, NULL, NULL, NULL};
@@ -206,6 +252,8 @@ int main(void) {
     CHECK(child_fails_with(bad_rows_shape, "the E4M3 operand is 64 x 512"), "a mis-shaped E4M3 operand is refused");
     CHECK(child_fails_with(bad_cols_shape, "the column operand (x^T) is 64 x 256, want 256 x 64"), "a mis-shaped x^T is refused");
     CHECK(child_fails_with(sums_without_cols, "need the column operand"), "column sums without x^T are refused");
+    CHECK(child_fails_with(swiglu_backward_in_place, "cannot be written in place"),
+          "an in-place SwiGLU backward emit is refused");
     // asks the GPU for its shared memory (in the child: the parent has not started CUDA before forking)
     CHECK(child_fails_with(too_wide_for_shared, "shared memory per block"), "E4M3 rows too wide for shared memory are refused");
     int count = 0;
@@ -215,15 +263,25 @@ int main(void) {
     for (int p = 0; p < NUM_PRODUCERS; p++) {
         for (int kind = 0; kind < NUM_DATA; kind++) {
             for (int s = 0; s < nshapes; s++) {
-                int N = shapes[s][0], C = shapes[s][1], in_cols = p == PRODUCER_SWIGLU ? 2 * C : C;
-                float* x = make_input(kind, N, in_cols);
-                floatX* inp = to_device_bf16(x, (size_t)N * in_cols);
-                for (int k = 0; k < ncases; k++) { test_case(p, &cases[k], kind, inp, N, C); }
+                int N = shapes[s][0], C = shapes[s][1];
+                ProducerShape ps = producer_shape(p, C);
+                // a backward producer's output gets the kind from the gradient; huge + tiny forward inputs would
+                // only overflow it
+                float* x = make_input(ps.grad_cols && kind == DATA_HUGE_TINY ? DATA_GAUSS : kind, N, ps.inp_cols);
+                floatX* inp = to_device_bf16(x, (size_t)N * ps.inp_cols);
                 free(x);
+                floatX* grad = NULL;
+                if (ps.grad_cols) {
+                    float* gx = make_input(kind, N, ps.grad_cols);
+                    grad = to_device_bf16(gx, (size_t)N * ps.grad_cols);
+                    free(gx);
+                }
+                for (int k = 0; k < ncases; k++) { test_case(p, &cases[k], kind, inp, grad, N, C); }
                 cudaCheck(cudaFree(inp));
+                cudaCheck(cudaFree(grad));
             }
-            printf("  %-6s %-16s: %d checks so far, %d failed\n", producer_names[p], data_names[kind], tests_passed + tests_failed,
-                   tests_failed);
+            printf("  %-15s %-16s: %d checks so far, %d failed\n", producer_names[p], data_names[kind],
+                   tests_passed + tests_failed, tests_failed);
         }
     }
     return test_summary("test_fused_operands");

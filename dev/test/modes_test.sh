@@ -2,6 +2,8 @@
 # 10 steps of one model in every precision of the block linears, same data and seed (needs a GPU):
 # every loss finite, and the step-10 loss of mxfp4 / hadamard / adahop (both GEMM paths) within 3% of bf16.
 # AdaHOP runs with a 5-step calibration and a re-classification at step 8, so the strategy table is exercised.
+# mxfp4 and adahop then run with -Q fused (producers write their linear's operands, the default) and -Q separate (a
+# quantization pass per operand): their step-10 checkpoints must be equal byte for byte, strategy changes included.
 # usage: modes_test.sh [INIT]   INIT is the trainer's -e: d12 (GPT-2 124M, the default) or e.g. llama:d12
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,6 +30,19 @@ for mode in mxfp4 hadamard adahop adahop:exact; do
     else
         fail=$((fail + 1)); echo "FAIL $mode step-10 loss ${final[$mode]:-none} vs bf16 ${final[bf16]:-none} (tolerance 3%)"
     fi
+done
+for mode in mxfp4 adahop; do   # the step-10 checkpoints (weights, AdamW state, AdaHOP state) must be equal byte for byte
+    for q in fused separate; do
+        rm -rf "$out/ck_${mode}_$q"
+        ./train_gpt2_adahop "${common[@]}" -p "$mode" -P fast -Q $q -o "$out/ck_${mode}_$q" -n 10 > "$out/${mode}_$q.txt" 2>&1 ||
+            echo "$mode -Q $q: FAILED"
+    done
+    if cmp -s "$out/ck_${mode}_fused/state_00000010.bin" "$out/ck_${mode}_separate/state_00000010.bin"; then
+        pass=$((pass + 1)); echo "ok   $mode: -Q fused and -Q separate give the same step-10 checkpoint"
+    else
+        fail=$((fail + 1)); echo "FAIL $mode: -Q fused and -Q separate give different (or missing) step-10 checkpoints"
+    fi
+    rm -rf "$out/ck_${mode}_fused" "$out/ck_${mode}_separate"
 done
 echo "modes_test $init: $pass passed, $fail failed"
 [ $fail -eq 0 ]
