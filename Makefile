@@ -56,6 +56,11 @@ $(BUILD)/test_adahop_case: dev/test/test_adahop_case.c dev/test/adahop_case_file
 # the CPU reference's logits of a model file of either family (the oracle of dev/test/test_export_hf.py)
 $(BUILD)/model_logits: dev/test/model_logits.c dev/test/logits_file.h $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
+
+# the CPU trainer under AddressSanitizer and UndefinedBehaviorSanitizer, for the input fuzzer (dev/test/fuzz_trainer.py)
+$(BUILD)/train_gpt2_asan: train_gpt2.c $(HOST_HEADERS) | $(BUILD)
+	$(CC) -O1 -g -std=gnu11 -Wall -Wextra -Wno-unknown-pragmas -I. -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	    -fno-omit-frame-pointer $< -o $@ -lm
 $(BUILD)/bench_quant_error: dev/bench_quant_error.c $(HOST_HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(OMPFLAGS) $< -o $@ -lm
 
@@ -95,13 +100,22 @@ $(PYTHON_DEPS): dev/data/requirements.txt scripts/requirements.txt dev/requireme
 	$(PYTHON) -m pip install -q -c $@.constraints -r dev/data/requirements.txt -r scripts/requirements.txt -r dev/requirements.txt && touch $@ \
 	    || echo "warning: could not install the Python requirements into $(PYTHON)"
 
-test-cpu: cpu
+test-cpu: cpu $(BUILD)/train_gpt2_asan
 	@rm -f $$TEST_SKIP_LOG
 	@for t in $(CPU_TESTS); do echo "== $$t"; ./$$t || exit 1; done
 	@echo "== test_gpt2 (CPU reference vs PyTorch fixture)"; ./test_gpt2
 	@echo "== CPU reference trains a tiny model"; bash dev/test/cpu_train_smoke.sh
 	@echo "== CPU reference trains in every precision mode"; bash dev/test/cpu_modes_smoke.sh
 	@echo "== AdaHOP linear: PyTorch oracle vs C reference"; bash dev/test/adahop_cases.sh
+	@echo "== fuzzed shards, checkpoints, tokenizer files and flags vs the CPU trainer under ASan + UBSan"; \
+	 $(PYTHON) dev/test/fuzz_trainer.py --trainer $(BUILD)/train_gpt2_asan
+	@echo "== SIGTERM and a kill -9 loop during checkpointing, each resumed with -y 1 (CPU trainer, spike skipping on)"; \
+	 $(PYTHON) dev/test/fuzz_trainer.py --write-data $(BUILD)/tiny_data && OMP_NUM_THREADS=1 STEPS=300 WORK=$(BUILD)/signal_resume \
+	 bash dev/test/signal_resume_test.sh ./train_gpt2 -e dev/test/fixtures/tiny_model.bin -i $(BUILD)/tiny_data/train.bin \
+	 -j $(BUILD)/tiny_data/val.bin -z $(BUILD)/tiny_data/tok.bin -b 2 -t 16 -g 0 -L 1.5 -Z 2
+	@echo "== a diverging run stops at the NaN/Inf loss, its newest checkpoint intact (CPU trainer)"; \
+	 OMP_NUM_THREADS=1 WORK=$(BUILD)/nan_guard bash dev/test/nan_guard_test.sh ./train_gpt2 -e dev/test/fixtures/tiny_model.bin \
+	 -i $(BUILD)/tiny_data/train.bin -j $(BUILD)/tiny_data/val.bin -b 2 -t 16 -g 0 -l 10 -c 10
 
 # the GPT-2 BPE ranks for the tests that tokenize, when the repository has them
 RANKS_ARG = $(if $(wildcard data/gpt2.tiktoken),--ranks data/gpt2.tiktoken)

@@ -16,9 +16,17 @@
 // -e picks the model: a model/checkpoint file (llmc/checkpoint.h; only its parameters are used), a depth
 // preset "d6" / "d12" / "d24" / "d36" / "d48", or a spec "L<layers>C<channels>H<heads>" such as L2C64H4.
 // Presets and specs use the GPT-2 vocab (V 50257, Vp 50304), max_seq_len 1024 and GPT-2 init from -r.
+//
+// Runs like the GPU trainer: -o DIR gets main.log and training states state_%08d.bin (every -n steps and at the
+// end; -N keeps the newest K), -y 1 resumes from the newest valid one exactly. Everything is checked before the
+// first step; a NaN/Inf loss stops the run without writing a checkpoint of the diverged state; SIGTERM / SIGINT
+// finish the step, write a checkpoint and exit with 128 + the signal (llmc/stop_signal.h).
 #include <time.h>
 #include "llmc/utils.h"
 #include "llmc/cli.h"
+#include "llmc/out_dir.h"
+#include "llmc/stop_signal.h"
+#include "llmc/spike_guard.h"
 #include "llmc/rand.h"
 #include "llmc/gpt2_config.h"
 #include "llmc/checkpoint.h"
@@ -31,20 +39,23 @@
 #define GPT2_VOCAB 50257
 #define GPT2_EOT 50256
 #define SPEC_MAX_SEQ_LEN 1024
+#define MAX_BATCH_TOKENS (1 << 24)   // B*T: keeps every activation size product far inside 64 bits
 
 typedef struct {
     const char* train_pattern;
     const char* val_pattern;
     const char* model;
-    const char* output;
+    const char* out_dir;        // main.log and training states; NULL = neither
     const char* tokenizer;
     const char* evals;           // -E: eval files (a folder or a glob), NULL = none
     int eval_every;
-    int B, T, max_steps, val_every, val_batches, checkpoint_every, gen_tokens;
+    int B, T, max_steps, val_every, val_batches, checkpoint_every, keep_checkpoints, resume, gen_tokens;
     int precision, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
-    float lr, weight_decay, grad_clip;
+    float lr, weight_decay, grad_clip, skip_loss_z, skip_norm_z;
     uint64_t seed;
 } TrainArgs;
+
+_Static_assert(SPIKE_GUARD_WORDS <= CKPT_TRAINER_WORDS, "the spike guard must fit a checkpoint's trainer words");
 
 // prints the flags
 static void usage(const char* prog) {
@@ -53,8 +64,11 @@ static void usage(const char* prog) {
         "  -i <path>  train token files pattern (default data/tinyshakespeare_train.bin)\n"
         "  -j <path>  val token files pattern (default data/tinyshakespeare_val.bin)\n"
         "  -e <str>   model: checkpoint file, depth preset d6..d48, or L<l>C<c>H<h> spec (default L2C64H4)\n"
-        "  -o <path>  write the model here at the end (default: none)\n"
-        "  -n <int>   also write it every n steps (default 0 = only at the end)\n"
+        "  -o <dir>   output directory: main.log and training states state_<step>.bin (default: none)\n"
+        "  -n <int>   write a training state every n steps to the -o dir, besides the one at the end (default 0)\n"
+        "  -N <int>   keep only the newest N training states, 0 = all (default 0)\n"
+        "  -y <0|1>   resume from the newest valid training state in the -o dir (default 0)\n"
+        "  -z <path>  token decoding file for the samples (default data/gpt2_tokenizer.bin)\n"
         "  -b <int>   batch size B (default 4)\n"
         "  -t <int>   sequence length T (default 64)\n"
         "  -x <int>   training steps (default 40)\n"
@@ -73,6 +87,8 @@ static void usage(const char* prog) {
         "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 0)\n"
         "  -W <int>   steps of pattern statistics before each re-classification (default 5)\n"
         "  -K <int>   rows/columns taken out by outlier extraction, at most the operand's (default 64)\n"
+        "  -L <float> skip the update of a step whose loss z-score over the last 64 steps exceeds this, 0 = off (default 0)\n"
+        "  -Z <float> the same for the gradient norm, 0 = off (default 0)\n"
         "  -h         this help\n", prog);
 }
 
@@ -81,12 +97,12 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->train_pattern = "data/tinyshakespeare_train.bin";
     a->val_pattern = "data/tinyshakespeare_val.bin";
     a->model = "L2C64H4";
-    a->output = NULL;
+    a->out_dir = NULL;
     a->tokenizer = "data/gpt2_tokenizer.bin";
     a->evals = NULL; a->eval_every = 0;
     a->B = 4; a->T = 64; a->max_steps = 40; a->val_every = 10; a->val_batches = 4;
-    a->checkpoint_every = 0; a->gen_tokens = 32;
-    a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337;
+    a->checkpoint_every = 0; a->keep_checkpoints = 0; a->resume = 0; a->gen_tokens = 32;
+    a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337; a->skip_loss_z = 0.0f; a->skip_norm_z = 0.0f;
     a->precision = PREC_BF16; a->calib_steps = 30; a->calib_strategy = STRAT_PLAIN; a->reclass_every = 0; a->reclass_window = 5; a->oe_k = 64;
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
@@ -96,8 +112,11 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
             case 'i': a->train_pattern = v; break;
             case 'j': a->val_pattern = v; break;
             case 'e': a->model = v; break;
-            case 'o': a->output = v; break;
+            case 'o': a->out_dir = v; break;
             case 'n': a->checkpoint_every = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'N': a->keep_checkpoints = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'y': a->resume = (int)parse_int(f, v, 0, 1); break;
+            case 'z': a->tokenizer = v; break;
             case 'b': a->B = (int)parse_int(f, v, 1, 1 << 16); break;
             case 't': a->T = (int)parse_int(f, v, 1, 1 << 16); break;
             case 'x': a->max_steps = (int)parse_int(f, v, 0, 1 << 30); break;
@@ -119,11 +138,19 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
             case 'R': a->reclass_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'W': a->reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'K': a->oe_k = (int)parse_int(f, v, 1, 1 << 20); break;
+            case 'L': a->skip_loss_z = parse_float(f, v, 0.0f, 1e6f); break;
+            case 'Z': a->skip_norm_z = parse_float(f, v, 0.0f, 1e6f); break;
             default: usage(argv[0]); die("unknown flag %s", f);
         }
     }
     if (a->B <= 0 || a->T <= 0 || a->max_steps < 0 || a->val_batches <= 0) { die("need B > 0, T > 0, -x >= 0, -m > 0"); }
     if (a->eval_every > 0 && a->evals == NULL) { die("flag -V: periodic evals need the eval files (-E)"); }
+    if ((int64_t)a->B * a->T > MAX_BATCH_TOKENS) {
+        die("flags -b, -t: B*T = %lld tokens is more than this trainer's %d per step", (long long)a->B * a->T, MAX_BATCH_TOKENS);
+    }
+    if ((a->checkpoint_every > 0 || a->keep_checkpoints > 0 || a->resume) && a->out_dir == NULL) {
+        die("checkpoints (-n, -N) and resume (-y) need an output directory (-o)");
+    }
     if (a->reclass_every > 0 && a->reclass_window > a->reclass_every) {
         die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", a->reclass_window, a->reclass_every);
     }
@@ -174,16 +201,47 @@ static float val_loss(GPT2CPU* m, DataLoader* dl, int n) {
     return (float)(sum / n);
 }
 
-// writes the model parameters as a checkpoint after `step` optimizer steps
-static void save_model(const char* path, const GPT2CPU* m, int step, uint64_t seed) {
+// a training state of `step` steps in dir (params, AdamW m and v, AdaHOP state, data position, RNG), then
+// rolling deletion of the older ones (-N)
+static void save_state(const TrainArgs* a, const GPT2CPU* m, const AdahopState* adahop, const SpikeGuard* guard, int step,
+                       const DataLoader* train, const Rng* rng) {
     CheckpointHeader ck;
     memset(&ck, 0, sizeof(ck));
     ck.config = m->config;
-    ck.contents = CKPT_PARAMS;
+    ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP;
     ck.step = step;
-    ck.seed = (int64_t)seed;
-    checkpoint_write(path, &ck, m->params_memory, m->m_memory, m->v_memory);   // m, v unused for CKPT_PARAMS
-    printf("wrote %s\n", path);
+    ck.seed = (int64_t)a->seed;
+    ck.adahop_words = (int64_t)adahop_state_words(adahop);
+    dataloader_get_state(train, ck.data_state);
+    memcpy(ck.rng_state, rng->s, sizeof(rng->s));
+    spike_guard_save(guard, ck.trainer_words);
+    int32_t* words = (int32_t*)malloc_check((size_t)ck.adahop_words * sizeof(int32_t));
+    adahop_save(adahop, words);
+    char path[4096];
+    checkpoint_state_path(path, sizeof(path), a->out_dir, step);
+    checkpoint_write_with_adahop(path, &ck, m->params_memory, m->m_memory, m->v_memory, words);
+    free(words);
+    printf("checkpoint: %s\n", path);
+    checkpoint_prune(a->out_dir, path, step, a->keep_checkpoints);
+}
+
+// the run's state from the training state at path: parameters, AdamW m and v (into m), AdaHOP state, spike guard,
+// data position, RNG; returns the step it was written after
+static int load_state(const char* path, GPT2CPU* m, AdahopState* adahop, SpikeGuard* guard, DataLoader* train, Rng* rng) {
+    CheckpointHeader ck;
+    FILE* fp = checkpoint_open(path, &ck);
+    checkpoint_require_config(path, &ck.config, &m->config);
+    if (ck.contents != (CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP)) { die("'%s' is not a training state of this trainer", path); }
+    checkpoint_read_payload(fp, &ck, m->params_memory, m->m_memory, m->v_memory);
+    int32_t* words = (int32_t*)malloc_check((size_t)ck.adahop_words * sizeof(int32_t));
+    checkpoint_read_adahop(fp, &ck, words);
+    fclose_check(fp);
+    adahop_load(adahop, words, (size_t)ck.adahop_words);
+    free(words);
+    dataloader_set_state(train, ck.data_state);
+    memcpy(rng->s, ck.rng_state, sizeof(rng->s));
+    spike_guard_load(guard, ck.trainer_words, path);
+    return (int)ck.step;
 }
 
 // the eval forward pass (an EvalForwardFn): per-position losses and greedy-argmax flags of the batch. It runs all B
@@ -212,9 +270,31 @@ static void generate(GPT2CPU* m, const Tokenizer* tok, int n, Rng* rng) {
     free(gen);
 }
 
+// the newest valid training state of the -o dir for -y 1 (a warning names each newer one skipped), "" if none
+static void find_resume(const TrainArgs* a, char* path, size_t len) {
+    path[0] = '\0';
+    if (!a->resume) { return; }
+    if (checkpoint_find_resume(a->out_dir, FAMILY_GPT2, path, len) != 0) {
+        printf("resume: no training state in %s, starting fresh\n", a->out_dir);
+        path[0] = '\0';
+    }
+}
+
+// the -o dir's main.log: appended to on a resume, else started afresh
+static FILE* open_log(const TrainArgs* a, int resumed) {
+    if (!a->out_dir) { return NULL; }
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/main.log", a->out_dir);
+    return fopen_check(path, resumed ? "a" : "w");
+}
+
 int main(int argc, char** argv) {
     TrainArgs a;
     parse_args(argc, argv, &a);
+    stop_signal_install();
+    if (a.out_dir) { out_dir_prepare(a.out_dir); }
+    char resume_path[4096];
+    find_resume(&a, resume_path, sizeof(resume_path));
     GPT2Config c;
     float* params = load_model(a.model, a.seed, &c);
     if (a.T > c.max_seq_len) { die("-t %d exceeds the model's max_seq_len %d", a.T, c.max_seq_len); }
@@ -238,15 +318,21 @@ int main(int argc, char** argv) {
     dataloader_init(&val, a.val_pattern, a.B, a.T, 0, 1, 0, a.seed, c.vocab_size);
     Tokenizer tok;
     tokenizer_init(&tok, a.tokenizer);
+    tokenizer_require_vocab(&tok, a.tokenizer, c.vocab_size);
     Rng rng;
     rng_seed(&rng, a.seed);
     EvalSuite evals = {0, NULL};
     if (a.evals) { eval_suite_load(&evals, a.evals, c.vocab_size); }
     EvalModel eval_model = {cpu_eval_forward, &m, a.B, a.T, a.T};   // rows of T positions: the training batch's buffers
+    SpikeGuard guard;
+    spike_guard_init(&guard, a.skip_loss_z, a.skip_norm_z);
+    int start_step = resume_path[0] ? load_state(resume_path, &m, &adahop, &guard, &train, &rng) : 0;
+    if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
+    FILE* logf = open_log(&a, start_step > 0);
     printf("B=%d T=%d steps=%d lr=%g wd=%g clip=%g seed=%llu\n", a.B, a.T, a.max_steps, a.lr, a.weight_decay,
            a.grad_clip, (unsigned long long)a.seed);
 
-    for (int step = 1; step <= a.max_steps; step++) {
+    for (int step = start_step + 1; step <= a.max_steps; step++) {
         double t0 = now_ms();
         dataloader_next_batch(&train);
         m.stats_now = adahop_wants_stats(&adahop, step - 1);   // AdaHOP counts 0-based steps
@@ -254,20 +340,39 @@ int main(int argc, char** argv) {
         gpt2cpu_zero_grad(&m);
         gpt2cpu_backward(&m);
         m.stats_now = 0;
-        float norm = gpt2cpu_update(&m, a.lr, 0.9f, 0.95f, 1e-8f, a.weight_decay, a.grad_clip, step);
+        float norm = spike_guard_on(&guard) ? grad_norm_cpu(m.grads_memory, m.num_params) : 0.0f;
+        int skipped = spike_guard_on(&guard) && isfinite(m.mean_loss) && isfinite(norm) &&
+                      spike_guard_skip(&guard, step, m.mean_loss, norm, stdout, logf);
+        if (!skipped) { norm = gpt2cpu_update(&m, a.lr, 0.9f, 0.95f, 1e-8f, a.weight_decay, a.grad_clip, step); }
+        if (!isfinite(m.mean_loss) || !isfinite(norm)) {
+            die("step %d: loss %f, grad norm %f: training diverged; no checkpoint of it was written%s%s (lower the "
+                "learning rate -l, or check the data)", step, m.mean_loss, norm, a.out_dir ? ", the last one in " : "",
+                a.out_dir ? a.out_dir : "");
+        }
         printf("step %4d/%d | train loss %.6f | norm %.4f | %.1f ms\n", step, a.max_steps, m.mean_loss, norm, now_ms() - t0);
+        if (logf) { fprintf(logf, "s:%d tl:%.6f norm:%.4f\n", step, m.mean_loss, norm); fflush(logf); }
         if (adahop_end_step(&adahop, step - 1, stdout) > 0) { adahop_print_table(&adahop, stdout); }
         if (a.val_every > 0 && (step % a.val_every == 0 || step == a.max_steps)) {
-            printf("val loss %.6f\n", val_loss(&m, &val, a.val_batches));
+            float vl = val_loss(&m, &val, a.val_batches);
+            printf("val loss %.6f\n", vl);
+            if (logf) { fprintf(logf, "s:%d vl:%.6f\n", step, vl); fflush(logf); }
         }
-        if (a.output && a.checkpoint_every > 0 && step % a.checkpoint_every == 0) { save_model(a.output, &m, step, a.seed); }
+        int stop = stop_signal_received();
+        if (a.out_dir && ((a.checkpoint_every > 0 && step % a.checkpoint_every == 0) || step == a.max_steps || stop)) {
+            save_state(&a, &m, &adahop, &guard, step, &train, &rng);
+        }
+        if (stop) {
+            fprintf(stderr, "stopped by signal %d after step %d%s%s\n", stop, step, a.out_dir ? ": resume with -y 1 from " : "",
+                    a.out_dir ? a.out_dir : " (no -o: nothing saved)");
+            exit(128 + stop);
+        }
         if (a.evals && a.eval_every > 0 && step % a.eval_every == 0 && step < a.max_steps) { eval_suite_run(&evals, step, &eval_model, NULL); }
     }
     if (a.evals) { eval_suite_run(&evals, a.max_steps, &eval_model, NULL); }
     if (a.gen_tokens > 1) { generate(&m, &tok, a.gen_tokens < a.T ? a.gen_tokens : a.T, &rng); }
-    if (a.output) { save_model(a.output, &m, a.max_steps, a.seed); }
 
     eval_suite_free(&evals);
+    if (logf) { fclose_check(logf); }
     tokenizer_free(&tok);
     dataloader_free(&train);
     dataloader_free(&val);

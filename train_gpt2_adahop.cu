@@ -26,7 +26,10 @@
 #include "llmc/rand.h"             // defines: Rng, rng_seed, rng_uniform
 #include "llmc/model_config.h"     // defines: ModelConfig, presets of both families, model_init_params, ParamTable
 #include "llmc/dataloader.h"       // defines: DataLoader (token shards, shuffled, resumable position)
-#include "llmc/checkpoint.h"       // defines: CheckpointHeader, checkpoint read/write, checkpoint_find_latest
+#include "llmc/checkpoint.h"       // defines: CheckpointHeader, checkpoint read/write (CRC-checked), checkpoint_find_valid, checkpoint_prune
+#include "llmc/out_dir.h"          // defines: out_dir_prepare (the -o directory, created and probed)
+#include "llmc/stop_signal.h"      // defines: stop_signal_install, stop_signal_received (SIGTERM / SIGINT)
+#include "llmc/spike_guard.h"      // defines: SpikeGuard (loss / grad-norm spike skipping, -L / -Z)
 #include "llmc/schedule.h"         // defines: lr_schedule (warmup + cosine)
 #include "llmc/sampler.h"          // defines: sample_softmax
 #include "llmc/tokenizer.h"        // defines: Tokenizer (decoding for samples)
@@ -728,13 +731,16 @@ typedef struct {
     const char* tokenizer_path;
     const char* evals;           // -E: downstream eval files (a folder or a glob), NULL = none
     int eval_every;              // -V: evals every N steps as well as at the end, 0 = only at the end
-    int B, T, total_batch, max_steps, warmup, val_every, val_batches, sample_every, gen_tokens, ckpt_every, resume;
+    int B, T, total_batch, max_steps, warmup, val_every, val_batches, sample_every, gen_tokens, ckpt_every, keep_ckpts, resume;
     float lr, final_lr_frac, weight_decay, grad_clip;
     uint64_t seed;
     LinearOptions lin;
     DPOptions dp;                // rank, world size, rendezvous file (-I, -G, -F); mpirun sets the first two
     int overlap;                 // all-reduce gradient buckets during the backward pass (-O)
+    float skip_loss_z, skip_norm_z;   // spike skipping thresholds (-L, -Z; llmc/spike_guard.h), 0 = off
 } Options;
+
+static_assert(SPIKE_GUARD_WORDS <= CKPT_TRAINER_WORDS, "the spike guard must fit a checkpoint's trainer words");
 
 static void usage(const char* prog) {
     printf("Usage: %s [options]\n"
@@ -760,13 +766,18 @@ static void usage(const char* prog) {
            "  -s <int>   print a sample every N steps, 0 = never (default 100)\n"
            "  -g <int>   tokens per sample                 (default 64)\n"
            "  -n <int>   write a checkpoint every N steps to the -o dir, 0 = never (default 0)\n"
-           "  -y <0|1>   resume from the newest checkpoint in the -o dir (default 0)\n"
+           "  -N <int>   keep only the newest N checkpoints, 0 = all (default 0)\n"
+           "  -y <0|1>   resume from the newest valid checkpoint in the -o dir (newer corrupt ones are skipped with a\n"
+           "             warning) (default 0)\n"
            "  -r <int>   random seed for init, data order and sampling (default 1337)\n"
            "  -z <path>  token decoding file               (default data/gpt2_tokenizer.bin)\n"
            "  -E <path>  downstream evals (dev/data/prepare_evals.py files: a folder of them or a glob), scored in the\n"
            "             run's precision on rank 0 at the end, printed and logged (default: none); with -x 0 and a model\n"
            "             file as -e this scores that model without training\n"
            "  -V <int>   run the -E evals every N steps as well, 0 = only at the end (default 0)\n"
+           "  -L <f>     skip the update of a step whose loss z-score over the last 64 steps exceeds this, 0 = off (default 0)\n"
+           "  -Z <f>     the same for the gradient norm, 0 = off (default 0)\n"
+           "SIGTERM / SIGINT: the step finishes, a checkpoint is written to the -o dir, the exit status is 128 + signal.\n"
            "Precision of the block linear layers (qkv, attention projection, MLP up and down; all three GEMMs each):\n"
            "  -p <mode>  bf16 | mxfp4 (no transform) | hadamard (IHT on every GEMM) | adahop (default adahop)\n"
            "  -P <path>  MXFP4 GEMM path: fast (E4M3 on FP8 tensor cores) | exact (dequantize + BF16) (default fast)\n"
@@ -798,7 +809,7 @@ static void usage(const char* prog) {
 
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
-                 NULL, 0, 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
+                 NULL, 0, 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
                  {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64, 0, 1}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1};
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
@@ -822,6 +833,7 @@ static Options parse_options(int argc, char** argv) {
             case 's': o.sample_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'g': o.gen_tokens = (int)parse_int(f, v, 1, 1 << 16); break;
             case 'n': o.ckpt_every = (int)parse_int(f, v, 0, 1 << 30); break;
+            case 'N': o.keep_ckpts = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'y': o.resume = (int)parse_int(f, v, 0, 1); break;
             case 'r': o.seed = (uint64_t)parse_int(f, v, 0, 0x7fffffffffffffffL); break;
             case 'l': o.lr = parse_float(f, v, 0.0f, 10.0f); break;
@@ -853,12 +865,16 @@ static Options parse_options(int argc, char** argv) {
             case 'I': o.dp.rank = (int)parse_int(f, v, 0, 1 << 16); break;
             case 'F': o.dp.rendezvous = v; break;
             case 'O': o.overlap = (int)parse_int(f, v, 0, 1); break;
+            case 'L': o.skip_loss_z = parse_float(f, v, 0.0f, 1e6f); break;
+            case 'Z': o.skip_norm_z = parse_float(f, v, 0.0f, 1e6f); break;
             default: usage(argv[0]); die("unknown flag %s", f);
         }
     }
     if (o.T % 8 != 0) { die("flag -t: sequence length %d must be a multiple of 8", o.T); }
     if (o.eval_every > 0 && o.evals == NULL) { die("flag -V: periodic evals need the eval files (-E)"); }
-    if ((o.ckpt_every > 0 || o.resume) && o.out_dir == NULL) { die("checkpoints (-n) and resume (-y) need an output directory (-o)"); }
+    if ((o.ckpt_every > 0 || o.keep_ckpts > 0 || o.resume) && o.out_dir == NULL) {
+        die("checkpoints (-n, -N) and resume (-y) need an output directory (-o)");
+    }
     if (o.lin.reclass_every > 0 && o.lin.reclass_window > o.lin.reclass_every) {
         die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", o.lin.reclass_window, o.lin.reclass_every);
     }
@@ -937,7 +953,7 @@ static void gpu_eval_forward(void* runner, const EvalBatch* b, float* losses, fl
 
 // <out_dir>/state_<step>.bin, the same file at any world size: every rank sends its shards of master, m and v
 // (through the idle gradient buffer), rank 0 writes them
-static void save_state(Model* m, const Options* o, int step, const DataLoader* train, const Rng* rng) {
+static void save_state(Model* m, const Options* o, int step, const DataLoader* train, const Rng* rng, const SpikeGuard* guard) {
     size_t n = m->num_params;
     bool writer = m->dp->rank == 0;
     float* host = writer ? (float*)malloc_check(3 * n * sizeof(float)) : NULL;
@@ -954,12 +970,14 @@ static void save_state(Model* m, const Options* o, int step, const DataLoader* t
     ck.total_batch = o->total_batch;
     dataloader_get_state(train, ck.data_state);
     memcpy(ck.rng_state, rng->s, sizeof(rng->s));
+    spike_guard_save(guard, ck.trainer_words);
     char path[4096];
-    snprintf(path, sizeof(path), "%s/state_%08d.bin", o->out_dir, step);
+    checkpoint_state_path(path, sizeof(path), o->out_dir, step);
     adahop_save(&m->adahop, m->adahop_words);
     checkpoint_write_with_adahop(path, &ck, host, host + n, host + 2 * n, m->adahop_words);
     free(host);
     printf("checkpoint: %s\n", path);
+    checkpoint_prune(o->out_dir, path, step, o->keep_ckpts);
 }
 
 // the summed gradients of one optimizer step: every rank reads the step's micro_steps micro-batches in the same
@@ -983,6 +1001,22 @@ static void step_gradients(Model* m, DataLoader* train, const Options* o, int mi
     model_reduce_grads(m, o->overlap);
 }
 
+// the signal that stops the run after this step (llmc/stop_signal.h), or 0; with several ranks every rank stops when
+// any of them received one, so all reach the checkpoint's collectives together (waits for the GPU)
+static int stop_after_step(Model* m) {
+    int sig = stop_signal_received();
+    if (m->dp->world_size == 1) { return sig; }
+    int same = dp_same_on_all_ranks(m->dp, (uint32_t)sig, (uint32_t*)m->adahop_words_dev, m->stream);
+    return same ? sig : (sig ? sig : SIGTERM);
+}
+
+// whether the spike guard skips the update of this step (llmc/spike_guard.h); *norm = the gradient norm it judged
+// (the same on every rank: the loss and the norm are global)
+static bool model_spike_skip(Model* m, SpikeGuard* g, int step, float loss, float* norm, FILE* logf) {
+    *norm = dp_grad_norm(m->dp, m->scratch, m->grads, &m->shard, m->stream);
+    return isfinite(loss) && isfinite(*norm) && spike_guard_skip(g, step, loss, *norm, stdout, logf);
+}
+
 // What the ranks must agree on (llmc/agreement.h): the options that shape the run and its collectives, the model
 // and its initial parameters, and the resume decision (resumed: the checkpoint resumed from, or NULL)
 static RunAgreement run_agreement_of(const Options* o, const ModelConfig* c, const float* init,
@@ -999,6 +1033,7 @@ static RunAgreement run_agreement_of(const Options* o, const ModelConfig* c, con
     a.precision = l->precision; a.gemm_path = l->path; a.stochastic_grads = l->stochastic_grads;
     a.calib_steps = l->calib_steps; a.calib_strategy = l->calib_strategy; a.reclass_every = l->reclass_every;
     a.reclass_window = l->reclass_window; a.oe_k = l->oe_k; a.recompute_fch = l->recompute_fch; a.overlap = o->overlap;
+    a.skip_loss_z = agreement_double(o->skip_loss_z); a.skip_norm_z = agreement_double(o->skip_norm_z);   // -L, -Z: an extra norm all-reduce
     a.seed = (int64_t)o->seed;
     a.resume_step = resumed ? resumed->step : 0;
     a.data_state = resumed ? agreement_hash(resumed->data_state, sizeof(resumed->data_state)) : 0;
@@ -1083,6 +1118,7 @@ static void json_val_event(FILE* fp, int step, float val_loss) {
 
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv);
+    stop_signal_install();
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) { die("no CUDA GPU found: this trainer needs one"); }
     DataParallel dp;
@@ -1102,7 +1138,8 @@ int main(int argc, char** argv) {
     int32_t* adahop_words = NULL;
     int start_step = 0;
     char resume_path[4096] = "";
-    if (o.resume && checkpoint_find_latest(o.out_dir, resume_path, sizeof(resume_path)) != 0) {
+    if (o.out_dir) { out_dir_prepare(o.out_dir); }   // on every rank, before anything costly: a bad -o stops all at once
+    if (o.resume && checkpoint_find_resume(o.out_dir, -1, resume_path, sizeof(resume_path)) != 0) {
         printf("resume: no checkpoint in %s, starting fresh\n", o.out_dir);
         resume_path[0] = '\0';
     }
@@ -1138,6 +1175,9 @@ int main(int argc, char** argv) {
         model_init_params(&config, init, o.seed);
     }
     if (o.T > config.max_seq_len) { die("flag -t: T=%d exceeds the model's max_seq_len %d", o.T, config.max_seq_len); }
+    if ((int64_t)o.B * o.T * dp.world_size > (1 << 30)) {   // the int token counts below, with room for the products
+        die("flags -b, -t: B*T*world = %lld tokens per micro-step round is more than 2^30", (long long)o.B * o.T * dp.world_size);
+    }
     if (o.total_batch == -1) { o.total_batch = o.B * o.T * dp.world_size; }
     int micro_steps = dp_accum_steps(o.total_batch, o.B, o.T, dp.world_size) * dp.world_size;   // all ranks together
     RunAgreement agreement = run_agreement_of(&o, &config, init, resume_path[0] ? &ck : NULL, dp.world_size);
@@ -1150,12 +1190,15 @@ int main(int argc, char** argv) {
     model_sync_params(&model);
     Rng rng;
     rng_seed(&rng, o.seed ^ 0x5eed5eedULL);
+    SpikeGuard guard;
+    spike_guard_init(&guard, o.skip_loss_z, o.skip_norm_z);
     if (resume_path[0]) {
         size_t n = model.num_params;
         zero_upload_shard(model.adam_m, init + n, &model.shard);
         zero_upload_shard(model.adam_v, init + 2 * n, &model.shard);
         start_step = (int)ck.step;
         memcpy(rng.s, ck.rng_state, sizeof(rng.s));
+        spike_guard_load(&guard, ck.trainer_words, resume_path);
         if (!adahop_words) { die("'%s' holds no AdaHOP state (written by an older version?)", resume_path); }
         adahop_load(&model.adahop, adahop_words, (size_t)ck.adahop_words);
         free(adahop_words);
@@ -1176,10 +1219,10 @@ int main(int argc, char** argv) {
         eval_runner.flags = (float*)device_malloc((size_t)o.B * o.T * sizeof(float), "eval argmax flags");
     }
     EvalModel eval_model = {gpu_eval_forward, &eval_runner, o.B, o.T, EVAL_ROW_ALIGN};
+    tokenizer_require_vocab(&tokenizer, o.tokenizer_path, config.vocab_size);
 
     FILE *logf = NULL, *jsonf = NULL;   // main.log (text) and main.jsonl (one JSON object per event)
     if (o.out_dir && dp.rank == 0) {
-        mkdir(o.out_dir, 0755);
         char path[4096];
         snprintf(path, sizeof(path), "%s/main.log", o.out_dir);
         logf = fopen_check(path, start_step > 0 ? "a" : "w");
@@ -1217,7 +1260,7 @@ int main(int argc, char** argv) {
     int timed_steps = 0;
     for (int step = start_step; step <= o.max_steps; step++) {
         bool last = step == o.max_steps;
-        if (o.ckpt_every > 0 && step > start_step && (step % o.ckpt_every == 0 || last)) { save_state(&model, &o, step, &train, &rng); }
+        if (o.ckpt_every > 0 && step > start_step && (step % o.ckpt_every == 0 || last)) { save_state(&model, &o, step, &train, &rng, &guard); }
         if (have_val && (step % o.val_every == 0 || last)) {
             float vl = evaluate(&model, &val, o.val_batches, o.B, o.T);
             printf("step %5d | val loss %.6f\n", step, vl);
@@ -1233,8 +1276,10 @@ int main(int argc, char** argv) {
         double t0 = now_seconds();
         step_gradients(&model, &train, &o, micro_steps, step);
         float lr = lr_schedule(step, o.max_steps, o.warmup, o.lr, o.final_lr_frac);
-        float norm = model_update(&model, lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.grad_clip, step + 1);
         float loss = model_mean_loss(&model, o.B, o.T, micro_steps);
+        float norm = 0.0f;
+        bool skipped = spike_guard_on(&guard) && model_spike_skip(&model, &guard, step + 1, loss, &norm, logf);
+        if (!skipped) { norm = model_update(&model, lr, 0.9f, 0.95f, 1e-8f, o.weight_decay, o.grad_clip, step + 1); }
         double dt = now_seconds() - t0;
         adahop_effective_strategies(&model.adahop, strategies_before);
         bool voted = adahop_is_vote_step(&model.adahop, step);
@@ -1246,7 +1291,8 @@ int main(int argc, char** argv) {
             snprintf(strat, sizeof(strat), " strategies:%08x", adahop_strategy_checksum(&model.adahop));
         }
         if (!isfinite(loss) || !isfinite(norm)) {
-            die("step %d: loss %f, grad norm %f: training diverged (lower the learning rate -l, or check the data)", step + 1, loss, norm);
+            die("step %d: loss %f, grad norm %f: training diverged; no checkpoint of it was written (lower the learning rate "
+                "-l, or check the data)", step + 1, loss, norm);
         }
         if (step > start_step) { total_time += dt; timed_steps++; }   // the first step includes warm-up
         double tok_s = o.total_batch / dt;
@@ -1260,6 +1306,15 @@ int main(int argc, char** argv) {
             fflush(logf);
         }
         json_step_event(jsonf, &fig, &model.adahop, strategies_before);
+        int stop = stop_after_step(&model);
+        if (stop) {
+            if (o.out_dir) { save_state(&model, &o, step + 1, &train, &rng, &guard); }
+            fprintf(stderr, "rank %d: stopped by signal %d after step %d%s%s\n", dp.rank, stop, step + 1,
+                    o.out_dir ? ": resume with -y 1 from " : "", o.out_dir ? o.out_dir : " (no -o: nothing saved)");
+            if (logf) { fclose_check(logf); }
+            dp_free(&dp);
+            exit(128 + stop);
+        }
     }
     if (timed_steps > 0) {
         size_t free_b, total_b;

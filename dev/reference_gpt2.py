@@ -17,12 +17,13 @@ Works with torch 1.13 (CPU) and torch 2.x (--device cuda).
 import argparse
 import math
 import struct
+import zlib
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-CKPT_MAGIC, CKPT_VERSION, CKPT_HEADER_INTS = 20261202, 1, 256
+CKPT_MAGIC, CKPT_VERSION, CKPT_HEADER_INTS, CKPT_CRC_SLOT = 20261202, 2, 256, 24
 REF_MAGIC, REF_VERSION = 20261203, 1
 NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b",
          "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
@@ -83,9 +84,12 @@ def write_model(path, cfg, params, seed):
     n = num_params(cfg)
     h[12], h[13] = n & 0xFFFFFFFF, n >> 32
     h[14], h[15] = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+    payload = flatten(params).astype("<f4").tobytes()
+    h[CKPT_CRC_SLOT + 1] = zlib.crc32(payload)   # the parameters' CRC-32 (llmc/crc32.h), then the header's own
+    h[CKPT_CRC_SLOT] = zlib.crc32(h.tobytes())
     with open(path, "wb") as f:
         f.write(h.tobytes())
-        f.write(flatten(params).astype("<f4").tobytes())
+        f.write(payload)
 
 
 def load_model(path):
@@ -104,6 +108,11 @@ def load_model(path):
     copies = 3 if h[2] & 2 else 1
     if len(data) != 4 * CKPT_HEADER_INTS + 4 * n * copies:
         raise SystemExit(f"error: '{path}' is {len(data)} bytes, its header implies {4 * CKPT_HEADER_INTS + 4 * n * copies}")
+    header = bytearray(data[:4 * CKPT_HEADER_INTS])
+    header[4 * CKPT_CRC_SLOT:4 * CKPT_CRC_SLOT + 4] = bytes(4)
+    if zlib.crc32(header) != int(h[CKPT_CRC_SLOT]) & 0xFFFFFFFF or \
+            zlib.crc32(data[4 * CKPT_HEADER_INTS:4 * (CKPT_HEADER_INTS + n)]) != int(h[CKPT_CRC_SLOT + 1]) & 0xFFFFFFFF:
+        raise SystemExit(f"error: '{path}': its header or parameters fail their CRC-32 check (corrupt)")
     flat = torch.from_numpy(np.frombuffer(data, dtype="<f4", count=n, offset=4 * CKPT_HEADER_INTS).copy())
     params, off = {}, 0
     for name, shape in param_shapes(cfg).items():

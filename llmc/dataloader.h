@@ -3,8 +3,9 @@
 //
 // A shard is cut into chunks of world_size * B * T tokens; rank r reads the B * T + 1 tokens that start
 // at r * B * T inside a chunk, so the ranks read disjoint slices. Only those tokens are read per batch
-// (fseek + fread), so shards may be GBs. With shuffle = 1 the order of the shards and the order of the
-// chunks inside each shard are permuted afresh every epoch by an Rng seeded from (seed, epoch[, shard]),
+// (fseek + fread), so shards may be GBs; every token of every shard is checked against the vocabulary once, at
+// init, so a bad token stops the run before its first step. With shuffle = 1 the order of the shards and the
+// order of the chunks inside each shard are permuted afresh every epoch by an Rng seeded from (seed, epoch[, shard]),
 // so the position (epoch, shard, chunk) is the whole state: a checkpoint stores it and continues exactly.
 #ifndef LLMC_DATALOADER_H
 #define LLMC_DATALOADER_H
@@ -72,6 +73,28 @@ static inline int64_t shard_open(const char* path, FILE** out) {
     return h[2];
 }
 
+// reads every token of an open shard (positioned after its header) in chunks; dies naming the shard, the token offset
+// and its byte offset at the first token >= vocab_size, so a bad token stops the run before its first step
+static inline void shard_scan_tokens(const char* path, FILE* fp, int64_t num_tokens, int vocab_size) {
+    const size_t chunk = (size_t)1 << 20;
+    uint16_t* buf = (uint16_t*)malloc_check(chunk * sizeof(uint16_t));
+    for (int64_t done = 0; done < num_tokens;) {
+        size_t k = num_tokens - done < (int64_t)chunk ? (size_t)(num_tokens - done) : chunk;
+        fread_check(buf, sizeof(uint16_t), k, fp, path);
+        uint16_t max = 0;
+        for (size_t i = 0; i < k; i++) { max = buf[i] > max ? buf[i] : max; }
+        if (max >= vocab_size) {
+            size_t i = 0;
+            while (buf[i] < vocab_size) { i++; }
+            long long at = (long long)(done + (int64_t)i);
+            die("shard '%s': token %d at token offset %lld (byte offset %lld) is >= vocab_size %d", path, buf[i], at,
+                (long long)(SHARD_HEADER_INTS * sizeof(int32_t)) + 2 * at, vocab_size);
+        }
+        done += (int64_t)k;
+    }
+    free(buf);
+}
+
 static inline void dataloader_seed_rng(const DataLoader* dl, Rng* rng, int64_t stream) {
     uint64_t x = dl->seed;
     x = splitmix64(&x) ^ (uint64_t)dl->epoch;
@@ -127,6 +150,7 @@ static inline void dataloader_init(DataLoader* dl, const char* pattern, int B, i
     for (int i = 0; i < dl->num_shards; i++) {
         FILE* fp;
         dl->shard_tokens[i] = shard_open(dataloader_shard_name(dl, i), &fp);
+        shard_scan_tokens(dataloader_shard_name(dl, i), fp, dl->shard_tokens[i], vocab_size);
         fclose_check(fp);
         if (dl->shard_tokens[i] < need) {
             die("shard '%s' has %lld tokens, fewer than the %lld one batch needs (world_size %d x B %d x T %d + 1)",

@@ -51,8 +51,9 @@ static inline int gpt2_config_from_depth(int depth, int max_seq_len, int vocab_s
 
 // checks the invariants every kernel relies on; returns NULL when fine, else a message
 static inline const char* gpt2_config_problem(const GPT2Config* c) {
-    if (c->num_layers <= 0 || c->channels <= 0 || c->num_heads <= 0 || c->max_seq_len <= 0 || c->vocab_size <= 0)
-        return "all model dimensions must be positive";
+    const char* dims = model_dims_problem(c->num_layers, c->channels, c->num_heads, c->num_heads, c->channels,
+                                          c->max_seq_len, c->vocab_size, c->padded_vocab_size);
+    if (dims) return dims;
     if (c->channels % c->num_heads != 0) return "channels must be a multiple of num_heads";
     if (c->padded_vocab_size < c->vocab_size || c->padded_vocab_size % 128 != 0)
         return "padded_vocab_size must be >= vocab_size and a multiple of 128";

@@ -74,9 +74,9 @@ static inline int llama_config_from_depth(int depth, int max_seq_len, int vocab_
 
 // checks the invariants the model relies on; returns NULL when fine, else a message
 static inline const char* llama_config_problem(const LlamaConfig* c) {
-    if (c->num_layers <= 0 || c->channels <= 0 || c->num_heads <= 0 || c->num_kv_heads <= 0 || c->hidden <= 0 ||
-        c->max_seq_len <= 0 || c->vocab_size <= 0)
-        return "all model dimensions must be positive";
+    const char* dims = model_dims_problem(c->num_layers, c->channels, c->num_heads, c->num_kv_heads, c->hidden,
+                                          c->max_seq_len, c->vocab_size, c->padded_vocab_size);
+    if (dims) return dims;
     if (c->channels % c->num_heads != 0) return "channels must be a multiple of num_heads";
     if ((c->channels / c->num_heads) % 2 != 0) return "the head size channels / num_heads must be even (RoPE rotates pairs)";
     if (c->num_heads % c->num_kv_heads != 0) return "num_kv_heads must divide num_heads";

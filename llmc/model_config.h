@@ -90,9 +90,11 @@ static inline const char* model_config_problem(const ModelConfig* c) {
         return llama_config_problem(&l);
     }
     if (c->family != FAMILY_GPT2) { return "unknown model family"; }
-    if (c->num_kv_heads != c->num_heads || c->hidden != 4 * c->channels) { return "a GPT-2 has NKV = NH and hidden = 4C"; }
     GPT2Config g = model_gpt2(c);
-    return gpt2_config_problem(&g);
+    const char* problem = gpt2_config_problem(&g);   // first: it bounds C, so 4C below cannot overflow
+    if (problem) { return problem; }
+    if (c->num_kv_heads != c->num_heads || c->hidden != 4 * c->channels) { return "a GPT-2 has NKV = NH and hidden = 4C"; }
+    return NULL;
 }
 
 // the parameter tensors of the model's family

@@ -17,6 +17,27 @@ typedef struct {
     const char* const* names;
 } ParamTable;
 
+// bounds of the model dimensions that files and flags may ask for: within them every parameter and activation
+// size product (e.g. L x 12 C^2, B x T x Vp) fits in 64 bits, so a corrupt header cannot wrap a size
+#define MODEL_MAX_LAYERS 1024
+#define MODEL_MAX_CHANNELS 65536
+#define MODEL_MAX_HIDDEN (4 * MODEL_MAX_CHANNELS)
+#define MODEL_MAX_SEQ_LEN (1 << 20)
+#define MODEL_MAX_VOCAB (1 << 24)
+
+// NULL when every dimension lies within the bounds above (and heads within the channels), else a message
+static inline const char* model_dims_problem(int layers, int channels, int heads, int kv_heads, int hidden, int max_seq_len,
+                                             int vocab, int padded_vocab) {
+    if (layers <= 0 || channels <= 0 || heads <= 0 || kv_heads <= 0 || hidden <= 0 || max_seq_len <= 0 || vocab <= 0 ||
+        padded_vocab <= 0)
+        return "all model dimensions must be positive";
+    if (layers > MODEL_MAX_LAYERS || channels > MODEL_MAX_CHANNELS || heads > channels || kv_heads > heads ||
+        hidden > MODEL_MAX_HIDDEN || max_seq_len > MODEL_MAX_SEQ_LEN || vocab > MODEL_MAX_VOCAB || padded_vocab > MODEL_MAX_VOCAB)
+        return "a dimension is out of bounds (layers <= 1024, channels <= 65536, heads <= channels, hidden <= 262144, "
+               "max_seq_len <= 2^20, vocab <= 2^24)";
+    return NULL;
+}
+
 // total floats of all tensors
 static inline size_t param_table_total(const ParamTable* t) {
     size_t n = 0;

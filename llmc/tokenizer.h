@@ -13,7 +13,7 @@
 #define TOKENIZER_HEADER_INTS 256
 
 typedef struct {
-    int init_ok;          // 0 when the file was missing: the caller prints token ids instead
+    int init_ok;          // 0 when the file was missing or too small a vocabulary: the caller prints token ids
     uint32_t vocab_size;
     int eot_token;
     char* pieces;         // every token's bytes, each followed by '\0'
@@ -27,6 +27,8 @@ static inline void tokenizer_init(Tokenizer* t, const char* path) {
         fprintf(stderr, "warning: cannot open tokenizer '%s' (%s); tokens will be printed as ids\n", path, strerror(errno));
         return;
     }
+    struct stat st = {0};
+    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) { die("tokenizer '%s' is not a regular file (a directory?)", path); }
     long size = file_size(fp);
     int32_t h[TOKENIZER_HEADER_INTS];
     if (size < (long)sizeof(h)) { die("tokenizer '%s' is %ld bytes, shorter than its %zu-byte header (truncated?)", path, size, sizeof(h)); }
@@ -55,6 +57,17 @@ static inline void tokenizer_init(Tokenizer* t, const char* path) {
     if (at != body) { die("tokenizer '%s' has %zu bytes after its %u tokens (corrupt?)", path, body - at, t->vocab_size); }
     free(raw);
     t->init_ok = 1;
+}
+
+// drops the tokenizer (init_ok = 0, the caller prints token ids) with a warning when it has fewer tokens than the
+// model's vocabulary, so that sampling never stops a run on a token the file cannot decode
+static inline void tokenizer_require_vocab(Tokenizer* t, const char* path, int model_vocab) {
+    if (!t->init_ok || (int64_t)t->vocab_size >= (int64_t)model_vocab) { return; }
+    fprintf(stderr, "warning: tokenizer '%s' has %u tokens, fewer than the model's %d; samples are printed as token ids\n",
+            path, t->vocab_size, model_vocab);
+    free(t->pieces);
+    free(t->token_table);
+    memset(t, 0, sizeof(*t));
 }
 
 static inline const char* tokenizer_decode(const Tokenizer* t, uint32_t token) {

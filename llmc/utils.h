@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <errno.h>
+#include <sys/stat.h>
 
 // called by die() with its message before the exit (NULL: nothing more), e.g. to tell the other processes of a
 // data-parallel run why this one stops (llmc/rendezvous.h, llmc/nccl_dp.cuh)
@@ -22,10 +23,17 @@ static inline void die_with_message(const char* message) {
 #define die(...) do { char die_message_[8192]; snprintf(die_message_, sizeof(die_message_), __VA_ARGS__); \
                       die_with_message(die_message_); } while (0)
 
+// opens path; a file opened for reading must be a regular file (fopen accepts a directory, whose reads then fail)
 static inline FILE* fopen_check_(const char* path, const char* mode, const char* file, int line) {
     FILE* fp = fopen(path, mode);
     if (fp == NULL) {
         fprintf(stderr, "error: cannot open '%s' (mode %s): %s [%s:%d]\n", path, mode, strerror(errno), file, line);
+        exit(EXIT_FAILURE);
+    }
+    struct stat st = {0};
+    if (mode[0] == 'r' && (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode))) {
+        fprintf(stderr, "error: '%s' is %s, not a regular file [%s:%d]\n", path, S_ISDIR(st.st_mode) ? "a directory" : "not readable",
+                file, line);
         exit(EXIT_FAILURE);
     }
     return fp;

@@ -1,10 +1,14 @@
 """
 Tests of dev/data/tokenize_text.py: shard headers, round-trip decoding of the shards back to the text,
 the val splits, sharding, .xz input, worker count independence, the committed tinyshakespeare shards and
-the committed token decoding file, all from the repo's data/ (gpt2.tiktoken, the shards, gpt2_tokenizer.bin).
-Run: python3 dev/data/test_tokenize_text.py   (skips, exit 0, when tiktoken or numpy is missing; the reason is
-also appended to the file named by $TEST_SKIP_LOG, which `make test` summarizes)
+the committed token decoding file, all from the repo's data/ (gpt2.tiktoken, the shards, gpt2_tokenizer.bin), and bad
+input: one "error: ..." line and exit status 1 for invalid UTF-8, a corrupt .xz, a corrupt ranks file, an
+--out-dir that is a file or not writable, empty input; old shards of the prefix refused unless --overwrite; the
+loader's shard size limit.
+Run: python3 dev/data/test_tokenize_text.py [--ranks PATH]   (default: data/gpt2.tiktoken; skips, exit 0, when tiktoken
+or numpy is missing; the reason is also appended to the file named by $TEST_SKIP_LOG, which `make test` summarizes)
 """
+import argparse
 import contextlib
 import filecmp
 import glob
@@ -41,6 +45,14 @@ TEXT = "".join(d + tt.DOC_SEPARATOR for d in DOCS)
 SECTIONS_TEXT = "Para one\nline two\n\nPara two.\n\n\nPara three after two blank lines\n"
 
 
+RANKS = tt.DEFAULT_RANKS   # set by main from --ranks
+
+
+def tokenize(args):
+    """tokenize_text's main with the ranks file of this test run unless args name one"""
+    tt.main(args if "--ranks" in args else args + ["--ranks", RANKS])
+
+
 def write(path, text):
     with (lzma.open(path, "wt", encoding="utf-8") if path.endswith(".xz") else open(path, "w", encoding="utf-8")) as f:
         f.write(text)
@@ -52,7 +64,7 @@ def run(tmp, name, text, *flags):
     write(src, text)
     out = tempfile.mkdtemp(dir=tmp)
     with contextlib.redirect_stdout(io.StringIO()):
-        tt.main([src, "--out-dir", out, "--workers", "1", *flags])
+        tokenize([src, "--out-dir", out, "--workers", "1", *flags])
     return {split: read_split(out, split) for split in ("train", "val")}
 
 
@@ -91,7 +103,7 @@ def test_xz_and_workers(enc, tmp):
     assert np.array_equal(plain, xz)
     src = os.path.join(tmp, "docs.txt")
     with contextlib.redirect_stdout(io.StringIO()):
-        tt.main([src, "--out-dir", os.path.join(tmp, "two_workers"), "--workers", "2"])
+        tokenize([src, "--out-dir", os.path.join(tmp, "two_workers"), "--workers", "2"])
     assert np.array_equal(read_split(os.path.join(tmp, "two_workers"), "train"), plain)
 
 
@@ -99,7 +111,7 @@ def test_sharding(enc, tmp):
     whole = run(tmp, "docs.txt", TEXT)["train"]
     out = os.path.join(tmp, "out_sharded")
     with contextlib.redirect_stdout(io.StringIO()):
-        tt.main([os.path.join(tmp, "docs.txt"), "--out-dir", out, "--prefix", "x", "--shard-tokens", "10"])
+        tokenize([os.path.join(tmp, "docs.txt"), "--out-dir", out, "--prefix", "x", "--shard-tokens", "10"])
     names = sorted(os.listdir(out))
     assert names[0] == "x_train_000000.bin" and len(names) == (len(whole) + 9) // 10, names
     sizes = [tt.read_shard(os.path.join(out, n))[0][2] for n in names]
@@ -140,15 +152,123 @@ def test_single_file(enc, tmp):
     write(src, SECTIONS_TEXT)
     args = [src, "--out-dir", out, "--tinyshakespeare", "--val-tokens", "5"]
     with contextlib.redirect_stdout(io.StringIO()):
-        tt.main(args)
+        tokenize(args)
     assert sorted(os.listdir(out)) == ["tinyshakespeare_train.bin", "tinyshakespeare_val.bin"]
     assert tt.read_shard(os.path.join(out, "tinyshakespeare_val.bin"))[0][2] == 5
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            tt.main(args + ["--shard-tokens", "4"])
+            tokenize(args + ["--shard-tokens", "4", "--overwrite"])
         raise AssertionError("a split larger than one file must fail with --single-file")
     except SystemExit as e:
         assert "does not fit one file" in str(e.code), e.code
+
+
+def fails_with(args, expect):
+    """runs tokenize_text's main(args); True when it exits non-zero with one line 'error: ...' containing expect"""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            tokenize(args)
+    except SystemExit as e:
+        message = str(e.code)
+        ok = e.code not in (0, None) and message.startswith("error: ") and "\n" not in message and expect in message
+        if not ok:
+            print(f"  exit {e.code!r}, expected an error with {expect!r}")
+        return ok
+    print(f"  no error, expected one with {expect!r}")
+    return False
+
+
+def test_bad_text(enc, tmp):
+    bad_utf8 = os.path.join(tmp, "latin1.txt")
+    with open(bad_utf8, "wb") as f:
+        f.write("caf\u00e9 ok\n".encode("utf-8") + b"caf\xe9\n")
+    out = os.path.join(tmp, "out_bad_text")
+    assert fails_with([bad_utf8, "--out-dir", out, "--workers", "1"], "is not UTF-8 text (byte 12"), "invalid UTF-8"
+    corrupt_xz = os.path.join(tmp, "corrupt.txt.xz")
+    write(corrupt_xz, TEXT * 20)
+    data = bytearray(open(corrupt_xz, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    with open(corrupt_xz, "wb") as f:
+        f.write(data)
+    assert fails_with([corrupt_xz, "--out-dir", out, "--workers", "1"], "is not a valid .xz file"), "corrupt .xz"
+    truncated_xz = os.path.join(tmp, "truncated.txt.xz")
+    with open(truncated_xz, "wb") as f:
+        f.write(data[:len(data) // 3])
+    assert fails_with([truncated_xz, "--out-dir", out, "--workers", "1"], "is not a valid .xz file"), "truncated .xz"
+    empty = os.path.join(tmp, "empty.txt")
+    write(empty, "")
+    assert fails_with([empty, "--out-dir", out, "--workers", "1"], "the inputs are empty"), "empty input"
+    assert not os.listdir(out) if os.path.isdir(out) else True, f"a failed run leaves no shards: {os.listdir(out)}"
+    small = os.path.join(tmp, "small.txt")
+    write(small, "a b c d e f g")
+    assert fails_with([small, "--out-dir", out, "--workers", "1", "--val-tokens", "1000"], "all went to the val split"), \
+        "everything in val"
+
+
+def test_existing_shards(enc, tmp):
+    out = os.path.join(tmp, "out_existing")
+    src = os.path.join(tmp, "docs.txt")
+    write(src, TEXT)
+    with contextlib.redirect_stdout(io.StringIO()):
+        tokenize([src, "--out-dir", out, "--prefix", "p", "--shard-tokens", "10", "--workers", "1"])
+    first = sorted(os.listdir(out))
+    assert len(first) > 2, first
+    assert fails_with([src, "--out-dir", out, "--prefix", "p", "--workers", "1"], "already holds"), "old shards refused"
+    assert sorted(os.listdir(out)) == first, "a refused run leaves the old shards alone"
+    with contextlib.redirect_stdout(io.StringIO()):
+        tokenize([src, "--out-dir", out, "--prefix", "p", "--workers", "1", "--overwrite"])
+    assert sorted(os.listdir(out)) == ["p_train_000000.bin"], f"--overwrite replaces every old shard: {os.listdir(out)}"
+    with contextlib.redirect_stdout(io.StringIO()):
+        tokenize([src, "--out-dir", out, "--prefix", "q", "--workers", "1"])
+    assert "q_train_000000.bin" in os.listdir(out), "another prefix in the same folder is fine"
+
+
+# ---- bad input that needs no tokenizer (runs without a ranks file)
+
+def test_out_dir_problems(ranks, tmp):
+    src = os.path.join(tmp, "plain.txt")
+    write(src, TEXT)
+    ranks = os.path.join(tmp, "unused.tiktoken")   # the folder is checked before the ranks are read
+    write(ranks, "x")
+    a_file = os.path.join(tmp, "a_file")
+    write(a_file, "x")
+    assert fails_with([src, "--ranks", ranks, "--out-dir", a_file], "is not a directory"), "--out-dir a file"
+    assert fails_with([src, "--ranks", ranks, "--out-dir", os.path.join(a_file, "sub")], "--out-dir"), "--out-dir under a file"
+    assert fails_with([src, "--ranks", ranks, "--out-dir", "/proc/no_such_dir"], "--out-dir '/proc/no_such_dir'"), \
+        "--out-dir that cannot be created"
+    out = os.path.join(tmp, "out_p")
+    os.makedirs(out)
+    write(os.path.join(out, "p_val_000003.bin"), "old")
+    assert fails_with([src, "--ranks", ranks, "--out-dir", out, "--prefix", "p"], "p_val_000003.bin"), "an old val shard"
+
+
+def test_corrupt_ranks(ranks, tmp):
+    src = os.path.join(tmp, "plain.txt")
+    write(src, TEXT)
+    bad = os.path.join(tmp, "bad1.tiktoken")   # a new name each time: tiktoken caches what it read by path
+    write(bad, "not base64!! 1\nQQ== x\n")
+    out = os.path.join(tmp, "out_ranks")
+    assert fails_with([src, "--ranks", bad, "--out-dir", out], f"ranks file '{bad}' is not a tiktoken ranks file"), \
+        "garbage ranks"
+    bad = os.path.join(tmp, "bad2.tiktoken")
+    write(bad, "IQ== 0\nIg== 1\n")
+    assert fails_with([src, "--ranks", bad, "--out-dir", out], "holds 2 ranks, GPT-2 has 50256"), "too few ranks"
+    bad = os.path.join(tmp, "bad3.tiktoken")
+    with open(bad, "wb") as f:
+        f.write(b"\xff\xfe\x00 1\n")
+    assert fails_with([src, "--ranks", bad, "--out-dir", out], "holds 1 ranks"), "binary ranks"
+
+
+def test_shard_limit(ranks, tmp):
+    src = os.path.join(tmp, "plain.txt")
+    write(src, TEXT)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            tokenize([src, "--ranks", ranks, "--shard-tokens", str(2 ** 31)])
+        raise AssertionError("--shard-tokens 2^31 must be refused")
+    except SystemExit as e:
+        assert e.code == 2, e.code   # argparse's usage error
+    assert tt.MAX_SHARD_TOKENS == 2 ** 31 - 1
 
 
 def test_committed_tinyshakespeare(enc, tmp):
@@ -180,14 +300,27 @@ def test_committed_tokenizer_bin(enc, tmp):
     assert all(enc.decode_single_token_bytes(i) == piece for i, piece in enumerate(pieces))
 
 
+NO_TOKENIZER_TESTS = (test_out_dir_problems, test_corrupt_ranks, test_shard_limit)   # take a ranks path, not an encoder
+
+
 def main():
-    enc = tt.load_encoding(tt.DEFAULT_RANKS)
+    p = argparse.ArgumentParser(description="tests of dev/data/tokenize_text.py")
+    p.add_argument("--ranks", default=tt.DEFAULT_RANKS, help="the GPT-2 ranks file (default: the script's, %(default)s)")
+    global RANKS
+    ranks = RANKS = p.parse_args().ranks
+    have_ranks = os.path.isfile(ranks)
+    enc = tt.load_encoding(ranks) if have_ranks else None
     tests = [v for k, v in globals().items() if k.startswith("test_")]
+    if not have_ranks:
+        skipped = [t.__name__ for t in tests if t not in NO_TOKENIZER_TESTS]
+        print(f"skipping {len(skipped)} tests of dev/data/test_tokenize_text.py that need the tokenizer ranks (none at {ranks})")
     passed = failed = 0
     with tempfile.TemporaryDirectory(prefix="test_tokenize_text_") as tmp:
         for test in tests:
+            if test not in NO_TOKENIZER_TESTS and not have_ranks:
+                continue
             try:
-                test(enc, tmp)
+                test(ranks if test in NO_TOKENIZER_TESTS else enc, tmp)
                 passed += 1
             except AssertionError as e:
                 failed += 1

@@ -14,6 +14,11 @@ The held-out split is the START of the token stream (--val-tokens N or --val-doc
 file (--val-input). Outputs: OUT_DIR/PREFIX_val_000000.bin ..., OUT_DIR/PREFIX_train_000000.bin ...,
 or OUT_DIR/PREFIX_val.bin and OUT_DIR/PREFIX_train.bin with --single-file.
 
+Bad input (a missing, non-UTF-8 or corrupt .xz file, a corrupt ranks file, an --out-dir that is a file or not
+writable, no text at all) ends with one "error: ..." line and exit status 1, and the shards of the failed run are
+removed. An --out-dir that already holds shards of PREFIX is refused (a glob would mix the two runs) unless
+--overwrite, which deletes them first. A shard holds at most 2^31 - 1 tokens, the C loader's int32 count.
+
 Examples (from the repo root; the text paths are where your corpus lies):
   python3 dev/data/tokenize_text.py --tinyshakespeare text/tinyshakespeare.txt --out-dir data
   python3 dev/data/tokenize_text.py text/gutenberg_train_0*.txt.xz \\
@@ -23,6 +28,7 @@ import argparse
 import lzma
 import multiprocessing as mp
 import os
+import re
 import sys
 
 import numpy as np
@@ -36,21 +42,37 @@ EOT = 50256
 DOC_SEPARATOR = "\n<|endoftext|>\n"
 SHARD_MAGIC, SHARD_VERSION, HEADER_INTS = 20240520, 1, 256
 TINYSHAKESPEARE_VAL_TOKENS = 32768
+MAX_SHARD_TOKENS = 2 ** 31 - 1   # the header's int32 token count (llmc/dataloader.h)
+
+
+class InputError(Exception):
+    """bad input or output: main prints it as one "error: ..." line"""
 
 
 def load_encoding(ranks_path):
     """The GPT-2 BPE (r50k_base) from a local gpt2.tiktoken file: 50256 ranks + <|endoftext|>."""
-    ranks = tiktoken.load.load_tiktoken_bpe(ranks_path)
+    try:
+        ranks = tiktoken.load.load_tiktoken_bpe(ranks_path)
+    except (ValueError, OSError) as e:   # binascii.Error and UnicodeDecodeError are ValueErrors
+        raise InputError(f"ranks file '{ranks_path}' is not a tiktoken ranks file: {e}") from None
     if len(ranks) != EOT:
-        sys.exit(f"error: '{ranks_path}' holds {len(ranks)} ranks, GPT-2 has {EOT}")
+        raise InputError(f"'{ranks_path}' holds {len(ranks)} ranks, GPT-2 has {EOT}")
     return tiktoken.Encoding(name="gpt2_local", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
                              special_tokens={"<|endoftext|>": EOT})
 
 
 def read_text(path):
     opener = lzma.open if path.endswith(".xz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return f.read()
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as e:
+        raise InputError(f"'{path}' is not UTF-8 text (byte {e.start} of the {'decompressed ' if path.endswith('.xz') else ''}"
+                         f"text: {e.reason})") from None
+    except (lzma.LZMAError, EOFError) as e:
+        raise InputError(f"'{path}' is not a valid .xz file ({e or 'truncated'})") from None
+    except OSError as e:
+        raise InputError(f"cannot read '{path}': {e.strerror or e}") from None
 
 
 def split_documents(text, sections):
@@ -105,6 +127,7 @@ class ShardWriter:
         self.added = 0        # tokens received so far
         self.written = 0      # tokens written so far
         self.shards = 0
+        self.paths = []       # files written, removed by discard() when the run fails
 
     def add(self, tokens):
         self.pending.append(tokens)
@@ -115,12 +138,16 @@ class ShardWriter:
 
     def _flush(self, n):
         if self.single_file and self.shards > 0:
-            sys.exit(f"error: the {self.split} split does not fit one file of --shard-tokens {self.shard_tokens}")
+            raise InputError(f"the {self.split} split does not fit one file of --shard-tokens {self.shard_tokens}")
         stream = np.concatenate(self.pending)
         self.pending, self.pending_count = [stream[n:]], len(stream) - n
         name = f"{self.prefix}_{self.split}.bin" if self.single_file else f"{self.prefix}_{self.split}_{self.shards:06d}.bin"
         path = os.path.join(self.out_dir, name)
-        write_shard(path, stream[:n])
+        self.paths.append(path)
+        try:
+            write_shard(path, stream[:n])
+        except OSError as e:
+            raise InputError(f"cannot write '{path}': {e.strerror or e}") from None
         print(f"{path}: {n:,} tokens")
         self.written += n
         self.shards += 1
@@ -129,6 +156,11 @@ class ShardWriter:
         if self.pending_count > 0:
             self._flush(self.pending_count)
         return self.written
+
+    def discard(self):
+        for path in self.paths:
+            if os.path.exists(path):
+                os.remove(path)
 
 
 def encoded_documents(paths, sections, pool):
@@ -168,6 +200,7 @@ def parse_args(argv=None):
                    help=f"llm.c's tinyshakespeare preset: --sections --single-file --val-tokens "
                         f"{TINYSHAKESPEARE_VAL_TOKENS} --prefix tinyshakespeare")
     p.add_argument("--workers", type=int, default=os.cpu_count(), help="tokenizer processes (default: %(default)s)")
+    p.add_argument("--overwrite", action="store_true", help="delete the shards of PREFIX already in --out-dir first")
     args = p.parse_args(argv)
     if args.tinyshakespeare:
         args.sections, args.single_file = True, True
@@ -177,25 +210,70 @@ def parse_args(argv=None):
     args.prefix = args.prefix or "data"
     if args.shard_tokens <= 0 or args.workers <= 0 or args.val_docs < 0 or args.val_tokens < 0:
         p.error("--shard-tokens and --workers must be positive, --val-docs and --val-tokens non-negative")
+    if args.shard_tokens > MAX_SHARD_TOKENS:
+        p.error(f"--shard-tokens {args.shard_tokens} exceeds {MAX_SHARD_TOKENS}, the most a shard header can count")
     for path in args.inputs + args.val_input + [args.ranks]:
         if not os.path.isfile(path):
             p.error(f"no such file: '{path}'")
     return args
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    load_encoding(args.ranks)  # fail early, before starting workers
-    os.makedirs(args.out_dir, exist_ok=True)
-    train = ShardWriter(args.out_dir, args.prefix, "train", args.shard_tokens, args.single_file)
-    val = ShardWriter(args.out_dir, args.prefix, "val", args.shard_tokens, args.single_file)
+def existing_shards(out_dir, prefix):
+    """the shards of prefix in out_dir: PREFIX_{train,val}.bin and PREFIX_{train,val}_NNNNNN.bin"""
+    pattern = re.compile(re.escape(prefix) + r"_(train|val)(_\d{6})?\.bin")
+    return sorted(n for n in os.listdir(out_dir) if pattern.fullmatch(n))
+
+
+def prepare_out_dir(out_dir, prefix, overwrite):
+    """creates out_dir and checks that it takes files and holds no shards of prefix unless overwrite; returns the
+    names of those shards (deleted by the caller once the rest of the input is checked)"""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise InputError(f"--out-dir '{out_dir}' exists and is not a directory")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--out-dir '{out_dir}' cannot be created: {e.strerror or e}") from None
+    old = existing_shards(out_dir, prefix)
+    if old and not overwrite:
+        raise InputError(f"--out-dir '{out_dir}' already holds {len(old)} shard(s) of prefix '{prefix}' ({old[0]} ...): "
+                         f"a glob would mix them with this run's; remove them or pass --overwrite")
+    try:
+        probe = os.path.join(out_dir, f".write_probe.{os.getpid()}")
+        with open(probe, "wb") as f:
+            f.write(b"x")
+        os.remove(probe)
+    except OSError as e:
+        raise InputError(f"--out-dir '{out_dir}' is not writable: {e.strerror or e}") from None
+    return old
+
+
+def tokenize(args, train, val):
     with mp.Pool(args.workers, initializer=_init_worker, initargs=(args.ranks,)) as pool:
         for tokens in encoded_documents(args.val_input, args.sections, pool):
             val.add(tokens)
         route_tokens(encoded_documents(args.inputs, args.sections, pool), train, val, args.val_docs, args.val_tokens)
     n_val, n_train = val.close(), train.close()
+    if n_train == 0:
+        raise InputError("no text for the train split: the inputs are empty" +
+                         (" or all went to the val split" if n_val else ""))
     print(f"total: {n_val + n_train:,} tokens ({n_val:,} val in {val.shards} file(s), "
           f"{n_train:,} train in {train.shards} file(s))")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    train = ShardWriter(args.out_dir, args.prefix, "train", args.shard_tokens, args.single_file)
+    val = ShardWriter(args.out_dir, args.prefix, "val", args.shard_tokens, args.single_file)
+    try:
+        old = prepare_out_dir(args.out_dir, args.prefix, args.overwrite)
+        load_encoding(args.ranks)  # fail early, before starting workers
+        for name in old:
+            os.remove(os.path.join(args.out_dir, name))
+        tokenize(args, train, val)
+    except InputError as e:
+        train.discard()
+        val.discard()
+        sys.exit(f"error: {e}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU tests (needs an NVIDIA GPU, PyTorch for the reference): kernels vs the CPU reference, the whole model
 # vs the independent PyTorch GPT-2 (124M) and LLaMA-small (d12), every precision on both, bit-exact resume from a
-# checkpoint (GPT-2 and LLaMA), main.jsonl against main.log, and data-parallel training.
+# checkpoint (GPT-2 and LLaMA), preemption (SIGTERM, kill -9 during checkpointing), main.jsonl against main.log,
+# and data-parallel training.
 # Every part runs; the exit status is non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -66,6 +67,12 @@ bash dev/test/modes_test.sh llama:d12 || failed+=(modes_test_llama)
 echo "== resume from a checkpoint gives the same losses bit for bit"
 bash dev/test/resume_test.sh d6 || failed+=(resume_test)
 bash dev/test/resume_test.sh llama:d8 || failed+=(resume_test_llama)
+
+echo "== SIGTERM mid-run and a kill -9 loop during checkpointing: every -y 1 resume continues exactly; a NaN stops cleanly"
+STEPS=24 WORK=build/signal_resume_gpu bash dev/test/signal_resume_test.sh ./train_gpt2_adahop -e d6 -b 8 -t 128 -d 2048 -u 5 -s 0 \
+    || failed+=(signal_resume_test)
+WORK=build/nan_guard_gpu bash dev/test/nan_guard_test.sh ./train_gpt2_adahop -e d6 -b 8 -t 128 -u 0 -s 0 -l 10 -c 10 \
+    || failed+=(nan_guard_test)
 
 echo "== -A 1 (MLP pre-activation recomputed in the backward pass) gives the same numbers with less memory"
 bash dev/test/recompute_test.sh d6 || failed+=(recompute_test)

@@ -2,6 +2,7 @@
 // target shift, sequential order across shards, epoch wrap-around, shuffling (a permutation, reproducible,
 // new every epoch), disjoint rank slices, exact continuation from a saved state, and every bad input.
 // Token i of shard s has the value 1000 * s + i, so a batch's first token says where it was read.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "llmc/dataloader.h"
@@ -66,9 +67,11 @@ static void child_init(const char* glob_pattern) {
     dataloader_free(&dl);
 }
 
-static void child_read_all(const char* glob_pattern) {
+// a shard that turns bad after init (rewritten on disk) is still caught when its batch is read
+static void child_read_all_rewritten(const char* glob_pattern) {
     DataLoader dl;
     dataloader_init(&dl, glob_pattern, TEST_B, TEST_T, 0, 1, 0, 0, VOCAB);
+    write_token_shard(tmpdir, "bad.bin", 100, VOCAB - 50);
     for (int i = 0; i < 100; i++) { dataloader_next_batch(&dl); }
     dataloader_free(&dl);
 }
@@ -221,6 +224,21 @@ static void test_bad_state(void) {
     CHECK(fails_with(child_set_state, "", "unknown tag"), "empty state");
 }
 
+// writes dir/name: n valid tokens (i % 1000) except token 65535 at position `bad`
+static void write_late_bad_token(const char* dir, const char* name, int n, int bad) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    int32_t h[SHARD_HEADER_INTS] = {SHARD_MAGIC, SHARD_VERSION, n};
+    uint16_t* tokens = (uint16_t*)malloc_check((size_t)n * sizeof(uint16_t));
+    for (int i = 0; i < n; i++) { tokens[i] = (uint16_t)(i % 1000); }
+    tokens[bad] = 65535;
+    FILE* fp = fopen_check(path, "wb");
+    fwrite_check(h, sizeof(int32_t), SHARD_HEADER_INTS, fp);
+    fwrite_check(tokens, sizeof(uint16_t), (size_t)n, fp);
+    fclose_check(fp);
+    free(tokens);
+}
+
 // each bad shard sits alone in the folder, next to the good ones under another name
 static void test_bad_shards(void) {
     char bad_pattern[4096];
@@ -242,8 +260,20 @@ static void test_bad_shards(void) {
     write_token_shard(tmpdir, "bad.bin", TEST_B * TEST_T, 0);
     CHECK(fails_with(child_init, bad_pattern, "fewer than the 9 one batch needs"), "shard too small for one batch");
     write_token_shard(tmpdir, "bad.bin", 100, VOCAB - 50);
-    CHECK(fails_with(child_read_all, bad_pattern, "token 5000 at token offset 50 is >= vocab_size 5000"), "token >= vocab_size");
+    CHECK(fails_with(child_init, bad_pattern, "token 5000 at token offset 50 (byte offset 1124) is >= vocab_size 5000"),
+          "token >= vocab_size, found at init");
+    write_token_shard(tmpdir, "bad.bin", 100, 0);
+    CHECK(fails_with(child_read_all_rewritten, bad_pattern, "token 5000 at token offset 50 is >= vocab_size 5000"),
+          "a shard rewritten with a bad token after init is caught when its batch is read");
+    write_late_bad_token(tmpdir, "bad.bin", (3 << 20) + 5, (2 << 20) + 7);
+    CHECK(fails_with(child_init, bad_pattern, "token 65535 at token offset 2097159 "),
+          "a bad token in the third megatoken of a shard stops init, before any batch is read");
     unlink(bad_pattern);
+    path_in_tmp(bad_pattern, sizeof(bad_pattern), "dir.bin");
+    if (mkdir(bad_pattern, 0755) != 0) { die("mkdir %s failed", bad_pattern); }
+    CHECK(fails_with(child_init, bad_pattern, "dir.bin' is a directory"), "a directory matched as a shard is named");
+    rmdir(bad_pattern);
+    path_in_tmp(bad_pattern, sizeof(bad_pattern), "bad.bin");
     char none[4096];
     path_in_tmp(none, sizeof(none), "nothing_*.bin");
     CHECK(fails_with(child_init, none, "no files match the pattern"), "glob without a match");

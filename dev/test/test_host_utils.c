@@ -1,6 +1,7 @@
-// CPU tests of the host-side pieces of the trainer: checkpoint files (round trip and every kind of bad
-// file), the learning-rate schedule, the sampler, the token grouping of the embedding backward, the RNG
-// and GPT-2 init; LLaMA model files; the model FLOPs per token (MFU) and the JSON Lines writer.
+// CPU tests of the host-side pieces of the trainer: checkpoint files (round trip and every kind of bad file:
+// checksums per section, bounds, non-finite values), the choice of the newest valid training state and rolling
+// deletion, the spike guard, the learning-rate schedule, the sampler, the token grouping of the embedding backward,
+// the RNG and GPT-2 init; LLaMA model files; the model FLOPs per token (MFU) and the JSON Lines writer.
 #include <sys/stat.h>
 #include "llmc/checkpoint.h"
 #include "llmc/schedule.h"
@@ -8,6 +9,7 @@
 #include "llmc/token_groups.h"
 #include "llmc/model_config.h"
 #include "llmc/jsonlog.h"
+#include "llmc/spike_guard.h"
 #include "dev/test/test_common.h"
 
 static char tmpdir[] = "/tmp/test_host_utils_XXXXXX";
@@ -20,10 +22,30 @@ static GPT2Config tiny_config(void) {
 static const char* open_path;
 static int open_any_family;   // 1: checkpoint_open_model (the GPU trainer), 0: checkpoint_open (GPT-2 only)
 
-// opens the checkpoint at open_path (run in a child by open_fails_with)
+// opens and reads the whole checkpoint at open_path, as a resume does (run in a child by open_fails_with)
 static void open_checkpoint(void) {
     CheckpointHeader ck;
     FILE* fp = open_any_family ? checkpoint_open_model(open_path, &ck) : checkpoint_open(open_path, &ck);
+    size_t n = ckpt_num_params(&ck);
+    float* p = (float*)malloc_check(3 * n * sizeof(float));
+    int with_moments = (ck.contents & CKPT_OPTIMIZER) != 0;
+    checkpoint_read_payload(fp, &ck, p, with_moments ? p + n : NULL, with_moments ? p + 2 * n : NULL);
+    if (ck.contents & CKPT_ADAHOP) {
+        int32_t* words = (int32_t*)malloc_check((size_t)ck.adahop_words * sizeof(int32_t));
+        checkpoint_read_adahop(fp, &ck, words);
+        free(words);
+    }
+    free(p);
+    fclose(fp);
+}
+
+// reads only the parameters of the checkpoint at open_path, as -e FILE does (run in a child)
+static void read_params_only(void) {
+    CheckpointHeader ck;
+    FILE* fp = checkpoint_open_model(open_path, &ck);
+    float* p = (float*)malloc_check(ckpt_num_params(&ck) * sizeof(float));
+    checkpoint_read_payload(fp, &ck, p, NULL, NULL);
+    free(p);
     fclose(fp);
 }
 
@@ -39,6 +61,48 @@ static void write_bytes(const char* path, const void* data, size_t n) {
     fclose_check(fp);
 }
 
+// writes raw (size bytes) to path with header slot `slot` set to value; reseal: the header CRC is recomputed, so
+// the checks behind it see the change
+static void write_with_slot_crc(const char* path, unsigned char* raw, size_t size, int slot, int32_t value, int reseal) {
+    int32_t* h = (int32_t*)raw;
+    int32_t saved = h[slot], saved_crc = h[CKPT_CRC_SLOT];
+    h[slot] = value;
+    if (reseal) { h[CKPT_CRC_SLOT] = (int32_t)ckpt_header_crc(h); }
+    write_bytes(path, raw, size);
+    h[slot] = saved;
+    h[CKPT_CRC_SLOT] = saved_crc;
+}
+
+// writes raw with a header slot changed and the header CRC recomputed
+static void write_with_slot(const char* path, unsigned char* raw, size_t size, int slot, int32_t value) {
+    write_with_slot_crc(path, raw, size, slot, value, 1);
+}
+
+// writes raw with the byte at `at` xor-ed with `mask`
+static void write_flipped(const char* path, unsigned char* raw, size_t size, size_t at, unsigned char mask) {
+    raw[at] ^= mask;
+    write_bytes(path, raw, size);
+    raw[at] ^= mask;
+}
+
+// writes raw with float `index` of the payload set to value and the CRC of its section (slot) recomputed over
+// [start, start + len) bytes of raw
+static void write_float_resealed(const char* path, unsigned char* raw, size_t size, size_t index, float value, int slot,
+                                 size_t start, size_t len) {
+    float saved;
+    unsigned char* at = raw + 1024 + index * sizeof(float);
+    int32_t* h = (int32_t*)raw;
+    int32_t saved_sec = h[slot], saved_crc = h[CKPT_CRC_SLOT];
+    memcpy(&saved, at, sizeof(float));
+    memcpy(at, &value, sizeof(float));
+    h[slot] = (int32_t)crc32_update(0, raw + start, len);
+    h[CKPT_CRC_SLOT] = (int32_t)ckpt_header_crc(h);
+    write_bytes(path, raw, size);
+    memcpy(at, &saved, sizeof(float));
+    h[slot] = saved_sec;
+    h[CKPT_CRC_SLOT] = saved_crc;
+}
+
 static void test_checkpoint(void) {
     GPT2Config c = tiny_config();
     size_t n = gpt2_num_params(&c);
@@ -47,7 +111,7 @@ static void test_checkpoint(void) {
     for (size_t i = 0; i < 2 * n; i++) { p[n + i] = (float)i * 0.5f; }
     CheckpointHeader ck;
     memset(&ck, 0, sizeof(ck));
-    ck.config = c; ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER; ck.step = 123456789012LL; ck.seed = -7; ck.total_batch = 3LL << 33;
+    ck.config = c; ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER; ck.step = INT32_MAX - 5; ck.seed = -7; ck.total_batch = 3LL << 33;
     for (int i = 0; i < DATALOADER_STATE_LEN; i++) { ck.data_state[i] = (int64_t)i * -1000000007LL; }
     for (int i = 0; i < 4; i++) { ck.rng_state[i] = 0xF0F0F0F0F0F0F0F0ULL >> i; }
     char path[256];
@@ -84,19 +148,48 @@ static void test_checkpoint(void) {
     CHECK(open_fails_with(bad, "not a checkpoint"), "bad magic is refused");
     saved = h[1]; h[1] = 99; write_bytes(bad, raw, size); h[1] = saved;
     CHECK(open_fails_with(bad, "version 99"), "bad version is refused");
+    write_with_slot(bad, raw, size, 1, 1);
+    CHECK(open_fails_with(bad, "version 1; this build reads version 2"), "a version 1 file (no checksums) is refused");
     write_bytes(bad, raw, size - 4);
     CHECK(open_fails_with(bad, "truncated or corrupt"), "truncated payload is refused");
     write_bytes(bad, raw, 100);
     CHECK(open_fails_with(bad, "shorter than its"), "truncated header is refused");
-    saved = h[9]; h[9] = 65; write_bytes(bad, raw, size); h[9] = saved;
+    write_with_slot_crc(bad, raw, size, 10, 11, 0);
+    CHECK(open_fails_with(bad, "section 'header' fails its CRC-32"), "a changed step without its header CRC is refused");
+    write_with_slot_crc(bad, raw, size, 40, 5, 0);
+    CHECK(open_fails_with(bad, "section 'header'"), "a changed data loader state is refused");
+    write_with_slot(bad, raw, size, 9, 65);
     CHECK(open_fails_with(bad, "invalid model shape"), "channels not divisible by heads is refused");
-    saved = h[7]; h[7] = 3; write_bytes(bad, raw, size); h[7] = saved;
+    write_with_slot(bad, raw, size, 9, 1 << 30);
+    CHECK(open_fails_with(bad, "out of bounds"), "channels 2^30 is refused before any size is computed");
+    write_with_slot(bad, raw, 1024, 9, 1 << 30);
+    CHECK(open_fails_with(bad, "out of bounds"), "a 1 KiB file claiming channels 2^30 is refused");
+    write_with_slot(bad, raw, size, 7, 1 << 30);
+    CHECK(open_fails_with(bad, "out of bounds"), "layers 2^30 is refused");
+    write_with_slot(bad, raw, size, 7, 3);
     CHECK(open_fails_with(bad, "parameters"), "shape/parameter-count mismatch is refused");
-    saved = h[3]; h[3] = 1; write_bytes(bad, raw, size); h[3] = saved;
+    write_with_slot(bad, raw, size, 3, 1);
     CHECK(open_fails_with(bad, "family"), "unknown model family is refused");
+    write_with_slot(bad, raw, size, 11, -1);
+    CHECK(open_fails_with(bad, "invalid step"), "a negative step is refused");
     CHECK(open_fails_with("/nonexistent/ckpt.bin", "cannot open"), "missing file is refused");
+    CHECK(open_fails_with(tmpdir, "not a regular file"), "a directory is refused, named");
+    size_t params_at = 1024, moments_at = 1024 + n * sizeof(float);
+    write_flipped(bad, raw, size, params_at + 4 * 17 + 1, 0x10);
+    CHECK(open_fails_with(bad, "section 'parameters' fails its CRC-32"), "a flipped parameter bit is refused");
+    write_flipped(bad, raw, size, moments_at + 4 * n + 3, 0x01);
+    CHECK(open_fails_with(bad, "section 'optimizer state' fails"), "a flipped bit of v is refused");
+    write_float_resealed(bad, raw, size, 5, NAN, CKPT_CRC_SLOT + CKPT_SEC_PARAMS, params_at, n * sizeof(float));
+    CHECK(open_fails_with(bad, "non-finite"), "a NaN parameter with a matching CRC is refused");
+    write_float_resealed(bad, raw, size, n + 3, INFINITY, CKPT_CRC_SLOT + CKPT_SEC_OPTIMIZER, moments_at, 2 * n * sizeof(float));
+    CHECK(open_fails_with(bad, "non-finite"), "an infinite moment with a matching CRC is refused");
+    char err[CKPT_ERR_LEN];
+    CheckpointHeader checked;
+    write_flipped(bad, raw, size, moments_at + 8, 0x80);
+    CHECK(checkpoint_check(bad, -1, &checked, err) != 0 && strstr(err, "optimizer state"), "checkpoint_check names the section: %s", err);
     write_bytes(bad, raw, size);
     CHECK(!open_fails_with(bad, ""), "the intact copy opens");
+    CHECK(checkpoint_check(bad, -1, &checked, err) == 0, "checkpoint_check accepts the intact copy");
     free(raw);
 
     // with AdaHOP state after m and v
@@ -117,16 +210,11 @@ static void test_checkpoint(void) {
     fclose_check(fp);
     write_bytes(bad, raw, size - 4);
     CHECK(open_fails_with(bad, "truncated or corrupt"), "truncated AdaHOP state is refused");
+    write_flipped(bad, raw, size, size - 3, 0x04);
+    CHECK(open_fails_with(bad, "section 'AdaHOP state' fails"), "a flipped AdaHOP bit is refused");
+    open_path = bad;
+    CHECK(child_fails_with(read_params_only, "section 'AdaHOP state' fails"), "a params-only reader verifies the sections it skips");
     free(raw); free(p); free(q);
-}
-
-// writes raw (size bytes) to path with header slot `slot` set to value
-static void write_with_slot(const char* path, unsigned char* raw, size_t size, int slot, int32_t value) {
-    int32_t* h = (int32_t*)raw;
-    int32_t saved = h[slot];
-    h[slot] = value;
-    write_bytes(path, raw, size);
-    h[slot] = saved;
 }
 
 // a LLaMA model file: round trip of the family and shape through checkpoint_open_model, refused by the GPT-2-only
@@ -174,21 +262,139 @@ static void test_checkpoint_llama(void) {
     free(raw); free(p); free(q);
 }
 
-static void test_find_latest(void) {
+// writes a valid training state of step `step` as dir/state_<step>.bin, or under `name` when it is not NULL
+static void write_state(const char* dir, const char* name, int64_t step) {
+    GPT2Config c = tiny_config();
+    size_t n = gpt2_num_params(&c);
+    float* p = (float*)calloc_check(3 * n, sizeof(float));
+    CheckpointHeader ck;
+    memset(&ck, 0, sizeof(ck));
+    ck.config = c; ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER; ck.step = step;
+    char path[400];
+    if (name) { snprintf(path, sizeof(path), "%s/%s", dir, name); }
+    else { checkpoint_state_path(path, sizeof(path), dir, step); }
+    checkpoint_write(path, &ck, p, p + n, p + 2 * n);
+    free(p);
+}
+
+// names of training states: only the trainers' own "state_%08d.bin" counts
+static void test_state_names(void) {
+    CHECK(checkpoint_name_step("state_00000010.bin") == 10, "state_00000010.bin is step 10");
+    CHECK(checkpoint_name_step("state_123456789.bin") == 123456789, "9-digit steps count");
+    CHECK(checkpoint_name_step("state_999.bin") == -1, "state_999.bin (not 8 digits) does not count");
+    CHECK(checkpoint_name_step("state_000000999.bin") == -1, "an extra leading zero does not count");
+    CHECK(checkpoint_name_step("state_00000010.bin.tmp") == -1, "a .tmp does not count");
+    CHECK(checkpoint_name_step("state_-0000010.bin") == -1 && checkpoint_name_step("state_+0000010.bin") == -1, "signs do not count");
+    CHECK(checkpoint_name_step("state_99999999999.bin") == -1, "steps beyond int32 do not count");
+    CHECK(checkpoint_name_step("state_0000001x.bin") == -1, "non-digits do not count");
+}
+
+static char resume_dir[400];
+
+// checkpoint_find_resume for a LLaMA run in resume_dir (run in a child)
+static void resume_llama(void) {
+    char found[500];
+    checkpoint_find_resume(resume_dir, FAMILY_LLAMA, found, sizeof(found));
+}
+
+static void test_find_valid(void) {
     char dir[300], path[400], found[400];
     snprintf(dir, sizeof(dir), "%s/ckpts", tmpdir);
-    CHECK(checkpoint_find_latest(dir, found, sizeof(found)) == -1, "missing directory: no checkpoint");
+    CHECK(checkpoint_find_valid(dir, -1, found, sizeof(found)) == -1, "missing directory: no checkpoint");
     if (mkdir(dir, 0755) != 0) { die("mkdir %s failed", dir); }
-    CHECK(checkpoint_find_latest(dir, found, sizeof(found)) == -1, "empty directory: no checkpoint");
-    const char* names[] = {"state_00000010.bin", "state_00000020.bin", "state_00000030.bin.tmp", "state_x0000040.bin",
-                           "main.log", "state_00000025.bak"};
-    for (int i = 0; i < 6; i++) {
-        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+    CHECK(checkpoint_find_valid(dir, -1, found, sizeof(found)) == -1, "empty directory: no checkpoint");
+    write_state(dir, NULL, 10);
+    write_state(dir, NULL, 20);
+    const char* junk[] = {"state_00000030.bin.tmp", "state_x0000040.bin", "main.log", "state_00000025.bak", "state_999.bin"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, junk[i]);
         write_bytes(path, "x", 1);
     }
-    snprintf(path, sizeof(path), "%s/state_00000020.bin", dir);
-    CHECK(checkpoint_find_latest(dir, found, sizeof(found)) == 0 && strcmp(found, path) == 0,
-          "newest complete state is step 20 (a .tmp left by an interrupted write is ignored), got %s", found);
+    checkpoint_state_path(path, sizeof(path), dir, 20);
+    CHECK(checkpoint_find_valid(dir, -1, found, sizeof(found)) == 0 && strcmp(found, path) == 0,
+          "newest valid state is step 20 (.tmp, state_999.bin and other names are ignored), got %s", found);
+    checkpoint_state_path(path, sizeof(path), dir, 30);
+    write_bytes(path, "truncated", 9);
+    write_state(dir, "state_00000040.bin", 39);   // its header disagrees with its name
+    checkpoint_state_path(path, sizeof(path), dir, 50);
+    if (mkdir(path, 0755) != 0) { die("mkdir %s failed", path); }
+    checkpoint_state_path(path, sizeof(path), dir, 20);
+    CHECK(checkpoint_find_valid(dir, -1, found, sizeof(found)) == 0 && strcmp(found, path) == 0,
+          "falls back past a directory, a wrong step and a truncated file to step 20, got %s", found);
+    CHECK(checkpoint_find_valid(dir, FAMILY_LLAMA, found, sizeof(found)) == -1, "no state of another family is taken");
+    snprintf(resume_dir, sizeof(resume_dir), "%s", dir);
+    CHECK(child_fails_with(resume_llama, "none of the 5 training states"), "-y 1 with states but none valid stops");
+    CHECK(checkpoint_find_resume(dir, FAMILY_GPT2, found, sizeof(found)) == 0, "-y 1 takes the newest valid one");
+    snprintf(resume_dir, sizeof(resume_dir), "%s/empty", tmpdir);
+    CHECK(checkpoint_find_resume(resume_dir, -1, found, sizeof(found)) == -1, "-y 1 in a folder without states starts afresh");
+    // rolling: keep the newest 2 up to the new step; later steps are left alone
+    write_state(dir, NULL, 25);
+    checkpoint_state_path(path, sizeof(path), dir, 25);
+    checkpoint_prune(dir, path, 25, 2);
+    int64_t* steps;
+    int n = checkpoint_list(dir, &steps);
+    CHECK(n == 5 && steps[0] == 50 && steps[1] == 40 && steps[2] == 30 && steps[3] == 25 && steps[4] == 20,
+          "prune keeps 25 and 20, deletes 10 and leaves the later 30, 40, 50 (%d left)", n);
+    free(steps);
+    checkpoint_state_path(path, sizeof(path), dir, 25);
+    write_bytes(path, "corrupt", 7);
+    checkpoint_prune(dir, path, 25, 1);
+    n = checkpoint_list(dir, &steps);
+    CHECK(n == 5, "nothing is deleted when the newest state does not verify (%d left)", n);
+    free(steps);
+    write_state(dir, NULL, 25);
+    checkpoint_prune(dir, path, 25, 0);
+    n = checkpoint_list(dir, &steps);
+    CHECK(n == 5, "keep 0 keeps all (%d left)", n);
+    free(steps);
+}
+
+static int32_t corrupt_guard_words[SPIKE_GUARD_WORDS];
+
+// loads corrupt_guard_words (run in a child)
+static void load_corrupt_guard(void) {
+    SpikeGuard g;
+    spike_guard_init(&g, 1.0f, 1.0f);
+    spike_guard_load(&g, corrupt_guard_words, "ckpt.bin");
+}
+
+// spike skipping: z-scores against a full window, thresholds, every value entering its window, and the windows'
+// round trip through checkpoint words (the same decisions after a reload)
+static void test_spike_guard(void) {
+    SpikeGuard g, off;
+    spike_guard_init(&g, 2.5f, 0.0f);
+    spike_guard_init(&off, 0.0f, 0.0f);
+    CHECK(spike_guard_on(&g) && !spike_guard_on(&off), "-L alone turns the guard on, 0 and 0 leave it off");
+    int early = 0;
+    for (int i = 0; i < SPIKE_WINDOW; i++) { early += spike_guard_skip(&g, i + 1, (i % 2) ? 3.0f : 1.0f, 1.0f, NULL, NULL); }
+    CHECK(early == 0, "no skip while the window fills (%d)", early);
+    // the window holds 1, 3, 1, 3, ...: mean 2, std 1, so a loss of 5 has z = 3
+    CHECK(fabs(spike_window_z(&g.loss, 5.0f) - 3.0) < 1e-6, "z of 5 over {1, 3}: %f", spike_window_z(&g.loss, 5.0f));
+    SpikeGuard copy;
+    int32_t words[SPIKE_GUARD_WORDS];
+    spike_guard_save(&g, words);
+    spike_guard_init(&copy, 2.5f, 0.0f);
+    spike_guard_load(&copy, words, "test");
+    CHECK(spike_guard_skip(&g, 65, 5.0f, 1.0f, NULL, NULL) == 1, "a loss z-score 3 > 2.5 is skipped");
+    CHECK(spike_guard_skip(&copy, 65, 5.0f, 1.0f, NULL, NULL) == 1, "the reloaded guard decides the same");
+    CHECK(memcmp(&g, &copy, sizeof(g)) == 0, "the skipped value entered both windows alike");
+    SpikeGuard loose;
+    spike_guard_init(&loose, 3.5f, 0.0f);
+    spike_guard_load(&loose, words, "test");
+    CHECK(spike_guard_skip(&loose, 65, 5.0f, 1.0f, NULL, NULL) == 0, "z 3 < 3.5 is not skipped");
+    CHECK(spike_guard_skip(&g, 66, 2.0f, 1.0f, NULL, NULL) == 0, "an ordinary loss is not skipped");
+    SpikeGuard norm_only;
+    spike_guard_init(&norm_only, 0.0f, 2.0f);
+    for (int i = 0; i < SPIKE_WINDOW; i++) { spike_guard_skip(&norm_only, i + 1, 1.0f, (i % 2) ? 1.5f : 0.5f, NULL, NULL); }
+    CHECK(spike_guard_skip(&norm_only, 65, 100.0f, 2.5f, NULL, NULL) == 1, "a grad norm z-score 3 > 2 is skipped (-Z)");
+    CHECK(spike_guard_skip(&norm_only, 66, 100.0f, 1.0f, NULL, NULL) == 0, "the loss is not judged with -L 0");
+    memcpy(corrupt_guard_words, words, sizeof(words));
+    corrupt_guard_words[1] = SPIKE_WINDOW;
+    CHECK(child_fails_with(load_corrupt_guard, "ckpt.bin: spike guard window 0"), "a window position out of range is refused");
+    memcpy(corrupt_guard_words, words, sizeof(words));
+    float nan = NAN;
+    memcpy(corrupt_guard_words + SPIKE_WINDOW_WORDS + 5, &nan, sizeof(nan));
+    CHECK(child_fails_with(load_corrupt_guard, "non-finite"), "a NaN in a window is refused");
 }
 
 static void test_schedule(void) {
@@ -333,7 +539,9 @@ int main(void) {
     if (mkdtemp(tmpdir) == NULL) { die("mkdtemp failed"); }
     test_checkpoint();
     test_checkpoint_llama();
-    test_find_latest();
+    test_state_names();
+    test_find_valid();
+    test_spike_guard();
     test_schedule();
     test_sampler();
     test_token_groups();
