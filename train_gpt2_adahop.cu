@@ -790,7 +790,8 @@ static void usage(const char* prog) {
            "  -K <int>   rows/columns taken out by outlier extraction (default 64)\n"
            "  -Q <str>   where operands are quantized: fused (the kernel that makes a linear's input also writes its\n"
            "             quantized operands; so far the MLP activation for the MLP's last linear, fast path) | separate\n"
-           "             (a quantization pass per operand, the reference); results are identical (default fused)\n"
+           "             (a quantization pass per operand); results are identical; separate is the default while it is\n"
+           "             the faster (dev/RESULTS.md, fused operands) (default separate)\n"
            "Memory:\n"
            "  -A <0|1>   recompute the MLP's pre-activation (fc / gate-up output) in the backward pass instead of keeping\n"
            "             it for every layer: saves (layers - 1) x B x T x its width BF16 values, costs one more fc\n"
@@ -810,7 +811,7 @@ static void usage(const char* prog) {
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
                  NULL, 0, 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
-                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64, 0, 1}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1};
+                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64, 0, 0}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1};
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
