@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "dev"))
 import export_hf  # noqa: E402
 from checkpoint_crc import seal  # noqa: E402
+from skip_log import skip  # noqa: E402
 from eval_hf import load_model  # noqa: E402
 
 FP32_TOL = 1e-4     # max |logit difference| relative to the largest |logit|
@@ -213,7 +214,7 @@ def main():
         import torch  # noqa: F401
         import transformers  # noqa: F401
     except ImportError as e:
-        print(f"skipping dev/test/test_export_hf.py: {sys.executable} has no {e.name} (dev/requirements.txt)")
+        skip("dev/test/test_export_hf.py", f"{sys.executable} has no {e.name} (pip install -r dev/requirements.txt)")
         return
     gpt2 = dict(family=export_hf.FAMILY_GPT2, L=2, C=64, NH=4, NKV=4, H=256, V=50257, Vp=50304, maxT=32)
     llama = dict(family=export_hf.FAMILY_LLAMA, L=2, C=64, NH=4, NKV=2, H=96, V=100, Vp=128, maxT=32)
@@ -224,7 +225,7 @@ def main():
         if args.ranks:
             check_tokenizer(args.ranks, tmp)
         else:
-            print("tokenizer: not tested (no --ranks file)")
+            skip("dev/test/test_export_hf.py tokenizer", "no tokenizer ranks (--ranks data/gpt2.tiktoken)")
     print(f"test_export_hf: {results['passed']} passed, {results['failed']} failed")
     sys.exit(1 if results["failed"] else 0)
 

@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+from skip_log import skip
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PLOT = os.path.join(ROOT, "scripts", "plot_losses.py")
 RUN_MODES = os.path.join(ROOT, "scripts", "run_modes.sh")
@@ -438,12 +440,8 @@ def main():
         have_mpl = True
     except ImportError:
         have_mpl = False
-        reason = ("dev/test/test_plot_losses.py PNG checks: matplotlib is not installed "
-                  "(pip install -r scripts/requirements.txt); the table is checked with --no-plot")
-        print(f"SKIP: {reason}")
-        if os.environ.get("TEST_SKIP_LOG"):
-            with open(os.environ["TEST_SKIP_LOG"], "a") as log:
-                log.write(reason + "\n")
+        skip("dev/test/test_plot_losses.py PNG checks", "matplotlib is not installed "
+             "(pip install -r scripts/requirements.txt); the table is checked with --no-plot")
     tmp = tempfile.mkdtemp(prefix="test_plot_losses_")
     try:
         test_plot(tmp, have_mpl)
