@@ -366,9 +366,9 @@ int main(int argc, char** argv) {
                     a.out_dir ? a.out_dir : " (no -o: nothing saved)");
             exit(128 + stop);
         }
-        if (a.evals && a.eval_every > 0 && step % a.eval_every == 0 && step < a.max_steps) { eval_suite_run(&evals, step, &eval_model, NULL); }
+        if (a.evals && a.eval_every > 0 && step % a.eval_every == 0 && step < a.max_steps) { eval_suite_run(&evals, step, &eval_model, logf, NULL); }
     }
-    if (a.evals) { eval_suite_run(&evals, a.max_steps, &eval_model, NULL); }
+    if (a.evals) { eval_suite_run(&evals, a.max_steps, &eval_model, logf, NULL); }
     if (a.gen_tokens > 1) { generate(&m, &tok, a.gen_tokens < a.T ? a.gen_tokens : a.T, &rng); }
 
     eval_suite_free(&evals);

@@ -1269,7 +1269,7 @@ int main(int argc, char** argv) {
             json_val_event(jsonf, step, vl);
         }
         if (o.evals && dp.rank == 0 && ((o.eval_every > 0 && step % o.eval_every == 0) || last)) {
-            eval_suite_run(&evals, step, &eval_model, logf);
+            eval_suite_run(&evals, step, &eval_model, logf, jsonf);
         }
         if (dp.rank == 0 && o.sample_every > 0 && step > 0 && (step % o.sample_every == 0 || last)) { print_sample(&model, &tokenizer, &rng, o.gen_tokens, o.T); }
         if (last) { break; }

@@ -8,7 +8,8 @@ merges.txt, tokenizer_config.json, special_tokens_map.json) made from a tiktoken
   LLaMA (family 1)  -> LlamaForCausalLM: RMSNorm eps 1e-5, RoPE theta 10000 (rotate-half pairs), grouped-query
                        attention, SwiGLU, no biases, untied LM head; the fused qkv and gate/up are split.
 The padded vocab rows (V..Vp) are dropped: the exported vocab is the real V. Optimizer and AdaHOP state in a
-training-state file are ignored. --dtype bf16 rounds the FP32 weights to nearest even.
+training-state file are ignored, but every section's CRC-32 is checked (dev/checkpoint_crc.py): a corrupt file, or
+one of another format version, is a one-line error. --dtype bf16 rounds the FP32 weights to nearest even.
 
 Needs numpy only (the safetensors file is written directly; its format: an 8-byte little-endian header length,
 a JSON header naming each tensor's dtype, shape and byte range, then the raw little-endian data).
@@ -24,7 +25,9 @@ import sys
 
 import numpy as np
 
-CKPT_MAGIC, CKPT_VERSION, CKPT_HEADER_INTS = 20261202, 1, 256
+from checkpoint_crc import HEADER_INTS as CKPT_HEADER_INTS, MAGIC as CKPT_MAGIC, VERSION as CKPT_VERSION
+from checkpoint_crc import CRC_SLOT, first_bad_section, header_crc
+
 CKPT_OPTIMIZER, CKPT_ADAHOP = 2, 4
 FAMILY_GPT2, FAMILY_LLAMA = 0, 1
 NORM_EPS, ROPE_THETA = 1e-5, 10000.0
@@ -71,8 +74,12 @@ def read_model(path):
     if len(data) < 4 * CKPT_HEADER_INTS:
         fail(f"'{path}' is {len(data)} bytes, shorter than the {4 * CKPT_HEADER_INTS}-byte model header")
     h = np.frombuffer(data[:4 * CKPT_HEADER_INTS], dtype="<i4").astype(np.int64)
-    if h[0] != CKPT_MAGIC or h[1] != CKPT_VERSION:
-        fail(f"'{path}' is not a version {CKPT_VERSION} model file of this engine (magic {h[0]}, version {h[1]})")
+    if h[0] != CKPT_MAGIC:
+        fail(f"'{path}' is not a model file of this engine (magic {h[0]}, expected {CKPT_MAGIC})")
+    if h[1] != CKPT_VERSION:
+        fail(f"'{path}' is a version {h[1]} model file; this exporter reads version {CKPT_VERSION} (llmc/checkpoint.h)")
+    if header_crc(data) != int(h[CRC_SLOT]) & 0xFFFFFFFF:
+        fail(f"'{path}': its header fails its CRC-32 check (corrupt)")
     if h[2] not in (1, 1 | CKPT_OPTIMIZER, 1 | CKPT_OPTIMIZER | CKPT_ADAHOP):
         fail(f"'{path}': unknown contents flags {h[2]}")
     if h[3] not in (FAMILY_GPT2, FAMILY_LLAMA):
@@ -89,9 +96,13 @@ def read_model(path):
         fail(f"'{path}' says {stated} parameters, its shape implies {n}")
     copies = 3 if h[2] & CKPT_OPTIMIZER else 1
     adahop_words = (int(h[16]) + (int(h[17]) << 32)) if h[2] & CKPT_ADAHOP else 0
-    expected = 4 * CKPT_HEADER_INTS + 4 * (copies * n + adahop_words)
+    section_bytes = (4 * n, 4 * (copies - 1) * n, 4 * adahop_words)
+    expected = 4 * CKPT_HEADER_INTS + sum(section_bytes)
     if len(data) != expected:
         fail(f"'{path}' is {len(data)} bytes, its header implies {expected} (truncated or corrupt)")
+    bad = first_bad_section(data, section_bytes)
+    if bad:
+        fail(f"'{path}': the {bad} section fails its CRC-32 check (corrupt)")
     flat = np.frombuffer(data, dtype="<f4", count=n, offset=4 * CKPT_HEADER_INTS)
     params, off = {}, 0
     for name, shape in shapes:

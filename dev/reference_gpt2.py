@@ -17,13 +17,14 @@ Works with torch 1.13 (CPU) and torch 2.x (--device cuda).
 import argparse
 import math
 import struct
-import zlib
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-CKPT_MAGIC, CKPT_VERSION, CKPT_HEADER_INTS, CKPT_CRC_SLOT = 20261202, 2, 256, 24
+from checkpoint_crc import HEADER_INTS as CKPT_HEADER_INTS, MAGIC as CKPT_MAGIC, VERSION as CKPT_VERSION
+from checkpoint_crc import first_bad_section, seal
+
 REF_MAGIC, REF_VERSION = 20261203, 1
 NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b",
          "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
@@ -85,8 +86,7 @@ def write_model(path, cfg, params, seed):
     h[12], h[13] = n & 0xFFFFFFFF, n >> 32
     h[14], h[15] = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
     payload = flatten(params).astype("<f4").tobytes()
-    h[CKPT_CRC_SLOT + 1] = zlib.crc32(payload)   # the parameters' CRC-32 (llmc/crc32.h), then the header's own
-    h[CKPT_CRC_SLOT] = zlib.crc32(h.tobytes())
+    seal(h, [payload, b"", b""])
     with open(path, "wb") as f:
         f.write(h.tobytes())
         f.write(payload)
@@ -108,11 +108,9 @@ def load_model(path):
     copies = 3 if h[2] & 2 else 1
     if len(data) != 4 * CKPT_HEADER_INTS + 4 * n * copies:
         raise SystemExit(f"error: '{path}' is {len(data)} bytes, its header implies {4 * CKPT_HEADER_INTS + 4 * n * copies}")
-    header = bytearray(data[:4 * CKPT_HEADER_INTS])
-    header[4 * CKPT_CRC_SLOT:4 * CKPT_CRC_SLOT + 4] = bytes(4)
-    if zlib.crc32(header) != int(h[CKPT_CRC_SLOT]) & 0xFFFFFFFF or \
-            zlib.crc32(data[4 * CKPT_HEADER_INTS:4 * (CKPT_HEADER_INTS + n)]) != int(h[CKPT_CRC_SLOT + 1]) & 0xFFFFFFFF:
-        raise SystemExit(f"error: '{path}': its header or parameters fail their CRC-32 check (corrupt)")
+    bad = first_bad_section(data, (4 * n, 4 * n * (copies - 1)))
+    if bad:
+        raise SystemExit(f"error: '{path}': its {bad} section fails its CRC-32 check (corrupt)")
     flat = torch.from_numpy(np.frombuffer(data, dtype="<f4", count=n, offset=4 * CKPT_HEADER_INTS).copy())
     params, off = {}, 0
     for name, shape in param_shapes(cfg).items():

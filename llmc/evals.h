@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "utils.h"
+#include "jsonlog.h"
 
 #define EVAL_MAGIC 20261204
 #define EVAL_VERSION 1
@@ -339,22 +340,32 @@ static inline void eval_suite_free(EvalSuite* suite) {
     memset(suite, 0, sizeof(*suite));
 }
 
-// runs every task after `step` optimizer steps; prints one line per task and, when log is not NULL, writes one
-// line "s:<step> <task>:<score> ..." (score: acc_norm, last word: acc and <task>_ppl) to it
-static inline void eval_suite_run(const EvalSuite* suite, int step, const EvalModel* em, FILE* log) {
+// runs every task after `step` optimizer steps; prints one line per task; when log is not NULL writes one line
+// "s:<step> <task>:<score> ..." (score: acc_norm, last word: acc and <task>_ppl) to it, and when jsonl is not NULL
+// one "eval" event with the same fields, {"event":"eval","step":<step>,"<task>":<score>,...} (llmc/jsonlog.h)
+static inline void eval_suite_run(const EvalSuite* suite, int step, const EvalModel* em, FILE* log, FILE* jsonl) {
+    JsonLine j;
+    jsonl_begin(&j, "eval");
+    jsonl_int(&j, "step", step);
     if (log) { fprintf(log, "s:%d", step); }
     for (int i = 0; i < suite->num_tasks; i++) {
         const EvalTask* t = &suite->tasks[i];
         EvalResult r = eval_task_run(t, em);
         if (t->kind == EVAL_LASTWORD) {
+            char ppl_key[EVAL_NAME_BYTES + 8];
+            snprintf(ppl_key, sizeof(ppl_key), "%s_ppl", t->name);
             printf("step %5d | eval %-12s acc %.4f ppl %.3f (%d examples)\n", step, t->name, r.acc, r.ppl, r.num_examples);
-            if (log) { fprintf(log, " %s:%.6f %s_ppl:%.6f", t->name, r.acc, t->name, r.ppl); }
+            if (log) { fprintf(log, " %s:%.6f %s:%.6f", t->name, r.acc, ppl_key, r.ppl); }
+            jsonl_number(&j, t->name, r.acc);
+            jsonl_number(&j, ppl_key, r.ppl);
         } else {
             printf("step %5d | eval %-12s acc_norm %.4f acc %.4f (%d examples)\n", step, t->name, r.acc_norm, r.acc, r.num_examples);
             if (log) { fprintf(log, " %s:%.6f", t->name, r.acc_norm); }
+            jsonl_number(&j, t->name, r.acc_norm);
         }
     }
     if (log) { fprintf(log, "\n"); fflush(log); }
+    jsonl_end(&j, jsonl);
 }
 
 #endif

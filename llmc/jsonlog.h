@@ -1,7 +1,7 @@
 // JSON Lines logging: a run's events as one flat JSON object per line, with string, integer, number and
 // string-list fields, so scripts read the log back without parsing text (scripts/plot_losses.py reads the
 // trainer's <out_dir>/main.jsonl). Usage: jsonl_begin(&j, "step"); jsonl_int(&j, "step", 10); ...; jsonl_end(&j, fp).
-// Keys are written as given (plain identifiers); string values are escaped; non-finite numbers become null.
+// Keys and string values are escaped; non-finite numbers become null.
 #ifndef LLMC_JSONLOG_H
 #define LLMC_JSONLOG_H
 
@@ -44,8 +44,12 @@ static inline void jsonl_quoted(JsonLine* j, const char* s) {
     jsonl_append(j, "\"");
 }
 
-// appends the key of the next field
-static inline void jsonl_key(JsonLine* j, const char* key) { jsonl_append(j, "%s\"%s\":", j->fields++ ? "," : "", key); }
+// appends the key of the next field, escaped like a string value (keys may be data, e.g. an eval task's name)
+static inline void jsonl_key(JsonLine* j, const char* key) {
+    if (j->fields++) { jsonl_append(j, ","); }
+    jsonl_quoted(j, key);
+    jsonl_append(j, ":");
+}
 
 // starts a line {"event":"<event>"
 static inline void jsonl_begin(JsonLine* j, const char* event) {

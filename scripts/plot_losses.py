@@ -2,13 +2,16 @@
 """Loss curves and final-loss table of several train_gpt2_adahop runs.
 
 Reads <run>/main.jsonl of each run (one JSON object per line: "run", "step" with loss, tok_s, mfu and the
-strategy_changes of a vote, "val" with val_loss), or, for runs without it, <run>/main.log (lines
-"s:<step> tl:<loss> lr:... norm:... tok/s:... mem_gib:...", "s:<step> vl:<loss>" and
-"adahop step <s> layer <l> <linear> <gemm>: <old> -> <new>"). Draws one PNG with three panels: train loss
-(EMA-smoothed), val loss, and val loss minus the bf16 reference at the same step (with the bf16 seed-to-seed
-spread as a band when two bf16 seeds exist). Prints a table: final val loss per run, its gap to bf16 (absolute
-and %), the gap in units of the seed-to-seed spread, the number of AdaHOP strategy changes, and the median
-tok/s and MFU over the steps after the first; --markdown FILE writes the same table as Markdown.
+strategy_changes of a vote, "val" with val_loss, "eval" with the step and one score per task of -E), or, for runs
+without it, <run>/main.log (lines "s:<step> tl:<loss> lr:... norm:... tok/s:... mem_gib:...", "s:<step> vl:<loss>",
+"adahop step <s> layer <l> <linear> <gemm>: <old> -> <new>" and the evals "s:<step> <task>:<score> ..."); a
+main.jsonl without eval events takes the evals of main.log's eval lines. Draws one PNG with three panels: train
+loss (EMA-smoothed), val loss, and val loss minus the bf16 reference at the same step (with the bf16 seed-to-seed
+spread as a band when two bf16 seeds exist), and a fourth with the eval scores over the steps when a run has
+evals. Prints a table: final val loss per run, its gap to bf16 (absolute and %), the gap in units of the
+seed-to-seed spread, the number of AdaHOP strategy changes, the median tok/s and MFU over the steps after the
+first and, when a run has evals, the last eval step and its scores; --markdown FILE writes the same table as
+Markdown.
 
 Arguments are run directories (holding main.jsonl or main.log) or roots whose subdirectories are runs, e.g. the
 --root of scripts/run_modes.sh (runs named <mode>_s<seed>). See scripts/README.md.
@@ -27,6 +30,7 @@ VARIANT_COLORS = ["tab:purple", "tab:orange", "tab:brown", "tab:olive", "tab:cya
 RE_TRAIN = re.compile(r"^s:(\d+) tl:(\S+)")
 RE_TOK_S = re.compile(r" tok/s:(\S+)")
 RE_VAL = re.compile(r"^s:(\d+) vl:(\S+)")
+RE_EVAL = re.compile(r"^s:(\d+)((?: (?!tl:|vl:)[A-Za-z0-9_]+:\S+)+)\s*$")   # the scores of one eval run
 CHANGE = r"layer (\d+) (\S+) (\S+): (.+?) -> (.+?)\s*$"   # one strategy change, in both logs
 RE_CHANGE = re.compile("^" + CHANGE)
 RE_ADAHOP = re.compile(r"^adahop step (\d+) " + CHANGE)
@@ -47,6 +51,7 @@ class Run:
         self.tok_s, self.mfu = {}, {}   # step -> tokens per second, model FLOPs utilisation (main.jsonl only)
         self.adahop = {}                # (step, layer, linear, gemm) -> (old, new)
         self.info = {}                  # main.jsonl's "run" event: precision, seed, model, FLOPs per token
+        self.evals = {}                 # step -> {task: score} (and <task>_ppl: perplexity)
 
     @property
     def label(self):
@@ -57,6 +62,10 @@ class Run:
 
     def final_val(self):
         return self.val[self.last_val_step()] if self.val else None
+
+    def last_evals(self):
+        """(step, {task: score}) of the last eval, or (None, {})"""
+        return (max(self.evals), self.evals[max(self.evals)]) if self.evals else (None, {})
 
     def adahop_change_steps(self):
         return len({k[0] for k in self.adahop})
@@ -73,9 +82,31 @@ def median_after_first(values):
     return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2 if v else None
 
 
+def read_eval_line(run, log, line):
+    """the scores of an eval line "s:<step> <task>:<score> ..." into run.evals; False for another line"""
+    m = RE_EVAL.match(line)
+    if not m:
+        return False
+    try:
+        scores = {k: float(v) for k, v in (kv.split(":", 1) for kv in m.group(2).split())}
+    except ValueError:
+        raise InputError(f"{log}: eval line with a non-number: {line.strip()}")
+    run.evals.setdefault(int(m.group(1)), {}).update(scores)
+    return True
+
+
+def read_text_evals(run, log):
+    """the eval lines of main.log only (the evals of a main.jsonl without eval events)"""
+    with open(log, errors="replace") as f:
+        for line in f:
+            read_eval_line(run, log, line)
+
+
 def read_text_log(run, log):
     with open(log, errors="replace") as f:
         for line in f:
+            if read_eval_line(run, log, line):
+                continue
             m = RE_TRAIN.match(line)
             if m:
                 run.train[int(m.group(1))] = float(m.group(2))
@@ -113,6 +144,9 @@ def read_json_log(run, log):
                     run.add_change(s, m)
             elif kind == "val":
                 run.val[int(ev["step"])] = float(ev["val_loss"])
+            elif kind == "eval":   # null: a non-finite score
+                scores = {k: math.nan if v is None else float(v) for k, v in ev.items() if k not in ("event", "step")}
+                run.evals.setdefault(int(ev["step"]), {}).update(scores)
             elif kind == "run":
                 run.info = ev
         except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -125,6 +159,9 @@ def load_run(path):
     if log is None:
         raise InputError(f"no main.jsonl or main.log in {path}")
     (read_json_log if log.endswith(".jsonl") else read_text_log)(run, log)
+    text_log = os.path.join(path, "main.log")
+    if not run.evals and log.endswith(".jsonl") and os.path.isfile(text_log):
+        read_text_evals(run, text_log)
     if not run.train and not run.val:
         raise InputError(f"{log} has no train or val losses (empty, or not a train_gpt2_adahop log)")
     # mode and seed: run_modes.sh records the trainer flags; else main.jsonl's run event; else the directory name
@@ -251,6 +288,9 @@ def fmt(x, spec, none="n/a"):
 def build_table(runs, ref, spread, alpha):
     header = ["run", "mode", "seed", "steps", "train_ema", "val_step", "val_loss", "gap_to_bf16", "gap_%",
               "gap/spread", "adahop_changes", "change_steps", "tok/s", "mfu_%"]
+    eval_keys = sorted({k for r in runs for k in r.last_evals()[1]})
+    if eval_keys:
+        header += ["eval_step"] + eval_keys
     rows, notes = [], []
     for r in runs:
         steps = sorted(r.train)
@@ -275,6 +315,9 @@ def build_table(runs, ref, spread, alpha):
                      fmt(ratio, "+.2f"), str(changes) if r.mode in ("adahop", None) or changes else "-",
                      str(r.adahop_change_steps()) if r.mode in ("adahop", None) or changes else "-",
                      fmt(median_after_first(r.tok_s), ".0f"), fmt(mul(median_after_first(r.mfu), 100), ".1f")])
+        if eval_keys:
+            step, scores = r.last_evals()
+            rows[-1] += [fmt(step, "d")] + [fmt(scores.get(k), ".2f" if k.endswith("_ppl") else ".4f") for k in eval_keys]
     rows = [[c.replace(" (ref)", "(ref)") for c in row] for row in rows]   # cells without spaces
     lines = []
     if ref is None:
@@ -303,7 +346,8 @@ def markdown_table(header, rows, lines, notes, alpha):
     md.append(f"- train_ema: EMA of the train loss (alpha {alpha}) at the last step; gap = val loss - reference at the "
               "same step; gap/spread = gap in units of the bf16 seed-to-seed spread; adahop_changes: strategy "
               "changes logged, change_steps: at how many steps; tok/s and mfu_% (model FLOPs utilisation, main.jsonl "
-              "only): medians over the steps after the first")
+              "only): medians over the steps after the first; eval columns: the scores of the run's last eval (-E: "
+              "acc_norm, LAMBADA accuracy and <task>_ppl perplexity)")
     return "\n".join(md) + "\n"
 
 
@@ -314,8 +358,11 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
         import matplotlib.pyplot as plt
     except ImportError:
         raise InputError("matplotlib is not installed: pip install -r scripts/requirements.txt (or use --no-plot)")
-    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
-    ax_tr, ax_val, ax_gap = axes
+    with_evals = any(r.evals for r in runs)
+    fig, axes = plt.subplots(1, 4 if with_evals else 3, figsize=(24 if with_evals else 18, 5.5))
+    ax_tr, ax_val, ax_gap = axes[:3]
+    markers = "osD^vP*Xh"
+    tasks = sorted({k for r in runs for sc in r.evals.values() for k in sc if not k.endswith("_ppl")})
     seen_bf16, seen_modes, variants = 0, set(), 0
     for r in runs:
         color = COLORS.get(r.mode, None)
@@ -343,6 +390,11 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
             gs = [s for s in sorted(set(r.val) & set(ref.val)) if xmin is None or s >= xmin]
             if gs:
                 ax_gap.plot(gs, [r.val[s] - ref.val[s] for s in gs], style, marker="o", markersize=3, color=color, label=r.label)
+        for i, task in enumerate(tasks if with_evals else []):
+            es = [s for s in sorted(r.evals) if task in r.evals[s] and (xmin is None or s >= xmin)]
+            if es:
+                axes[3].plot(es, [r.evals[s][task] for s in es], style, marker=markers[i % len(markers)], markersize=4,
+                             color=color, label=f"{r.label} {task}")
     if ref is not None:
         ax_gap.axhline(0.0, color="black", linewidth=0.8)
         if spread and spread["spread"] > 0:
@@ -351,6 +403,8 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
     ax_tr.set_title(f"train loss (EMA {alpha})" if alpha > 0 else "train loss")
     ax_val.set_title("val loss")
     ax_gap.set_title(f"val loss − {ref.name}" if ref else "val loss − bf16 (no bf16 run)")
+    if with_evals:
+        axes[3].set_title("downstream evals (acc_norm; LAMBADA: accuracy)")
     for ax in axes:
         ax.set_xlabel("step")
         ax.grid(True, alpha=0.3)

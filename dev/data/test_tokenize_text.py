@@ -19,15 +19,14 @@ import os
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "test"))
+from skip_log import skip  # noqa: E402
+
 try:
     import numpy as np
     import tiktoken  # noqa: F401  (tokenize_text needs it)
 except ImportError as e:
-    reason = f"dev/data/test_tokenize_text.py: {e} (pip install -r dev/data/requirements.txt)"
-    print(f"skipping {reason}")
-    if os.environ.get("TEST_SKIP_LOG"):
-        with open(os.environ["TEST_SKIP_LOG"], "a") as log:
-            log.write(reason + "\n")
+    skip("dev/data/test_tokenize_text.py", f"{e} (pip install -r dev/data/requirements.txt)")
     sys.exit(0)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

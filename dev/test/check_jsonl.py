@@ -3,7 +3,7 @@
 every line is a JSON object with an "event"; the first is a "run" event whose flops_per_token equals the count
 recomputed here from its model fields (6 x matmul weights + 12 L T C); every step's loss, lr and grad norm
 equal main.log's "s:<step> tl:" line, every val loss its "s:<step> vl:" line, the strategy changes its
-"adahop step" lines; MFU = flops_per_token x tok_s / (world_size x peak_flops); steps 1..max_steps are all there.
+"adahop step" lines, every "eval" event's scores its "s:<step> <task>:<score> ..." line (-E); MFU = flops_per_token x tok_s / (world_size x peak_flops); steps 1..max_steps are all there.
 Usage: check_jsonl.py RUN_DIR. Prints "N passed, M failed"; exits 1 on a failure.
 """
 import json
@@ -26,8 +26,11 @@ def close(a, b, tol):
 
 
 def text_log(path):
-    train, val, changes = {}, {}, set()
+    train, val, changes, evals = {}, {}, set(), {}
     for line in open(path):
+        m = re.match(r"^s:(\d+)((?: (?!tl:|vl:)[A-Za-z0-9_]+:\S+)+)\s*$", line)
+        if m:
+            evals[int(m.group(1))] = {k: float(v) for k, v in (kv.split(":", 1) for kv in m.group(2).split())}
         m = re.match(r"^s:(\d+) tl:(\S+) lr:(\S+) norm:(\S+)", line)
         if m:
             train[int(m.group(1))] = tuple(float(x) for x in m.group(2, 3, 4))
@@ -37,7 +40,7 @@ def text_log(path):
         m = re.match(r"^adahop step (\d+) (.*?)\s*$", line)
         if m:
             changes.add((int(m.group(1)), m.group(2)))
-    return train, val, changes
+    return train, val, changes, evals
 
 
 def flops_per_token(run):
@@ -57,7 +60,8 @@ def main(d):
           f"{run.get('flops_per_token')} vs {flops_per_token(run)}")
     steps = {e["step"]: e for e in events if e["event"] == "step"}
     vals = {e["step"]: e["val_loss"] for e in events if e["event"] == "val"}
-    train, val, changes = text_log(os.path.join(d, "main.log"))
+    train, val, changes, evals = text_log(os.path.join(d, "main.log"))
+    jevals = {e["step"]: {k: v for k, v in e.items() if k not in ("event", "step")} for e in events if e["event"] == "eval"}
     check(sorted(steps) == list(range(1, run.get("max_steps", -1) + 1)) and sorted(steps) == sorted(train),
           f"steps 1..{run.get('max_steps')}, as in main.log", f"{sorted(steps)[:3]}..{sorted(steps)[-3:]}")
     bad = [s for s, e in steps.items() if s not in train or not (close(e["loss"], train[s][0], 1e-6)
@@ -65,6 +69,9 @@ def main(d):
     check(not bad, "loss, lr and grad norm of every step equal main.log's", f"steps {bad[:5]}")
     check(sorted(vals) == sorted(val) and all(close(vals[s], val[s], 1e-6) for s in vals), "val losses equal main.log's",
           f"{vals} vs {val}")
+    check(sorted(jevals) == sorted(evals) and all(sorted(jevals[s]) == sorted(evals[s]) and
+          all(close(jevals[s][k], evals[s][k], 1e-5) for k in evals[s]) for s in evals),
+          f"{len(evals)} eval events, their scores equal main.log's eval lines", f"{jevals} vs {evals}")
     jchanges = {(s, t) for s, e in steps.items() for t in e.get("strategy_changes", [])}
     check(jchanges == changes and (run.get("precision") != "adahop" or changes), f"{len(changes)} strategy changes as in main.log",
           f"{sorted(jchanges ^ changes)[:4]}")

@@ -4,7 +4,9 @@
 #   1. the trainer scores MODEL standalone (-x 0 -E, BF16) and logs "s:0 <task>:<score> ..." to main.log;
 #   2. dev/export_hf.py exports MODEL (bf16) and dev/eval_hf.py scores it in transformers (FP32 compute on the GPU);
 #      every task's score (acc_norm; LAMBADA acc) agrees within 0.2 points, LAMBADA perplexity within 2%;
-#   3. a short d6 run with -V 5 -x 10 logs the evals at steps 0, 5 and 10, every task on each line.
+#   3. a short d6 run with -V 5 -x 10 logs the evals at steps 0, 5 and 10, every task on each line, writes the same
+#      scores as "eval" events into main.jsonl (dev/test/check_jsonl.py), and scripts/plot_losses.py tabulates the
+#      last eval of the run.
 # usage: dev/test/evals_gpu_test.sh MODEL.bin EVAL_DIR   (EVAL_DIR: files of dev/data/prepare_evals.py;
 #        MODEL: a trained d12 model or training state, e.g. the state_*.bin of a run with -o)
 set -euo pipefail
@@ -41,10 +43,14 @@ print(f"evals vs transformers: {'all agree' if not fails else f'{fails} failed'}
 sys.exit(1 if fails else 0)
 PY
 
-./train_gpt2_adahop -e d6 -x 10 -V 5 -b 8 -t 256 -v 0 -s 0 -E "$evals" -o "$out/periodic" > "$out/periodic.txt"
+./train_gpt2_adahop -e d6 -x 10 -V 5 -p bf16 -b 8 -t 256 -v 0 -s 0 -E "$evals" -o "$out/periodic" > "$out/periodic.txt"
 tasks=$(ls "$evals"/*.bin | wc -l)
 lines=$(grep -cE "^s:(0|5|10) .*_ppl:" "$out/periodic/main.log" || true)
 keys=$(grep -E "^s:10 .*_ppl:" "$out/periodic/main.log" | grep -oE " [a-z_]+:" | grep -vc "_ppl:" || true)
 echo "periodic evals: $lines eval lines at steps 0, 5, 10 (want 3), $keys tasks on the last (want $tasks)"
 [ "$lines" -eq 3 ] && [ "$keys" -eq "$tasks" ]
+$PYTHON dev/test/check_jsonl.py "$out/periodic"
+$PYTHON scripts/plot_losses.py "$out/periodic" --no-plot | tee "$out/periodic_table.txt"
+awk '$1 ~ /^periodic/ && $15 == "10" { found = 1 } END { exit !found }' "$out/periodic_table.txt" ||
+    { echo "evals_gpu_test: plot_losses.py shows no eval step 10 for the run"; exit 1; }
 echo "evals_gpu_test: all parts passed"

@@ -3,7 +3,8 @@
     format defines (HellaSwag without the activity prefix, " " + ending, LAMBADA's last word, the llm-foundry
     question + "\\nAnswer:", Winogrande's context options), and refuses a bad label with a clear error;
   - -V without -E and -E naming no file are clear errors;
-  - the CPU trainer (./train_gpt2 -E) scores a tiny GPT-2 it trained, and dev/eval_hf.py scores the same model
+  - the CPU trainer (./train_gpt2 -E) scores a tiny GPT-2 it trained and logs the scores to its main.log as one line
+    "s:<step> <task>:<score> ..." (scripts/plot_losses.py reads it); dev/eval_hf.py scores the same model
     exported by dev/export_hf.py in transformers: equal acc and acc_norm on every task, LAMBADA perplexity within
     1e-4 (both FP32). One HellaSwag and one LAMBADA context are longer than T, so both cut them from the left.
 
@@ -21,7 +22,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "dev"))
 sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
+from skip_log import skip  # noqa: E402
 T = 64
+STEPS = 4   # steps of the tiny training run scored with -E
 results = {"passed": 0, "failed": 0}
 
 LONG = " ".join(["The man keeps talking about the weather and the roads and the long drive home."] * 6)
@@ -110,10 +113,11 @@ def check_flag_errors(tmp):
         check(r.returncode == 1 and msg in r.stderr, f"train_gpt2 {' '.join(flags)}: exit {r.returncode}, {r.stderr.strip()}")
 
 
-def engine_scores(out, model):
-    """trains a tiny GPT-2 with the CPU trainer, scoring it with -E at the end -> {task: (acc, acc_norm, ppl)}"""
-    cmd = [os.path.join(ROOT, "train_gpt2"), "-x", "4", "-v", "0", "-g", "0", "-b", "4", "-t", str(T), "-o", model,
-           "-E", out]
+def engine_scores(out, run_dir):
+    """trains a tiny GPT-2 with the CPU trainer for STEPS steps into run_dir, scoring it with -E at the end
+    -> {task: (acc, acc_norm, ppl)} as printed"""
+    cmd = [os.path.join(ROOT, "train_gpt2"), "-x", str(STEPS), "-v", "0", "-g", "0", "-b", "4", "-t", str(T),
+           "-o", run_dir, "-E", out]
     log = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
     scores = {}
     for m in re.finditer(r"eval (\S+)\s+acc_norm ([\d.]+) acc ([\d.]+)", log):
@@ -123,11 +127,24 @@ def engine_scores(out, model):
     return scores
 
 
-def check_against_hf(out, tmp):
-    """the engine's scores equal dev/eval_hf.py's on the exported model"""
-    model = os.path.join(tmp, "model.bin")
-    ours = engine_scores(out, model)
-    check(sorted(ours) == sorted(expected_text()), f"train_gpt2 -E scored {sorted(ours)}")
+def check_main_log(run_dir, ours):
+    """main.log holds one eval line "s:<STEPS> <task>:<score> ..." with the printed scores (acc_norm; last word: acc
+    and <task>_ppl)"""
+    lines = [x for x in open(os.path.join(run_dir, "main.log")) if re.match(r"^s:\d+ (?!tl:|vl:)[A-Za-z0-9_]+:", x)]
+    logged = dict(kv.split(":", 1) for kv in lines[-1].split()[1:]) if lines else {}
+    want = {}
+    for task, (acc, acc_norm, ppl) in ours.items():
+        want[task] = acc_norm
+        if ppl:
+            want[task + "_ppl"] = ppl
+    same = sorted(logged) == sorted(want) and all(abs(float(logged[k]) - v) <= 1e-3 * max(1.0, v) for k, v in want.items())
+    check(len(lines) == 1 and lines[0].startswith(f"s:{STEPS} ") and same,
+          f"main.log's eval line {lines[-1].strip() if lines else None} = the printed scores {want}")
+
+
+def check_against_hf(out, tmp, run_dir, ours):
+    """the engine's scores `ours` of the run in run_dir equal dev/eval_hf.py's on its exported training state"""
+    model = os.path.join(run_dir, f"state_{STEPS:08d}.bin")
     hf_dir, js = os.path.join(tmp, "hf"), os.path.join(tmp, "hf.json")
     subprocess.run([sys.executable, os.path.join(ROOT, "dev", "export_hf.py"), model, hf_dir, "--dtype", "fp32"],
                    check=True, stdout=subprocess.DEVNULL)
@@ -149,19 +166,24 @@ def main():
     ap.add_argument("--ranks", help="tiktoken ranks file of the GPT-2 BPE")
     args = ap.parse_args()
     if not args.ranks:
-        print("skipping dev/test/test_evals.py: no tokenizer ranks (--ranks)")
+        skip("dev/test/test_evals.py", "no tokenizer ranks (--ranks data/gpt2.tiktoken)")
         return
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "evals")
         check_prepare(args.ranks, tmp, write_raw(tmp), out)
         check_flag_errors(tmp)
+        run_dir = os.path.join(tmp, "run")
+        ours = engine_scores(out, run_dir)
+        check(sorted(ours) == sorted(expected_text()), f"train_gpt2 -E scored {sorted(ours)}")
+        check_main_log(run_dir, ours)
         try:
             import torch  # noqa: F401
             import transformers  # noqa: F401
         except ImportError as e:
-            print(f"skipping the comparison with dev/eval_hf.py: {sys.executable} has no {e.name}")
+            skip("dev/test/test_evals.py comparison with dev/eval_hf.py",
+                 f"{sys.executable} has no {e.name} (pip install -r dev/requirements.txt)")
         else:
-            check_against_hf(out, tmp)
+            check_against_hf(out, tmp, run_dir, ours)
     print(f"test_evals.py: {results['passed']} passed, {results['failed']} failed")
     sys.exit(1 if results["failed"] else 0)
 

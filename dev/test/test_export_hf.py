@@ -24,6 +24,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "dev"))
 import export_hf  # noqa: E402
+from checkpoint_crc import seal  # noqa: E402
+from skip_log import skip  # noqa: E402
 from eval_hf import load_model  # noqa: E402
 
 FP32_TOL = 1e-4     # max |logit difference| relative to the largest |logit|
@@ -66,12 +68,13 @@ def write_model(path, cfg, params, optimizer_state=False):
     h[12], h[13] = flat.size & 0xFFFFFFFF, flat.size >> 32
     if cfg["family"] == export_hf.FAMILY_LLAMA:
         h[18], h[19] = cfg["NKV"], cfg["H"]
+    sections = [flat.tobytes(), b"", b""]
+    if optimizer_state:
+        sections[1] = np.random.default_rng(1).normal(size=2 * flat.size).astype("<f4").tobytes()
+        sections[2] = np.arange(5, dtype="<i4").tobytes()
+    seal(h, sections)
     with open(path, "wb") as f:
-        f.write(h.tobytes())
-        f.write(flat.tobytes())
-        if optimizer_state:
-            f.write(np.random.default_rng(1).normal(size=2 * flat.size).astype("<f4").tobytes())
-            f.write(np.arange(5, dtype="<i4").tobytes())
+        f.write(h.tobytes() + b"".join(sections))
 
 
 def write_tokens(path, tokens):
@@ -152,18 +155,34 @@ def check_family(cfg, name, tmp, optimizer_state):
     check(bdiff < 0.05, f"{name}: bf16 export logits vs C reference: max rel diff {bdiff:.2e} < 0.05")
 
 
-def check_errors(tmp):
-    """a truncated model file: one-line error, exit 1"""
-    path = os.path.join(tmp, "gpt2.bin")
-    with open(path, "rb") as f:
-        data = f.read()
-    bad = os.path.join(tmp, "truncated.bin")
+def export_fails(tmp, name, data, expect):
+    """dev/export_hf.py on a file holding `data` exits 1 with a one-line error that contains `expect`"""
+    bad = os.path.join(tmp, name)
     with open(bad, "wb") as f:
-        f.write(data[:-4])
+        f.write(data)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "dev", "export_hf.py"), bad, os.path.join(tmp, "bad")],
                        capture_output=True, text=True)
-    check(r.returncode == 1 and "truncated" in r.stderr and r.stderr.count("\n") == 1,
-          f"truncated model file: exit {r.returncode}, '{r.stderr.strip()}'")
+    check(r.returncode == 1 and expect in r.stderr and r.stderr.count("\n") == 1,
+          f"{name}: exit {r.returncode}, '{r.stderr.strip()}'")
+
+
+def check_errors(tmp):
+    """a truncated file, a flipped bit in the parameters or the AdaHOP words, a version 1 file: one-line errors,
+    exit 1"""
+    with open(os.path.join(tmp, "gpt2.bin"), "rb") as f:
+        gpt2 = f.read()
+    with open(os.path.join(tmp, "llama.bin"), "rb") as f:
+        llama = f.read()
+    export_fails(tmp, "truncated.bin", gpt2[:-4], "truncated")
+    flipped = bytearray(gpt2)
+    flipped[4 * export_hf.CKPT_HEADER_INTS + 100] ^= 0x10
+    export_fails(tmp, "flipped_param.bin", bytes(flipped), "parameters section fails its CRC-32")
+    flipped = bytearray(llama)
+    flipped[-3] ^= 0x01
+    export_fails(tmp, "flipped_adahop.bin", bytes(flipped), "AdaHOP state section fails its CRC-32")
+    version1 = bytearray(gpt2)
+    version1[4:8] = (1).to_bytes(4, "little")
+    export_fails(tmp, "version1.bin", bytes(version1), "version 1 model file")
 
 
 def check_tokenizer(ranks_path, tmp):
@@ -195,7 +214,7 @@ def main():
         import torch  # noqa: F401
         import transformers  # noqa: F401
     except ImportError as e:
-        print(f"skipping dev/test/test_export_hf.py: {sys.executable} has no {e.name} (dev/requirements.txt)")
+        skip("dev/test/test_export_hf.py", f"{sys.executable} has no {e.name} (pip install -r dev/requirements.txt)")
         return
     gpt2 = dict(family=export_hf.FAMILY_GPT2, L=2, C=64, NH=4, NKV=4, H=256, V=50257, Vp=50304, maxT=32)
     llama = dict(family=export_hf.FAMILY_LLAMA, L=2, C=64, NH=4, NKV=2, H=96, V=100, Vp=128, maxT=32)
@@ -206,7 +225,7 @@ def main():
         if args.ranks:
             check_tokenizer(args.ranks, tmp)
         else:
-            print("tokenizer: not tested (no --ranks file)")
+            skip("dev/test/test_export_hf.py tokenizer", "no tokenizer ranks (--ranks data/gpt2.tiktoken)")
     print(f"test_export_hf: {results['passed']} passed, {results['failed']} failed")
     sys.exit(1 if results["failed"] else 0)
 

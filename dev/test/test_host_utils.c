@@ -514,6 +514,7 @@ static void test_jsonl(void) {
     const char* items[2] = {"x", "y z"};
     jsonl_string_list(&j, "changes", items, 2);
     jsonl_string_list(&j, "none", items, 0);
+    jsonl_int(&j, "k\"ey", 1);
     jsonl_end(&j, fp);
     char long_value[5001];
     memset(long_value, 'v', 5000);
@@ -527,7 +528,7 @@ static void test_jsonl(void) {
     fp = fopen_check(path, "r");
     char line[8192];
     const char* want = "{\"event\":\"step\",\"step\":10,\"loss\":3.25,\"bad\":null,\"name\":\"a\\\"b\\\\c\\nd\\u0001\","
-                       "\"changes\":[\"x\",\"y z\"],\"none\":[]}\n";
+                       "\"changes\":[\"x\",\"y z\"],\"none\":[],\"k\\\"ey\":1}\n";
     CHECK(fgets(line, sizeof(line), fp) && strcmp(line, want) == 0, "jsonl fields: got %s", line);
     CHECK(fgets(line, sizeof(line), fp) && strlen(line) == strlen("{\"event\":\"long\",\"value\":\"\"}\n") + 5000 &&
           strstr(line, long_value) != NULL, "jsonl long line: %zu bytes", strlen(line));

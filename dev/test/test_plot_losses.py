@@ -5,9 +5,12 @@ plot_losses.py: synthetic logs of 5 runs (bf16, mxfp4, hadamard, adahop with see
 adahop has only a main.jsonl, hadamard a main.jsonl and a main.log with other numbers (main.jsonl must win),
 the others a main.log; the PNG is written and non-empty, the printed gaps to bf16, gap %, gap/spread, the
 seed-to-seed spread, the EMA train loss, the AdaHOP change counts and the median tok/s and MFU equal the values
-computed here; the Markdown table is written; a main.jsonl run takes its mode and seed from its run event and
-leaves out a last line still being written; missing and empty logs and a bad JSON line stop with a clear
-error. Without matplotlib the plotting checks are skipped (with a message) and the table is checked with
+computed here; the evals (adahop: main.jsonl "eval" events, mxfp4: main.log eval lines, hadamard: a main.jsonl
+without eval events, so main.log's eval lines) fill the eval columns with each run's last scores, n/a for the
+bf16 runs, and a fourth figure panel (the PNG is four panels wide); eval events win over main.log's eval lines;
+the Markdown table is written; a main.jsonl run takes its mode and seed from its run event and leaves out a last
+line still being written; missing and empty logs, a bad JSON line and an eval line with a non-number stop with a
+clear error. Without matplotlib the plotting checks are skipped (with a message) and the table is checked with
 --no-plot.
 
 run_modes.sh: flag errors, --dry-run, and a fake trainer (a Python script given by --trainer or
@@ -25,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from skip_log import skip
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PLOT = os.path.join(ROOT, "scripts", "plot_losses.py")
@@ -58,6 +63,22 @@ ADAHOP_LINES = [(31, 0, "qkv", "fwd", "plain", "iht"), (31, 0, "qkv", "dx", "pla
                 (31, 3, "fc", "dw", "plain", "iht+oe_rows_a"), (31, 5, "attproj", "fwd", "plain", "iht"),
                 (131, 3, "fc", "dw", "iht+oe_rows_a", "iht")]
 
+EVALS = {100: {"hellaswag": 0.2634, "lambada": 0.1250, "lambada_ppl": 80.12},
+         200: {"hellaswag": 0.2871, "lambada": 0.2000, "lambada_ppl": 40.50}}
+EVAL_SHIFT = {"adahop_s1337": 0.0, "mxfp4_s1337": 0.01, "hadamard_s1337": 0.02}   # the runs with evals
+PNG_WIDTH = {3: 18 * 110, 4: 24 * 110}   # pixels of the figure with 3 and with 4 panels (figsize x dpi)
+
+
+def evals_of(name, s):
+    """name's eval scores at step s (none for a run without evals)"""
+    return {k: v + EVAL_SHIFT[name] for k, v in EVALS[s].items()} if name in EVAL_SHIFT and s in EVALS else {}
+
+
+def eval_line(name, s):
+    """main.log's eval line of name at step s, "" when there is none"""
+    scores = evals_of(name, s)
+    return f"s:{s}" + "".join(f" {k}:{v:.6f}" for k, v in scores.items()) + "\n" if scores else ""
+
 
 def train_loss(name, s):
     return 3.3 + 7.6 * math.exp(-s / 30.0) + OFFSET[name] + 0.01 * math.sin(s * 1.7 + len(name))
@@ -74,6 +95,7 @@ def write_log(d, name):
             if s % VAL_EVERY == 0:
                 v = FINAL_VAL[name] if s == STEPS else val_loss(name, s)
                 f.write(f"s:{s} vl:{v:.6f}\n")
+            f.write(eval_line(name, s))
             if name.startswith("adahop"):
                 for a in ADAHOP_LINES:
                     if a[0] == s + 1:
@@ -86,9 +108,9 @@ def write_log(d, name):
                 f.write(f"s:100 vl:{val_loss(name, 100):.6f}\n")
 
 
-def write_jsonl(d, name, run_event):
+def write_jsonl(d, name, run_event, with_evals=True):
     """name's run as the trainer's main.jsonl: tok/s 1000 + step, MFU 0.25 + step / 1000; the strategy changes of
-    an adahop run in their step's event; a last line cut off mid-write"""
+    an adahop run in their step's event; its evals as "eval" events when with_evals; a last line cut off mid-write"""
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "main.jsonl"), "w") as f:
         f.write(json.dumps({"event": "run", "family": "GPT-2", "flops_per_token": 1e9, **run_event}) + "\n")
@@ -96,6 +118,8 @@ def write_jsonl(d, name, run_event):
             if s % VAL_EVERY == 0:
                 v = FINAL_VAL[name] if s == STEPS else val_loss(name, s)
                 f.write(json.dumps({"event": "val", "step": s, "val_loss": float(f"{v:.6f}")}) + "\n")
+            if with_evals and evals_of(name, s):
+                f.write(json.dumps({"event": "eval", "step": s, **evals_of(name, s)}) + "\n")
             if s == STEPS:
                 break
             ev = {"event": "step", "step": s + 1, "loss": float(f"{train_loss(name, s + 1):.6f}"), "lr": 1e-3,
@@ -111,10 +135,11 @@ JSONL_TOK_S, JSONL_MFU = 1101, 35.1   # the medians over steps 2..200 of write_j
 
 
 def write_run(d, name):
-    """adahop: main.jsonl only; hadamard: main.jsonl and a main.log whose numbers are all wrong; others: main.log"""
+    """adahop: main.jsonl only; hadamard: main.jsonl without eval events and a main.log whose losses are all wrong
+    (its eval lines are right); others: main.log"""
     mode, seed = name.split("_s")
     if name.startswith("adahop") or name.startswith("hadamard"):
-        write_jsonl(d, name, {"precision": mode, "seed": int(seed)})
+        write_jsonl(d, name, {"precision": mode, "seed": int(seed)}, with_evals=name.startswith("adahop"))
     if not name.startswith("adahop"):
         write_log(d, name)
     if name.startswith("hadamard"):
@@ -157,7 +182,11 @@ def test_plot(tmp, have_mpl):
     check(rc == 0, "plot_losses.py on 5 synthetic runs exits 0", err)
     if have_mpl:
         ok = os.path.isfile(png) and os.path.getsize(png) > 1000
-        check(ok and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "PNG written, non-empty, PNG signature", png)
+        head = open(png, "rb").read(24) if ok else b""
+        check(ok and head[:8] == b"\x89PNG\r\n\x1a\n", "PNG written, non-empty, PNG signature", png)
+        width = int.from_bytes(head[16:20], "big") if ok else 0   # the IHDR chunk's width
+        check(width == PNG_WIDTH[4], f"runs with evals: the figure has the eval panel ({width} px wide, 4 panels "
+              f"{PNG_WIDTH[4]})")
     rows = parse_table(out)
     check(len(rows) == 5, "table has a row per run", str(sorted(rows)))
     spread = abs(FINAL_VAL["bf16_s42"] - FINAL_VAL["bf16_s1337"])
@@ -184,10 +213,38 @@ def test_plot(tmp, have_mpl):
         f = rows.get(name, [""] * 14)
         want = [str(JSONL_TOK_S), str(JSONL_MFU)] if name[:4] in ("adah", "hada") else ["1000", "n/a"]
         check(f[12:14] == want, f"{name}: median tok/s and MFU % {want}", " ".join(f))
+        last = evals_of(name, STEPS)
+        want = ([str(STEPS), f"{last['hellaswag']:.4f}", f"{last['lambada']:.4f}", f"{last['lambada_ppl']:.2f}"]
+                if last else ["n/a"] * 4)
+        check(f[14:] == want, f"{name}: eval columns (eval_step hellaswag lambada lambada_ppl) {want}", " ".join(f))
     check(rows.get("bf16_s1337", [""])[0].endswith("(ref)"), "bf16_s1337 is the reference")
     mdtext = open(md).read() if os.path.isfile(md) else ""
     check(mdtext.startswith("| run |") and mdtext.count("\n| ") == 5 and "seed-to-seed spread" in mdtext,
           "Markdown table written (--markdown)", mdtext[:300])
+
+    # eval events win over main.log's eval lines; a run without evals has no eval panel nor columns
+    both = os.path.join(tmp, "both", "adahop_s1337")
+    write_jsonl(both, "adahop_s1337", {"precision": "adahop", "seed": 1337})
+    write_log(both, "mxfp4_s1337")
+    rc, out, err = run([sys.executable, PLOT, both, "--no-plot"])
+    row = next((ln.split() for ln in out.splitlines() if ln.startswith("adahop_s1337")), [])
+    check(rc == 0 and row[-3:-1] == [f"{EVALS[STEPS]['hellaswag']:.4f}", f"{EVALS[STEPS]['lambada']:.4f}"],
+          "main.jsonl's eval events win over main.log's eval lines", out + err)
+    plain = os.path.join(tmp, "plain")
+    write_run(os.path.join(plain, "bf16_s1337"), "bf16_s1337")
+    rc, out, err = run([sys.executable, PLOT, plain, "--no-plot"] if not have_mpl else
+                       [sys.executable, PLOT, plain, "-o", os.path.join(tmp, "plain.png")])
+    check(rc == 0 and "eval_step" not in out, "a run without evals: no eval columns", out + err)
+    if have_mpl:
+        width = int.from_bytes(open(os.path.join(tmp, "plain.png"), "rb").read(24)[16:20], "big")
+        check(width == PNG_WIDTH[3], f"a run without evals: three panels ({width} px wide, want {PNG_WIDTH[3]})")
+    bad_eval = os.path.join(tmp, "bad_eval", "bf16_s1")
+    write_run(bad_eval, "bf16_s1337")
+    with open(os.path.join(bad_eval, "main.log"), "a") as f:
+        f.write("s:200 hellaswag:0.25 lambada:oops\n")
+    rc, out, err = run([sys.executable, PLOT, bad_eval, "--no-plot"])
+    check(rc == 2 and "eval line with a non-number" in err and "Traceback" not in err,
+          "an eval line with a non-number: clear error, exit 2", err)
 
     # a single run directory and a main.jsonl or main.log path are accepted too
     rc, out, err = run([sys.executable, PLOT, os.path.join(root, "adahop_s1337", "main.jsonl"),
@@ -438,12 +495,8 @@ def main():
         have_mpl = True
     except ImportError:
         have_mpl = False
-        reason = ("dev/test/test_plot_losses.py PNG checks: matplotlib is not installed "
-                  "(pip install -r scripts/requirements.txt); the table is checked with --no-plot")
-        print(f"SKIP: {reason}")
-        if os.environ.get("TEST_SKIP_LOG"):
-            with open(os.environ["TEST_SKIP_LOG"], "a") as log:
-                log.write(reason + "\n")
+        skip("dev/test/test_plot_losses.py PNG checks", "matplotlib is not installed "
+             "(pip install -r scripts/requirements.txt); the table is checked with --no-plot")
     tmp = tempfile.mkdtemp(prefix="test_plot_losses_")
     try:
         test_plot(tmp, have_mpl)
