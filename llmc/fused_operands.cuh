@@ -2,13 +2,18 @@
 // the quantized operands the linear's strategies need, bit for bit what the separate quantizers of llmc/mxfp4.cuh
 // make of that BF16 input: the row-wise operand along K = channels (E4M3 with one FP32 scale per row, the forward
 // GEMM's A on the fast path, and/or its MXFP4 codes), x^T in MXFP4 along K = tokens (the dW GEMM's B, Hadamard
-// along tokens), and the column sums of squares that OE on x's channels ranks. Producers: GELU (GPT-2's
-// fc-projection input) and SwiGLU (LLaMA's down-projection input). quantize_operands_separate is the same contract
-// through the separate quantizers.
+// along tokens), and the column sums of squares that OE on x's channels ranks. Producers: LayerNorm and RMSNorm with
+// the residual add in front (GPT-2's and LLaMA's qkv and fc / gate-up inputs), GELU (GPT-2's fc-projection input) and
+// SwiGLU (LLaMA's down-projection input). quantize_operands_separate is the same contract through the separate
+// quantizers.
 //
-// A producer is a struct with a type Inputs, load(row, k): the inputs of the 32 outputs of token `row`, channels
-// k..k+31 (k a multiple of 32), and outputs(in, out): those 32 outputs in BF16 as four 16-byte words, bit for bit
-// the producer's own kernel. emit_operands does the rest.
+// A producer is a struct with
+//   - a type Inputs and load(row, k): the inputs of the 32 outputs of token `row`, channels k..k+31 (k a multiple of 32);
+//   - a type Stats, what an output needs of its whole token (a norm's row statistics), has_stats (false: Stats is
+//     empty) and prepare(r0, strip): called by every thread of the block before the 32 tokens r0.. are emitted, it
+//     writes the Stats of token r0 + i to strip[i] (shared memory); the emitter waits for all threads after it;
+//   - outputs(in, stats, out): the 32 outputs in BF16 as four 16-byte words, bit for bit the producer's own kernel.
+// Element-wise producers derive from ElementwiseProducer (no Stats). emit_operands does the rest.
 //
 // The pass: a block of 256 threads owns 64 tokens, as two strips of 32 tokens one after the other, times all C
 // channels. A strip goes through chunks of 32 tokens x 256 channels: lane l of warp w produces the 32 BF16 values
@@ -29,6 +34,8 @@
 #include "mxfp4.cuh"
 #include "gelu.cuh"
 #include "swiglu.cuh"
+#include "layernorm.cuh"
+#include "rmsnorm.cuh"
 
 #define EMIT_THREADS 256
 #define EMIT_WARPS (EMIT_THREADS / 32)
@@ -84,6 +91,13 @@ __device__ __forceinline__ EmitShared emit_shared(uint8_t* smem, const EmitTarge
     return sh;
 }
 
+// the base of a producer whose outputs depend on their own inputs only: no row statistics
+struct ElementwiseProducer {
+    struct Stats {};
+    static constexpr bool has_stats = false;
+    __device__ void prepare(int, Stats*) const {}
+};
+
 // the row pass of one block, v = the BF16 values of token `row`, channels k..k+31 (k a multiple of 32): staged for
 // E4M3 in slot k + lane (*emax follows the row's largest finite scale byte), or stored as MXFP4 without E4M3 rows
 __device__ __forceinline__ void emit_row_block(const EmitTargets& t, EmitShared sh, float v[32], int row, int k, int* emax) {
@@ -131,10 +145,11 @@ __device__ __forceinline__ void emit_col_block(const EmitTargets& t, const float
 // pass, and quantized as a row block
 template <class Producer>
 __device__ __forceinline__ void emit_row_values(const Producer& producer, const EmitTargets& t, EmitShared sh,
-                                                const typename Producer::Inputs& in, int row, int k, int* emax) {
+                                                const typename Producer::Inputs& in,
+                                                const typename Producer::Stats& stats, int row, int k, int* emax) {
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     int4 out[4];
-    producer.outputs(in, out);
+    producer.outputs(in, stats, out);
     float v[32];
     for (int i = 0; i < 4; i++) {
         if (t.bf16) { reinterpret_cast<int4*>(t.bf16 + (size_t)row * t.C + k)[i] = out[i]; }
@@ -144,18 +159,23 @@ __device__ __forceinline__ void emit_row_values(const Producer& producer, const 
     if (t.e4m3 || t.row_codes) { emit_row_block(t, sh, v, row, k, emax); }
 }
 
-// one strip: tokens r0..r0+31 (lane l: token r0 + l) over all channels, chunk by chunk
+// one strip: tokens r0..r0+31 (lane l: token r0 + l) over all channels, chunk by chunk, after the producer's
+// statistics of the strip's tokens (into `strip`, which no other strip of the block uses)
 template <class Producer>
-__device__ __forceinline__ void emit_strip(const Producer& producer, const EmitTargets& t, EmitShared sh, int r0) {
+__device__ __forceinline__ void emit_strip(const Producer& producer, const EmitTargets& t, EmitShared sh,
+                                           typename Producer::Stats* strip, int r0) {
     int warp = threadIdx.x / 32, row = r0 + threadIdx.x % 32;
     int emax = 0;
+    producer.prepare(r0, strip);
+    if (Producer::has_stats) { __syncthreads(); }
+    typename Producer::Stats stats = strip[threadIdx.x % 32];
     typename Producer::Inputs next;
     if (warp * 32 < t.C) { next = producer.load(row, warp * 32); }
     for (int c0 = 0; c0 < t.C; c0 += EMIT_CHUNK) {
         int k = c0 + warp * 32;
         typename Producer::Inputs in = next;
         if (k + EMIT_CHUNK < t.C) { next = producer.load(row, k + EMIT_CHUNK); }
-        if (k < t.C) { emit_row_values(producer, t, sh, in, row, k, &emax); }
+        if (k < t.C) { emit_row_values(producer, t, sh, in, stats, row, k, &emax); }
         if (t.col_codes) {
             __syncthreads();
             int col = c0 + threadIdx.x;
@@ -174,13 +194,14 @@ __device__ __forceinline__ void emit_strip(const Producer& producer, const EmitT
 template <class Producer>
 __global__ void __launch_bounds__(EMIT_THREADS) emit_operands_kernel(Producer producer, EmitTargets t) {
     extern __shared__ __align__(16) uint8_t emit_smem[];
+    __shared__ typename Producer::Stats strips[2][32];   // the producer's statistics of the block's two strips
     EmitShared sh = emit_shared(emit_smem, t);
     int end = min(t.N, (int)blockIdx.x * 64 + 64);
-    for (int r0 = blockIdx.x * 64; r0 < end; r0 += 32) { emit_strip(producer, t, sh, r0); }
+    for (int r0 = blockIdx.x * 64; r0 < end; r0 += 32) { emit_strip(producer, t, sh, strips[r0 / 32 % 2], r0); }
 }
 
 // GELU as a producer: the inputs of 32 outputs are the fc output's 32 values, the outputs gelu8 of them
-struct GeluProducer {
+struct GeluProducer : ElementwiseProducer {
     const floatX* inp;   // [N x C]
     int C;
     struct Inputs { x128 v[4]; };
@@ -189,7 +210,7 @@ struct GeluProducer {
         for (int i = 0; i < 4; i++) { in.v[i] = load128cs(inp + (size_t)row * C + k + 8 * i); }
         return in;
     }
-    __device__ void outputs(const Inputs& in, int4 out[4]) const {
+    __device__ void outputs(const Inputs& in, Stats, int4 out[4]) const {
         for (int i = 0; i < 4; i++) {
             x128 o = gelu8(in.v[i]);
             out[i] = *reinterpret_cast<const int4*>(&o);
@@ -199,7 +220,7 @@ struct GeluProducer {
 
 // SwiGLU as a producer: the inputs of 32 outputs are their 32 gate and 32 up values (row n of inp [N x 2H]: H gate
 // values, then H up values), the outputs swiglu8 of them
-struct SwigluProducer {
+struct SwigluProducer : ElementwiseProducer {
     const floatX* inp;   // [N x 2H]
     int H;
     struct Inputs { x128 g[4], u[4]; };
@@ -209,10 +230,98 @@ struct SwigluProducer {
         for (int i = 0; i < 4; i++) { in.g[i] = load128cs(p + 8 * i); in.u[i] = load128cs(p + H + 8 * i); }
         return in;
     }
-    __device__ void outputs(const Inputs& in, int4 out[4]) const {
+    __device__ void outputs(const Inputs& in, Stats, int4 out[4]) const {
         for (int i = 0; i < 4; i++) {
             x128 o = swiglu8(in.g[i], in.u[i]);
             out[i] = *reinterpret_cast<const int4*>(&o);
+        }
+    }
+};
+
+// the 32 residual-stream values of token `row`, channels k..k+31, of a norm: res_out = a + b where b is given, a
+// otherwise (written by the block's prepare: plain loads, not the read-only path)
+__device__ __forceinline__ void norm_load_x(x128 x[4], const floatX* a, const floatX* b, const floatX* res_out,
+                                            size_t i) {
+    const floatX* p = (b ? res_out : a) + i;
+    for (int j = 0; j < 4; j++) { x[j] = load128cs(p + 8 * j); }
+}
+
+// LayerNorm of a + b (of a when b is NULL) as a producer: prepare reduces each of the strip's tokens with
+// layernorm_row_stats, one warp a token as layernorm_forward does (writing res_out = a + b and mean/rstd, which are
+// not written when NULL); the inputs of 32 outputs are their residual-stream values, weights and biases, the outputs
+// layernorm_value of them
+struct LayerNormProducer {
+    float *mean, *rstd;           // [N], saved for the backward pass
+    floatX* res_out;              // [N x C] a + b, with b
+    const floatX *a, *b;          // [N x C]
+    const floatX *weight, *bias;  // [C]
+    int C;
+    typedef LayerNormStats Stats;
+    static constexpr bool has_stats = true;
+    struct Inputs { x128 x[4], w[4], b[4]; };
+    __device__ void prepare(int r0, Stats* strip) const {
+        int lane = threadIdx.x % 32;
+        for (int i = threadIdx.x / 32; i < 32; i += EMIT_WARPS) {
+            int row = r0 + i;
+            Stats st = layernorm_row_stats(a, b, res_out, (size_t)row * C, C);
+            if (lane == 0) {
+                strip[i] = st;
+                if (mean) { mean[row] = st.mean; rstd[row] = st.rstd; }
+            }
+        }
+    }
+    __device__ Inputs load(int row, int k) const {
+        Inputs in;
+        norm_load_x(in.x, a, b, res_out, (size_t)row * C + k);
+        for (int j = 0; j < 4; j++) { in.w[j] = load128(weight + k + 8 * j); in.b[j] = load128(bias + k + 8 * j); }
+        return in;
+    }
+    __device__ void outputs(const Inputs& in, const Stats& st, int4 out[4]) const {
+        for (int j = 0; j < 4; j++) {
+            x128 o;
+            for (int i = 0; i < 8; i++) {
+                o[i] = (floatX)layernorm_value((float)in.x[j][i], st.mean, st.rstd, (float)in.w[j][i], (float)in.b[j][i]);
+            }
+            out[j] = *reinterpret_cast<const int4*>(&o);
+        }
+    }
+};
+
+// RMSNorm of a + b (of a when b is NULL) as a producer: prepare reduces each of the strip's tokens with
+// rmsnorm_row_rstd, one warp a token as rmsnorm_forward does (writing res_out = a + b and rstd, not written when
+// NULL); the inputs of 32 outputs are their residual-stream values and weights, the outputs rmsnorm_value of them
+struct RmsNormProducer {
+    float* rstd;             // [N], saved for the backward pass
+    floatX* res_out;         // [N x C] a + b, with b
+    const floatX *a, *b;     // [N x C]
+    const floatX* weight;    // [C]
+    int C;
+    float eps;
+    struct Stats { float rstd; };
+    static constexpr bool has_stats = true;
+    struct Inputs { x128 x[4], w[4]; };
+    __device__ void prepare(int r0, Stats* strip) const {
+        int lane = threadIdx.x % 32;
+        for (int i = threadIdx.x / 32; i < 32; i += EMIT_WARPS) {
+            int row = r0 + i;
+            float rs = rmsnorm_row_rstd(a, b, res_out, (size_t)row * C, C, eps);
+            if (lane == 0) {
+                strip[i].rstd = rs;
+                if (rstd) { rstd[row] = rs; }
+            }
+        }
+    }
+    __device__ Inputs load(int row, int k) const {
+        Inputs in;
+        norm_load_x(in.x, a, b, res_out, (size_t)row * C + k);
+        for (int j = 0; j < 4; j++) { in.w[j] = load128(weight + k + 8 * j); }
+        return in;
+    }
+    __device__ void outputs(const Inputs& in, const Stats& st, int4 out[4]) const {
+        for (int j = 0; j < 4; j++) {
+            x128 o;
+            for (int i = 0; i < 8; i++) { o[i] = (floatX)rmsnorm_value((float)in.x[j][i], st.rstd, (float)in.w[j][i]); }
+            out[j] = *reinterpret_cast<const int4*>(&o);
         }
     }
 };
@@ -253,15 +362,16 @@ template <class Producer>
 static inline void emit_operands(const Producer& producer, const OperandEmit* e, int N, int C, cudaStream_t s) {
     EmitTargets t = emit_targets(e, N, C);
     size_t smem = emit_shared_bytes(C, e->rows != NULL);
+    size_t strips_bytes = 2 * 32 * sizeof(typename Producer::Stats);   // the kernel's static shared memory
     static int limit = 0, allowed = 0;   // this GPU's shared memory per block; what the kernel is allowed so far
     if (limit == 0) {
         int device;
         cudaCheck(cudaGetDevice(&device));
         cudaCheck(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     }
-    if (smem > (size_t)limit) {
+    if (smem + strips_bytes > (size_t)limit) {
         die("operand emitter: E4M3 rows of C=%d channels need %zu bytes of shared memory per block, above this GPU's %d "
-            "(emit the MXFP4 row codes, then mx_to_e4m3)", C, smem, limit);
+            "(emit the MXFP4 row codes, then mx_to_e4m3)", C, smem + strips_bytes, limit);
     }
     if ((int)smem > allowed) {
         cudaCheck(cudaFuncSetAttribute(emit_operands_kernel<Producer>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -275,14 +385,38 @@ static inline void emit_operands(const Producer& producer, const OperandEmit* e,
 
 // GELU forward of inp [N x C] emitting what e asks for; e->bf16, when given, is gelu_forward's output
 static inline void gelu_forward_emit(const OperandEmit* e, const floatX* inp, int N, int C, cudaStream_t s) {
-    GeluProducer producer = {inp, C};
+    GeluProducer producer = {{}, inp, C};
     emit_operands(producer, e, N, C, s);
 }
 
 // SwiGLU forward of inp [N x 2H] (out [N x H]) emitting what e asks for; e->bf16, when given, is swiglu_forward's out
 static inline void swiglu_forward_emit(const OperandEmit* e, const floatX* inp, int N, int H, cudaStream_t s) {
-    SwigluProducer producer = {inp, H};
+    SwigluProducer producer = {{}, inp, H};
     emit_operands(producer, e, N, H, s);
+}
+
+// a norm's residual add writes its sum: b needs res_out
+static inline void norm_check_residual(const char* who, const floatX* b, const floatX* res_out) {
+    if (b && !res_out) { die("%s: the residual add (b given) needs res_out for the sum a + b", who); }
+}
+
+// layernorm_forward emitting what e asks for: e->bf16, when given, is its out; mean, rstd, res_out as there
+static inline void layernorm_forward_emit(const OperandEmit* e, float* mean, float* rstd, floatX* res_out,
+                                          const floatX* a, const floatX* b, const floatX* weight, const floatX* bias,
+                                          int N, int C, cudaStream_t s) {
+    layernorm_check_shape(C);
+    norm_check_residual("layernorm_forward_emit", b, res_out);
+    LayerNormProducer producer = {mean, rstd, res_out, a, b, weight, bias, C};
+    emit_operands(producer, e, N, C, s);
+}
+
+// rmsnorm_forward emitting what e asks for: e->bf16, when given, is its out; rstd, res_out as there
+static inline void rmsnorm_forward_emit(const OperandEmit* e, float* rstd, floatX* res_out, const floatX* a,
+                                        const floatX* b, const floatX* weight, int N, int C, float eps, cudaStream_t s) {
+    rmsnorm_check_shape(N, C);
+    norm_check_residual("rmsnorm_forward_emit", b, res_out);
+    RmsNormProducer producer = {rstd, res_out, a, b, weight, C, eps};
+    emit_operands(producer, e, N, C, s);
 }
 
 // the same operands through the separate quantizers, from x [N x C], the producer's BF16 output (e->bf16 is not

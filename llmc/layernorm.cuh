@@ -9,16 +9,15 @@
 // value equals the forward's bit for bit
 __device__ __forceinline__ float layernorm_value(float x, float mu, float rs, float w, float b) { return (x - mu) * rs * w + b; }
 
-// One warp per row: res = a + b (or res = a when b is NULL; res_out written only when b is given),
-// out = (res - mean) * rstd * weight + bias, and mean/rstd saved for the backward pass (unless NULL: a recomputation).
-// Traffic: reads a (and b) once from DRAM (re-reads hit L1/L2), writes out (and res_out).
-__global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, floatX* res_out,
-                                         const floatX* a, const floatX* b, const floatX* weight,
-                                         const floatX* bias, int N, int C) {
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+// a row's LayerNorm statistics
+struct LayerNormStats { float mean, rstd; };
+
+// the statistics of the row at offset base, by one warp (every lane calls it and gets them): res = a + b stored at
+// res_out as it is read (when b is given; res = a otherwise), mean, then the variance about it. Shared by
+// layernorm_forward and its operand-emitting producer (llmc/fused_operands.cuh), so that both reduce in one order.
+__device__ __forceinline__ LayerNormStats layernorm_row_stats(const floatX* a, const floatX* b, floatX* res_out,
+                                                              size_t base, int C) {
     int lane = threadIdx.x % 32;
-    if (row >= N) { return; }
-    size_t base = (size_t)row * C;
     float sum = 0.0f;
     for (int c = lane * 8; c < C; c += 32 * 8) {
         x128 av = residual_add_load8(a, b, res_out, base + c);
@@ -31,13 +30,30 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
         x128 xv = load128(xr + c);
         for (int i = 0; i < 8; i++) { float d = (float)xv[i] - mu; var += d * d; }
     }
-    float rs = rsqrtf(warp_sum(var) / C + 1e-5f);
+    LayerNormStats st = {mu, rsqrtf(warp_sum(var) / C + 1e-5f)};
+    return st;
+}
+
+// One warp per row: res = a + b (or res = a when b is NULL; res_out written only when b is given),
+// out = (res - mean) * rstd * weight + bias, and mean/rstd saved for the backward pass (unless NULL: a recomputation).
+// Traffic: reads a (and b) once from DRAM (re-reads hit L1/L2), writes out (and res_out).
+__global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, floatX* res_out,
+                                         const floatX* a, const floatX* b, const floatX* weight,
+                                         const floatX* bias, int N, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N) { return; }
+    size_t base = (size_t)row * C;
+    LayerNormStats st = layernorm_row_stats(a, b, res_out, base, C);
+    const floatX* xr = (b ? res_out : a) + base;
     for (int c = lane * 8; c < C; c += 32 * 8) {
         x128 xv = load128(xr + c), wv = load128(weight + c), bv = load128(bias + c), ov;
-        for (int i = 0; i < 8; i++) { ov[i] = (floatX)layernorm_value((float)xv[i], mu, rs, (float)wv[i], (float)bv[i]); }
+        for (int i = 0; i < 8; i++) {
+            ov[i] = (floatX)layernorm_value((float)xv[i], st.mean, st.rstd, (float)wv[i], (float)bv[i]);
+        }
         store128(out + base + c, ov);
     }
-    if (lane == 0 && mean) { mean[row] = mu; rstd[row] = rs; }
+    if (lane == 0 && mean) { mean[row] = st.mean; rstd[row] = st.rstd; }
 }
 
 // dinp[r] += rstd * (g - mean(g) - y * mean(g * y)) with g = dout * weight, y = normalized input.

@@ -11,6 +11,20 @@
 // equals the forward's bit for bit
 __device__ __forceinline__ float rmsnorm_value(float x, float rs, float w) { return x * rs * w; }
 
+// the rstd of the row at offset base, 1 / sqrt(mean(res^2) + eps), by one warp (every lane calls it and gets it):
+// res = a + b stored at res_out as it is read (when b is given; res = a otherwise). Shared by rmsnorm_forward and
+// its operand-emitting producer (llmc/fused_operands.cuh), so that both reduce in one order.
+__device__ __forceinline__ float rmsnorm_row_rstd(const floatX* a, const floatX* b, floatX* res_out, size_t base, int C,
+                                                  float eps) {
+    int lane = threadIdx.x % 32;
+    float ss = 0.0f;
+    for (int c = lane * 8; c < C; c += 32 * 8) {
+        x128 xv = residual_add_load8(a, b, res_out, base + c);
+        for (int i = 0; i < 8; i++) { float x = (float)xv[i]; ss += x * x; }
+    }
+    return rsqrtf(warp_sum(ss) / C + eps);
+}
+
 // One warp per row: res = a + b (or res = a when b is NULL; res_out written only when b is given),
 // out = res * rstd * weight with rstd = 1 / sqrt(mean(res^2) + eps), rstd saved for the backward pass (unless NULL).
 // Traffic: reads a (and b) once from DRAM (the second pass hits L1/L2), writes out (and res_out).
@@ -20,12 +34,7 @@ __global__ void rmsnorm_forward_kernel(floatX* out, float* rstd, floatX* res_out
     int lane = threadIdx.x % 32;
     if (row >= N) { return; }
     size_t base = (size_t)row * C;
-    float ss = 0.0f;
-    for (int c = lane * 8; c < C; c += 32 * 8) {
-        x128 xv = residual_add_load8(a, b, res_out, base + c);
-        for (int i = 0; i < 8; i++) { float x = (float)xv[i]; ss += x * x; }
-    }
-    float rs = rsqrtf(warp_sum(ss) / C + eps);
+    float rs = rmsnorm_row_rstd(a, b, res_out, base, C, eps);
     const floatX* xr = (b ? res_out : a) + base;   // each lane re-reads only what it wrote
     for (int c = lane * 8; c < C; c += 32 * 8) {
         x128 xv = load128(xr + c), wv = load128(weight + c), ov;
