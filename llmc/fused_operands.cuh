@@ -238,18 +238,25 @@ struct SwigluProducer : ElementwiseProducer {
     }
 };
 
+// a norm's prepare: warp w reduces tokens r0 + w, r0 + w + 8, ... of the strip, all at once (their loads in flight
+// together), at offsets base[] of an N x C tensor
+#define EMIT_ROWS_PER_WARP (32 / EMIT_WARPS)
+__device__ __forceinline__ void emit_prepare_rows(size_t base[EMIT_ROWS_PER_WARP], int r0, int C) {
+    for (int j = 0; j < EMIT_ROWS_PER_WARP; j++) { base[j] = (size_t)(r0 + threadIdx.x / 32 + j * EMIT_WARPS) * C; }
+}
+
 // the 32 residual-stream values of token `row`, channels k..k+31, of a norm: res_out = a + b where b is given, a
-// otherwise (written by the block's prepare: plain loads, not the read-only path)
+// otherwise (res_out written by the block's prepare: coherent loads, not the read-only path)
 __device__ __forceinline__ void norm_load_x(x128 x[4], const floatX* a, const floatX* b, const floatX* res_out,
                                             size_t i) {
     const floatX* p = (b ? res_out : a) + i;
     for (int j = 0; j < 4; j++) { x[j] = load128cs(p + 8 * j); }
 }
 
-// LayerNorm of a + b (of a when b is NULL) as a producer: prepare reduces each of the strip's tokens with
-// layernorm_row_stats, one warp a token as layernorm_forward does (writing res_out = a + b and mean/rstd, which are
-// not written when NULL); the inputs of 32 outputs are their residual-stream values, weights and biases, the outputs
-// layernorm_value of them
+// LayerNorm of a + b (of a when b is NULL) as a producer: prepare reduces the strip's tokens with
+// layernorm_rows_stats, a token's sums in layernorm_forward's order (writing res_out = a + b and mean/rstd, which are
+// not written when NULL); the inputs of 32 outputs are their residual-stream values, the outputs layernorm_value of
+// them with their weights and biases
 struct LayerNormProducer {
     float *mean, *rstd;           // [N], saved for the backward pass
     floatX* res_out;              // [N x C] a + b, with b
@@ -258,38 +265,40 @@ struct LayerNormProducer {
     int C;
     typedef LayerNormStats Stats;
     static constexpr bool has_stats = true;
-    struct Inputs { x128 x[4], w[4], b[4]; };
+    struct Inputs { x128 x[4]; int k; };   // outputs reads channels k.. of weight and bias (L1 hits: registers kept)
     __device__ void prepare(int r0, Stats* strip) const {
-        int lane = threadIdx.x % 32;
-        for (int i = threadIdx.x / 32; i < 32; i += EMIT_WARPS) {
-            int row = r0 + i;
-            Stats st = layernorm_row_stats(a, b, res_out, (size_t)row * C, C);
-            if (lane == 0) {
-                strip[i] = st;
-                if (mean) { mean[row] = st.mean; rstd[row] = st.rstd; }
-            }
+        size_t base[EMIT_ROWS_PER_WARP];
+        emit_prepare_rows(base, r0, C);
+        Stats st[EMIT_ROWS_PER_WARP];
+        layernorm_rows_stats<EMIT_ROWS_PER_WARP>(st, a, b, res_out, base, C);
+        if (threadIdx.x % 32 != 0) { return; }   // lane 0 writes the warp's statistics
+        for (int j = 0; j < EMIT_ROWS_PER_WARP; j++) {
+            int i = threadIdx.x / 32 + j * EMIT_WARPS;
+            strip[i] = st[j];
+            if (mean) { mean[r0 + i] = st[j].mean; rstd[r0 + i] = st[j].rstd; }
         }
     }
     __device__ Inputs load(int row, int k) const {
         Inputs in;
         norm_load_x(in.x, a, b, res_out, (size_t)row * C + k);
-        for (int j = 0; j < 4; j++) { in.w[j] = load128(weight + k + 8 * j); in.b[j] = load128(bias + k + 8 * j); }
+        in.k = k;
         return in;
     }
     __device__ void outputs(const Inputs& in, const Stats& st, int4 out[4]) const {
         for (int j = 0; j < 4; j++) {
-            x128 o;
+            x128 o, w = load128(weight + in.k + 8 * j), bi = load128(bias + in.k + 8 * j);
             for (int i = 0; i < 8; i++) {
-                o[i] = (floatX)layernorm_value((float)in.x[j][i], st.mean, st.rstd, (float)in.w[j][i], (float)in.b[j][i]);
+                o[i] = (floatX)layernorm_value((float)in.x[j][i], st.mean, st.rstd, (float)w[i], (float)bi[i]);
             }
             out[j] = *reinterpret_cast<const int4*>(&o);
         }
     }
 };
 
-// RMSNorm of a + b (of a when b is NULL) as a producer: prepare reduces each of the strip's tokens with
-// rmsnorm_row_rstd, one warp a token as rmsnorm_forward does (writing res_out = a + b and rstd, not written when
-// NULL); the inputs of 32 outputs are their residual-stream values and weights, the outputs rmsnorm_value of them
+// RMSNorm of a + b (of a when b is NULL) as a producer: prepare reduces the strip's tokens with
+// rmsnorm_rows_rstd, a token's sum in rmsnorm_forward's order (writing res_out = a + b and rstd, not written when
+// NULL); the inputs of 32 outputs are their residual-stream values, the outputs rmsnorm_value of them with their
+// weights
 struct RmsNormProducer {
     float* rstd;             // [N], saved for the backward pass
     floatX* res_out;         // [N x C] a + b, with b
@@ -299,28 +308,29 @@ struct RmsNormProducer {
     float eps;
     struct Stats { float rstd; };
     static constexpr bool has_stats = true;
-    struct Inputs { x128 x[4], w[4]; };
+    struct Inputs { x128 x[4]; int k; };   // outputs reads channels k.. of weight (an L1 hit: registers kept)
     __device__ void prepare(int r0, Stats* strip) const {
-        int lane = threadIdx.x % 32;
-        for (int i = threadIdx.x / 32; i < 32; i += EMIT_WARPS) {
-            int row = r0 + i;
-            float rs = rmsnorm_row_rstd(a, b, res_out, (size_t)row * C, C, eps);
-            if (lane == 0) {
-                strip[i].rstd = rs;
-                if (rstd) { rstd[row] = rs; }
-            }
+        size_t base[EMIT_ROWS_PER_WARP];
+        emit_prepare_rows(base, r0, C);
+        float rs[EMIT_ROWS_PER_WARP];
+        rmsnorm_rows_rstd<EMIT_ROWS_PER_WARP>(rs, a, b, res_out, base, C, eps);
+        if (threadIdx.x % 32 != 0) { return; }   // lane 0 writes the warp's statistics
+        for (int j = 0; j < EMIT_ROWS_PER_WARP; j++) {
+            int i = threadIdx.x / 32 + j * EMIT_WARPS;
+            strip[i].rstd = rs[j];
+            if (rstd) { rstd[r0 + i] = rs[j]; }
         }
     }
     __device__ Inputs load(int row, int k) const {
         Inputs in;
         norm_load_x(in.x, a, b, res_out, (size_t)row * C + k);
-        for (int j = 0; j < 4; j++) { in.w[j] = load128(weight + k + 8 * j); }
+        in.k = k;
         return in;
     }
     __device__ void outputs(const Inputs& in, const Stats& st, int4 out[4]) const {
         for (int j = 0; j < 4; j++) {
-            x128 o;
-            for (int i = 0; i < 8; i++) { o[i] = (floatX)rmsnorm_value((float)in.x[j][i], st.rstd, (float)in.w[j][i]); }
+            x128 o, w = load128(weight + in.k + 8 * j);
+            for (int i = 0; i < 8; i++) { o[i] = (floatX)rmsnorm_value((float)in.x[j][i], st.rstd, (float)w[i]); }
             out[j] = *reinterpret_cast<const int4*>(&o);
         }
     }

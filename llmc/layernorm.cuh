@@ -12,26 +12,36 @@ __device__ __forceinline__ float layernorm_value(float x, float mu, float rs, fl
 // a row's LayerNorm statistics
 struct LayerNormStats { float mean, rstd; };
 
-// the statistics of the row at offset base, by one warp (every lane calls it and gets them): res = a + b stored at
-// res_out as it is read (when b is given; res = a otherwise), mean, then the variance about it. Shared by
-// layernorm_forward and its operand-emitting producer (llmc/fused_operands.cuh), so that both reduce in one order.
-__device__ __forceinline__ LayerNormStats layernorm_row_stats(const floatX* a, const floatX* b, floatX* res_out,
-                                                              size_t base, int C) {
+// the statistics of R rows at offsets base[0..R-1] by one warp (every lane calls it and gets them): res = a + b
+// stored at res_out as it is read (when b is given; res = a otherwise), mean, then the variance about it. A row's sums
+// run in one order whatever R (only the rows' loads interleave, to be in flight together), so layernorm_forward
+// (R = 1) and its operand-emitting producer (llmc/fused_operands.cuh, R > 1) agree bit for bit.
+template <int R>
+__device__ __forceinline__ void layernorm_rows_stats(LayerNormStats st[R], const floatX* a, const floatX* b,
+                                                     floatX* res_out, const size_t base[R], int C) {
     int lane = threadIdx.x % 32;
-    float sum = 0.0f;
+    float sum[R], var[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) { sum[r] = 0.0f; var[r] = 0.0f; }
     for (int c = lane * 8; c < C; c += 32 * 8) {
-        x128 av = residual_add_load8(a, b, res_out, base + c);
-        for (int i = 0; i < 8; i++) { sum += (float)av[i]; }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            x128 av = residual_add_load8(a, b, res_out, base[r] + c);
+            for (int i = 0; i < 8; i++) { sum[r] += (float)av[i]; }
+        }
     }
-    float mu = warp_sum(sum) / C;
-    const floatX* xr = (b ? res_out : a) + base;   // each lane re-reads only what it wrote
-    float var = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; r++) { st[r].mean = warp_sum(sum[r]) / C; }
+    const floatX* x = b ? res_out : a;   // each lane re-reads only what it wrote
     for (int c = lane * 8; c < C; c += 32 * 8) {
-        x128 xv = load128(xr + c);
-        for (int i = 0; i < 8; i++) { float d = (float)xv[i] - mu; var += d * d; }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            x128 xv = load128(x + base[r] + c);
+            for (int i = 0; i < 8; i++) { float d = (float)xv[i] - st[r].mean; var[r] += d * d; }
+        }
     }
-    LayerNormStats st = {mu, rsqrtf(warp_sum(var) / C + 1e-5f)};
-    return st;
+#pragma unroll
+    for (int r = 0; r < R; r++) { st[r].rstd = rsqrtf(warp_sum(var[r]) / C + 1e-5f); }
 }
 
 // One warp per row: res = a + b (or res = a when b is NULL; res_out written only when b is given),
@@ -44,7 +54,8 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
     int lane = threadIdx.x % 32;
     if (row >= N) { return; }
     size_t base = (size_t)row * C;
-    LayerNormStats st = layernorm_row_stats(a, b, res_out, base, C);
+    LayerNormStats st;
+    layernorm_rows_stats<1>(&st, a, b, res_out, &base, C);
     const floatX* xr = (b ? res_out : a) + base;
     for (int c = lane * 8; c < C; c += 32 * 8) {
         x128 xv = load128(xr + c), wv = load128(weight + c), bv = load128(bias + c), ov;
