@@ -245,27 +245,31 @@ __device__ __forceinline__ void emit_prepare_rows(size_t base[EMIT_ROWS_PER_WARP
     for (int j = 0; j < EMIT_ROWS_PER_WARP; j++) { base[j] = (size_t)(r0 + threadIdx.x / 32 + j * EMIT_WARPS) * C; }
 }
 
-// the 32 residual-stream values of token `row`, channels k..k+31, of a norm: res_out = a + b where b is given, a
-// otherwise (res_out written by the block's prepare: coherent loads, not the read-only path)
-__device__ __forceinline__ void norm_load_x(x128 x[4], const floatX* a, const floatX* b, const floatX* res_out,
-                                            size_t i) {
-    const floatX* p = (b ? res_out : a) + i;
-    for (int j = 0; j < 4; j++) { x[j] = load128cs(p + 8 * j); }
-}
+// what the norm producers share: their residual-stream input a + b (a when b is NULL), its sum res_out (written by
+// the block's prepare, read back with coherent loads: not the read-only path), and the loads of 32 of its values
+struct NormProducerInput {
+    floatX* res_out;         // [N x C] a + b, with b
+    const floatX *a, *b;     // [N x C]
+    int C;
+    struct Inputs { x128 x[4]; int k; };   // outputs reads channels k.. of the norm's weights (L1 hits: registers kept)
+    __device__ Inputs load(int row, int k) const {
+        Inputs in;
+        const floatX* p = (b ? res_out : a) + (size_t)row * C + k;
+        for (int j = 0; j < 4; j++) { in.x[j] = load128cs(p + 8 * j); }
+        in.k = k;
+        return in;
+    }
+};
 
 // LayerNorm of a + b (of a when b is NULL) as a producer: prepare reduces the strip's tokens with
 // layernorm_rows_stats, a token's sums in layernorm_forward's order (writing res_out = a + b and mean/rstd, which are
 // not written when NULL); the inputs of 32 outputs are their residual-stream values, the outputs layernorm_value of
 // them with their weights and biases
-struct LayerNormProducer {
+struct LayerNormProducer : NormProducerInput {
     float *mean, *rstd;           // [N], saved for the backward pass
-    floatX* res_out;              // [N x C] a + b, with b
-    const floatX *a, *b;          // [N x C]
     const floatX *weight, *bias;  // [C]
-    int C;
     typedef LayerNormStats Stats;
     static constexpr bool has_stats = true;
-    struct Inputs { x128 x[4]; int k; };   // outputs reads channels k.. of weight and bias (L1 hits: registers kept)
     __device__ void prepare(int r0, Stats* strip) const {
         size_t base[EMIT_ROWS_PER_WARP];
         emit_prepare_rows(base, r0, C);
@@ -277,12 +281,6 @@ struct LayerNormProducer {
             strip[i] = st[j];
             if (mean) { mean[r0 + i] = st[j].mean; rstd[r0 + i] = st[j].rstd; }
         }
-    }
-    __device__ Inputs load(int row, int k) const {
-        Inputs in;
-        norm_load_x(in.x, a, b, res_out, (size_t)row * C + k);
-        in.k = k;
-        return in;
     }
     __device__ void outputs(const Inputs& in, const Stats& st, int4 out[4]) const {
         for (int j = 0; j < 4; j++) {
@@ -299,16 +297,12 @@ struct LayerNormProducer {
 // rmsnorm_rows_rstd, a token's sum in rmsnorm_forward's order (writing res_out = a + b and rstd, not written when
 // NULL); the inputs of 32 outputs are their residual-stream values, the outputs rmsnorm_value of them with their
 // weights
-struct RmsNormProducer {
+struct RmsNormProducer : NormProducerInput {
     float* rstd;             // [N], saved for the backward pass
-    floatX* res_out;         // [N x C] a + b, with b
-    const floatX *a, *b;     // [N x C]
     const floatX* weight;    // [C]
-    int C;
     float eps;
     struct Stats { float rstd; };
     static constexpr bool has_stats = true;
-    struct Inputs { x128 x[4]; int k; };   // outputs reads channels k.. of weight (an L1 hit: registers kept)
     __device__ void prepare(int r0, Stats* strip) const {
         size_t base[EMIT_ROWS_PER_WARP];
         emit_prepare_rows(base, r0, C);
@@ -320,12 +314,6 @@ struct RmsNormProducer {
             strip[i].rstd = rs[j];
             if (rstd) { rstd[r0 + i] = rs[j]; }
         }
-    }
-    __device__ Inputs load(int row, int k) const {
-        Inputs in;
-        norm_load_x(in.x, a, b, res_out, (size_t)row * C + k);
-        in.k = k;
-        return in;
     }
     __device__ void outputs(const Inputs& in, const Stats& st, int4 out[4]) const {
         for (int j = 0; j < 4; j++) {
@@ -416,7 +404,7 @@ static inline void layernorm_forward_emit(const OperandEmit* e, float* mean, flo
                                           int N, int C, cudaStream_t s) {
     layernorm_check_shape(C);
     norm_check_residual("layernorm_forward_emit", b, res_out);
-    LayerNormProducer producer = {mean, rstd, res_out, a, b, weight, bias, C};
+    LayerNormProducer producer = {{res_out, a, b, C}, mean, rstd, weight, bias};
     emit_operands(producer, e, N, C, s);
 }
 
@@ -425,7 +413,7 @@ static inline void rmsnorm_forward_emit(const OperandEmit* e, float* rstd, float
                                         const floatX* b, const floatX* weight, int N, int C, float eps, cudaStream_t s) {
     rmsnorm_check_shape(N, C);
     norm_check_residual("rmsnorm_forward_emit", b, res_out);
-    RmsNormProducer producer = {rstd, res_out, a, b, weight, C, eps};
+    RmsNormProducer producer = {{res_out, a, b, C}, rstd, weight, eps};
     emit_operands(producer, e, N, C, s);
 }
 
