@@ -46,11 +46,11 @@ int main(int argc, char** argv) {
         long n = (long)N * C;
         floatX* inp = random_bf16(producer == SWIGLU ? 2 * n : n, 1, 3.0f);
         floatX* out = (floatX*)device_malloc(n * sizeof(floatX), "producer output");
-        bool norm = producer == LAYERNORM || producer == RMSNORM;   // its residual b, weight, bias, sum, statistics
-        floatX *b = NULL, *weight = NULL, *bias = NULL, *res = NULL;
+        bool norm = producer == LAYERNORM || producer == RMSNORM;   // its residual, weight, bias, their sum, statistics
+        floatX *resid = NULL, *weight = NULL, *bias = NULL, *res = NULL;
         float *mean = NULL, *rstd = NULL;
         if (norm) {
-            b = random_bf16(n, 2, 3.0f);
+            resid = random_bf16(n, 2, 3.0f);
             weight = random_bf16(C, 3, 1.0f);
             bias = random_bf16(C, 4, 1.0f);
             res = (floatX*)device_malloc(n * sizeof(floatX), "residual sum");
@@ -64,14 +64,14 @@ int main(int argc, char** argv) {
         auto produce = [&] {
             if (producer == GELU) { gelu_forward(out, inp, n, 0); }
             if (producer == SWIGLU) { swiglu_forward(out, inp, N, C, 0); }
-            if (producer == LAYERNORM) { layernorm_forward(out, mean, rstd, res, inp, b, weight, bias, N, C, 0); }
-            if (producer == RMSNORM) { rmsnorm_forward(out, rstd, res, inp, b, weight, N, C, LLAMA_RMS_EPS, 0); }
+            if (producer == LAYERNORM) { layernorm_forward(out, mean, rstd, res, inp, resid, weight, bias, N, C, 0); }
+            if (producer == RMSNORM) { rmsnorm_forward(out, rstd, res, inp, resid, weight, N, C, LLAMA_RMS_EPS, 0); }
         };
         auto produce_emit = [&](const OperandEmit* e) {
             if (producer == GELU) { gelu_forward_emit(e, inp, N, C, 0); }
             if (producer == SWIGLU) { swiglu_forward_emit(e, inp, N, C, 0); }
-            if (producer == LAYERNORM) { layernorm_forward_emit(e, mean, rstd, res, inp, b, weight, bias, N, C, 0); }
-            if (producer == RMSNORM) { rmsnorm_forward_emit(e, rstd, res, inp, b, weight, N, C, LLAMA_RMS_EPS, 0); }
+            if (producer == LAYERNORM) { layernorm_forward_emit(e, mean, rstd, res, inp, resid, weight, bias, N, C, 0); }
+            if (producer == RMSNORM) { rmsnorm_forward_emit(e, rstd, res, inp, resid, weight, N, C, LLAMA_RMS_EPS, 0); }
         };
         float producer_ms = time_ms(produce, reps);
         for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
         e4m3_operand_free(&rows);
         mx_operand_free(&row_codes);
         mx_operand_free(&cols);
-        void* bufs[] = {inp, out, col_sq, scratch, b, weight, bias, res, mean, rstd};
+        void* bufs[] = {inp, out, col_sq, scratch, resid, weight, bias, res, mean, rstd};
         for (int i = 0; i < 10; i++) { cudaCheck(cudaFree(bufs[i])); }
     }
     matmul_free();
