@@ -26,7 +26,10 @@
 // row_codes without rows, then mx_to_e4m3, and dev/cuda/bench_fused_operands.cu times both). With 227 KB of shared
 // memory a block, E4M3 rows reach C = 12608 channels (d48's 6400 fit: 124 KB, one block an SM). The column sums of
 // squares are summed per 64 tokens as mx_quantize_cols sums them (first 32 tokens, plus the next 32), into the same
-// scratch, and added over the 64-token tiles by the same kernel.
+// scratch, and added over the 64-token tiles by the same kernel. A norm's strip starts with its tokens' statistics
+// (warp w reduces tokens w, w + 8, w + 16, w + 24 at once, each token's sums in the norm kernel's order, writing the
+// residual sum and the saved mean/rstd); its chunks then read the residual sum back (L2, just written), so a norm
+// reads a and b once from DRAM as its own kernel does and skips the write and re-read of its BF16 output.
 #ifndef LLMC_FUSED_OPERANDS_CUH
 #define LLMC_FUSED_OPERANDS_CUH
 
