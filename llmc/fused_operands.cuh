@@ -2,18 +2,23 @@
 // the quantized operands the linear's strategies need, bit for bit what the separate quantizers of llmc/mxfp4.cuh
 // make of that BF16 input: the row-wise operand along K = channels (E4M3 with one FP32 scale per row, the forward
 // GEMM's A on the fast path, and/or its MXFP4 codes), x^T in MXFP4 along K = tokens (the dW GEMM's B, Hadamard
-// along tokens), and the column sums of squares that OE on x's channels ranks. Producers: GELU (GPT-2's
-// fc-projection input) and SwiGLU (LLaMA's down-projection input). quantize_operands_separate is the same contract
-// through the separate quantizers.
+// along tokens), and the column sums of squares that OE on x's channels ranks. Producers: LayerNorm and RMSNorm with
+// the residual add in front (GPT-2's and LLaMA's qkv and fc / gate-up inputs), GELU (GPT-2's fc-projection input) and
+// SwiGLU (LLaMA's down-projection input). quantize_operands_separate is the same contract through the separate
+// quantizers.
 //
 // Backward producers write a linear's output gradient dY [N x Cout]: its rows are the dX GEMM's A (row_opt), its x^T
 // the dW GEMM's A (col_opt), each with its GEMM's stochastic rounding and seed; the rounding index of an element is
 // its index in its operand, as in mx_quantize_rows(_e4m3) and mx_quantize_cols. Producers: GELU backward (dY of
 // GPT-2's fc) and SwiGLU backward (dY of LLaMA's gate/up, 2H wide).
 //
-// A producer is a struct with a type Inputs, load(row, k): the inputs of the 32 outputs of token `row`, channels
-// k..k+31 (k a multiple of 32), and outputs(in, out): those 32 outputs in BF16 as four 16-byte words, bit for bit
-// the producer's own kernel. emit_operands does the rest.
+// A producer is a struct with
+//   - a type Inputs and load(row, k): the inputs of the 32 outputs of token `row`, channels k..k+31 (k a multiple of 32);
+//   - a type Stats, what an output needs of its whole token (a norm's row statistics), has_stats (false: Stats is
+//     empty) and prepare(r0, strip): called by every thread of the block before the 32 tokens r0.. are emitted, it
+//     writes the Stats of token r0 + i to strip[i] (shared memory); the emitter waits for all threads after it;
+//   - outputs(in, stats, out): the 32 outputs in BF16 as four 16-byte words, bit for bit the producer's own kernel.
+// Element-wise producers derive from ElementwiseProducer (no Stats). emit_operands does the rest.
 //
 // The pass: a block of 256 threads owns 64 tokens, as two strips of 32 tokens one after the other, times all C
 // channels. A strip goes through chunks of 32 tokens x 256 channels: lane l of warp w produces the 32 BF16 values
@@ -26,7 +31,10 @@
 // row_codes without rows, then mx_to_e4m3, and dev/cuda/bench_fused_operands.cu times both). With 227 KB of shared
 // memory a block, E4M3 rows reach C = 12608 channels (d48's 6400 fit: 124 KB, one block an SM). The column sums of
 // squares are summed per 64 tokens as mx_quantize_cols sums them (first 32 tokens, plus the next 32), into the same
-// scratch, and added over the 64-token tiles by the same kernel.
+// scratch, and added over the 64-token tiles by the same kernel. A norm's strip starts with its tokens' statistics
+// (warp w reduces tokens w, w + 8, w + 16, w + 24 at once, each token's sums in the norm kernel's order, writing the
+// residual sum and the saved mean/rstd); its chunks then read the residual sum back (L2, just written), so a norm
+// reads a and b once from DRAM as its own kernel does and skips the write and re-read of its BF16 output.
 #ifndef LLMC_FUSED_OPERANDS_CUH
 #define LLMC_FUSED_OPERANDS_CUH
 
@@ -34,6 +42,8 @@
 #include "mxfp4.cuh"
 #include "gelu.cuh"
 #include "swiglu.cuh"
+#include "layernorm.cuh"
+#include "rmsnorm.cuh"
 
 #define EMIT_THREADS 256
 #define EMIT_WARPS (EMIT_THREADS / 32)
@@ -89,6 +99,13 @@ __device__ __forceinline__ EmitShared emit_shared(uint8_t* smem, const EmitTarge
     return sh;
 }
 
+// the base of a producer whose outputs depend on their own inputs only: no row statistics
+struct ElementwiseProducer {
+    struct Stats {};
+    static constexpr bool has_stats = false;
+    __device__ void prepare(int, Stats*) const {}
+};
+
 // the row pass of one block, v = the BF16 values of token `row`, channels k..k+31 (k a multiple of 32): staged for
 // E4M3 in slot k + lane (*emax follows the row's largest finite scale byte), or stored as MXFP4 without E4M3 rows
 __device__ __forceinline__ void emit_row_block(const EmitTargets& t, EmitShared sh, float v[32], int row, int k, int* emax) {
@@ -136,10 +153,11 @@ __device__ __forceinline__ void emit_col_block(const EmitTargets& t, const float
 // pass, and quantized as a row block
 template <class Producer>
 __device__ __forceinline__ void emit_row_values(const Producer& producer, const EmitTargets& t, EmitShared sh,
-                                                const typename Producer::Inputs& in, int row, int k, int* emax) {
+                                                const typename Producer::Inputs& in,
+                                                const typename Producer::Stats& stats, int row, int k, int* emax) {
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     int4 out[4];
-    producer.outputs(in, out);
+    producer.outputs(in, stats, out);
     float v[32];
     for (int i = 0; i < 4; i++) {
         if (t.bf16) { reinterpret_cast<int4*>(t.bf16 + (size_t)row * t.C + k)[i] = out[i]; }
@@ -149,18 +167,23 @@ __device__ __forceinline__ void emit_row_values(const Producer& producer, const 
     if (t.e4m3 || t.row_codes) { emit_row_block(t, sh, v, row, k, emax); }
 }
 
-// one strip: tokens r0..r0+31 (lane l: token r0 + l) over all channels, chunk by chunk
+// one strip: tokens r0..r0+31 (lane l: token r0 + l) over all channels, chunk by chunk, after the producer's
+// statistics of the strip's tokens (into `strip`, which no other strip of the block uses)
 template <class Producer>
-__device__ __forceinline__ void emit_strip(const Producer& producer, const EmitTargets& t, EmitShared sh, int r0) {
+__device__ __forceinline__ void emit_strip(const Producer& producer, const EmitTargets& t, EmitShared sh,
+                                           typename Producer::Stats* strip, int r0) {
     int warp = threadIdx.x / 32, row = r0 + threadIdx.x % 32;
     int emax = 0;
+    producer.prepare(r0, strip);
+    if (Producer::has_stats) { __syncthreads(); }
+    typename Producer::Stats stats = strip[threadIdx.x % 32];
     typename Producer::Inputs next;
     if (warp * 32 < t.C) { next = producer.load(row, warp * 32); }
     for (int c0 = 0; c0 < t.C; c0 += EMIT_CHUNK) {
         int k = c0 + warp * 32;
         typename Producer::Inputs in = next;
         if (k + EMIT_CHUNK < t.C) { next = producer.load(row, k + EMIT_CHUNK); }
-        if (k < t.C) { emit_row_values(producer, t, sh, in, row, k, &emax); }
+        if (k < t.C) { emit_row_values(producer, t, sh, in, stats, row, k, &emax); }
         if (t.col_codes) {
             __syncthreads();
             int col = c0 + threadIdx.x;
@@ -179,13 +202,14 @@ __device__ __forceinline__ void emit_strip(const Producer& producer, const EmitT
 template <class Producer>
 __global__ void __launch_bounds__(EMIT_THREADS) emit_operands_kernel(Producer producer, EmitTargets t) {
     extern __shared__ __align__(16) uint8_t emit_smem[];
+    __shared__ typename Producer::Stats strips[2][32];   // the producer's statistics of the block's two strips
     EmitShared sh = emit_shared(emit_smem, t);
     int end = min(t.N, (int)blockIdx.x * 64 + 64);
-    for (int r0 = blockIdx.x * 64; r0 < end; r0 += 32) { emit_strip(producer, t, sh, r0); }
+    for (int r0 = blockIdx.x * 64; r0 < end; r0 += 32) { emit_strip(producer, t, sh, strips[r0 / 32 % 2], r0); }
 }
 
 // GELU as a producer: the inputs of 32 outputs are the fc output's 32 values, the outputs gelu8 of them
-struct GeluProducer {
+struct GeluProducer : ElementwiseProducer {
     const floatX* inp;   // [N x C]
     int C;
     struct Inputs { x128 v[4]; };
@@ -194,7 +218,7 @@ struct GeluProducer {
         for (int i = 0; i < 4; i++) { in.v[i] = load128cs(inp + (size_t)row * C + k + 8 * i); }
         return in;
     }
-    __device__ void outputs(const Inputs& in, int4 out[4]) const {
+    __device__ void outputs(const Inputs& in, Stats, int4 out[4]) const {
         for (int i = 0; i < 4; i++) {
             x128 o = gelu8(in.v[i]);
             out[i] = *reinterpret_cast<const int4*>(&o);
@@ -204,7 +228,7 @@ struct GeluProducer {
 
 // SwiGLU as a producer: the inputs of 32 outputs are their 32 gate and 32 up values (row n of inp [N x 2H]: H gate
 // values, then H up values), the outputs swiglu8 of them
-struct SwigluProducer {
+struct SwigluProducer : ElementwiseProducer {
     const floatX* inp;   // [N x 2H]
     int H;
     struct Inputs { x128 g[4], u[4]; };
@@ -214,10 +238,96 @@ struct SwigluProducer {
         for (int i = 0; i < 4; i++) { in.g[i] = load128cs(p + 8 * i); in.u[i] = load128cs(p + H + 8 * i); }
         return in;
     }
-    __device__ void outputs(const Inputs& in, int4 out[4]) const {
+    __device__ void outputs(const Inputs& in, Stats, int4 out[4]) const {
         for (int i = 0; i < 4; i++) {
             x128 o = swiglu8(in.g[i], in.u[i]);
             out[i] = *reinterpret_cast<const int4*>(&o);
+        }
+    }
+};
+
+// a norm's prepare: warp w reduces tokens r0 + w, r0 + w + 8, ... of the strip, all at once (their loads in flight
+// together), at offsets base[] of an N x C tensor
+#define EMIT_ROWS_PER_WARP (32 / EMIT_WARPS)
+__device__ __forceinline__ void emit_prepare_rows(size_t base[EMIT_ROWS_PER_WARP], int r0, int C) {
+    for (int j = 0; j < EMIT_ROWS_PER_WARP; j++) { base[j] = (size_t)(r0 + threadIdx.x / 32 + j * EMIT_WARPS) * C; }
+}
+
+// what the norm producers share: their residual-stream input a + b (a when b is NULL), its sum res_out (written by
+// the block's prepare, read back with coherent loads: not the read-only path), and the loads of 32 of its values
+struct NormProducerInput {
+    floatX* res_out;         // [N x C] a + b, with b
+    const floatX *a, *b;     // [N x C]
+    int C;
+    struct Inputs { x128 x[4]; int k; };   // outputs reads channels k.. of the norm's weights (L1 hits: registers kept)
+    __device__ Inputs load(int row, int k) const {
+        Inputs in;
+        const floatX* p = (b ? res_out : a) + (size_t)row * C + k;
+        for (int j = 0; j < 4; j++) { in.x[j] = load128cs(p + 8 * j); }
+        in.k = k;
+        return in;
+    }
+};
+
+// LayerNorm of a + b (of a when b is NULL) as a producer: prepare reduces the strip's tokens with
+// layernorm_rows_stats, a token's sums in layernorm_forward's order (writing res_out = a + b and mean/rstd, which are
+// not written when NULL); the inputs of 32 outputs are their residual-stream values, the outputs layernorm_value of
+// them with their weights and biases
+struct LayerNormProducer : NormProducerInput {
+    float *mean, *rstd;           // [N], saved for the backward pass
+    const floatX *weight, *bias;  // [C]
+    typedef LayerNormStats Stats;
+    static constexpr bool has_stats = true;
+    __device__ void prepare(int r0, Stats* strip) const {
+        size_t base[EMIT_ROWS_PER_WARP];
+        emit_prepare_rows(base, r0, C);
+        Stats st[EMIT_ROWS_PER_WARP];
+        layernorm_rows_stats<EMIT_ROWS_PER_WARP>(st, a, b, res_out, base, C);
+        if (threadIdx.x % 32 != 0) { return; }   // lane 0 writes the warp's statistics
+        for (int j = 0; j < EMIT_ROWS_PER_WARP; j++) {
+            int i = threadIdx.x / 32 + j * EMIT_WARPS;
+            strip[i] = st[j];
+            if (mean) { mean[r0 + i] = st[j].mean; rstd[r0 + i] = st[j].rstd; }
+        }
+    }
+    __device__ void outputs(const Inputs& in, const Stats& st, int4 out[4]) const {
+        for (int j = 0; j < 4; j++) {
+            x128 o, w = load128(weight + in.k + 8 * j), bi = load128(bias + in.k + 8 * j);
+            for (int i = 0; i < 8; i++) {
+                o[i] = (floatX)layernorm_value((float)in.x[j][i], st.mean, st.rstd, (float)w[i], (float)bi[i]);
+            }
+            out[j] = *reinterpret_cast<const int4*>(&o);
+        }
+    }
+};
+
+// RMSNorm of a + b (of a when b is NULL) as a producer: prepare reduces the strip's tokens with
+// rmsnorm_rows_rstd, a token's sum in rmsnorm_forward's order (writing res_out = a + b and rstd, not written when
+// NULL); the inputs of 32 outputs are their residual-stream values, the outputs rmsnorm_value of them with their
+// weights
+struct RmsNormProducer : NormProducerInput {
+    float* rstd;             // [N], saved for the backward pass
+    const floatX* weight;    // [C]
+    float eps;
+    struct Stats { float rstd; };
+    static constexpr bool has_stats = true;
+    __device__ void prepare(int r0, Stats* strip) const {
+        size_t base[EMIT_ROWS_PER_WARP];
+        emit_prepare_rows(base, r0, C);
+        float rs[EMIT_ROWS_PER_WARP];
+        rmsnorm_rows_rstd<EMIT_ROWS_PER_WARP>(rs, a, b, res_out, base, C, eps);
+        if (threadIdx.x % 32 != 0) { return; }   // lane 0 writes the warp's statistics
+        for (int j = 0; j < EMIT_ROWS_PER_WARP; j++) {
+            int i = threadIdx.x / 32 + j * EMIT_WARPS;
+            strip[i].rstd = rs[j];
+            if (rstd) { rstd[r0 + i] = rs[j]; }
+        }
+    }
+    __device__ void outputs(const Inputs& in, const Stats& st, int4 out[4]) const {
+        for (int j = 0; j < 4; j++) {
+            x128 o, w = load128(weight + in.k + 8 * j);
+            for (int i = 0; i < 8; i++) { o[i] = (floatX)rmsnorm_value((float)in.x[j][i], st.rstd, (float)w[i]); }
+            out[j] = *reinterpret_cast<const int4*>(&o);
         }
     }
 };
@@ -258,15 +368,16 @@ template <class Producer>
 static inline void emit_operands(const Producer& producer, const OperandEmit* e, int N, int C, cudaStream_t s) {
     EmitTargets t = emit_targets(e, N, C);
     size_t smem = emit_shared_bytes(C, e->rows != NULL);
+    size_t strips_bytes = 2 * 32 * sizeof(typename Producer::Stats);   // the kernel's static shared memory
     static int limit = 0, allowed = 0;   // this GPU's shared memory per block; what the kernel is allowed so far
     if (limit == 0) {
         int device;
         cudaCheck(cudaGetDevice(&device));
         cudaCheck(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     }
-    if (smem > (size_t)limit) {
+    if (smem + strips_bytes > (size_t)limit) {
         die("operand emitter: E4M3 rows of C=%d channels need %zu bytes of shared memory per block, above this GPU's %d "
-            "(emit the MXFP4 row codes, then mx_to_e4m3)", C, smem, limit);
+            "(emit the MXFP4 row codes, then mx_to_e4m3)", C, smem + strips_bytes, limit);
     }
     if ((int)smem > allowed) {
         cudaCheck(cudaFuncSetAttribute(emit_operands_kernel<Producer>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -280,13 +391,13 @@ static inline void emit_operands(const Producer& producer, const OperandEmit* e,
 
 // GELU forward of inp [N x C] emitting what e asks for; e->bf16, when given, is gelu_forward's output
 static inline void gelu_forward_emit(const OperandEmit* e, const floatX* inp, int N, int C, cudaStream_t s) {
-    GeluProducer producer = {inp, C};
+    GeluProducer producer = {{}, inp, C};
     emit_operands(producer, e, N, C, s);
 }
 
 // SwiGLU forward of inp [N x 2H] (out [N x H]) emitting what e asks for; e->bf16, when given, is swiglu_forward's out
 static inline void swiglu_forward_emit(const OperandEmit* e, const floatX* inp, int N, int H, cudaStream_t s) {
-    SwigluProducer producer = {inp, H};
+    SwigluProducer producer = {{}, inp, H};
     emit_operands(producer, e, N, H, s);
 }
 
@@ -295,7 +406,7 @@ static inline void swiglu_forward_emit(const OperandEmit* e, const floatX* inp, 
 
 // GELU backward as a producer: the inputs of 32 outputs are their 32 fc outputs (GELU's input) and 32 gradients of
 // GELU's output, the outputs gelu_backward8 of them
-struct GeluBackwardProducer {
+struct GeluBackwardProducer : ElementwiseProducer {
     const floatX* inp;   // [N x C] the fc output
     const floatX* d;     // [N x C] the gradient of GELU's output
     int C;
@@ -306,7 +417,7 @@ struct GeluBackwardProducer {
         for (int i = 0; i < 4; i++) { in.x[i] = load128cs(inp + o + 8 * i); in.d[i] = load128cs(d + o + 8 * i); }
         return in;
     }
-    __device__ void outputs(const Inputs& in, int4 out[4]) const {
+    __device__ void outputs(const Inputs& in, Stats, int4 out[4]) const {
         for (int i = 0; i < 4; i++) {
             x128 o = gelu_backward8(in.x[i], in.d[i]);
             out[i] = *reinterpret_cast<const int4*>(&o);
@@ -318,7 +429,7 @@ struct GeluBackwardProducer {
 // d(up) of pair j, from the pair's gate and up values (row n of inp [N x 2H]) and dout [N x H]. 32 outputs may
 // straddle H (H a multiple of 16): each 8 of them is all gate or all up. The gate and dout values are read once for
 // each half (the second time mostly from L2), the up values once.
-struct SwigluBackwardProducer {
+struct SwigluBackwardProducer : ElementwiseProducer {
     const floatX* inp;    // [N x 2H] the forward's gate/up values
     const floatX* dout;   // [N x H] the gradient of SwiGLU's output
     int H;
@@ -335,7 +446,7 @@ struct SwigluBackwardProducer {
         }
         return in;
     }
-    __device__ void outputs(const Inputs& in, int4 out[4]) const {
+    __device__ void outputs(const Inputs& in, Stats, int4 out[4]) const {
         for (int i = 0; i < 4; i++) {
             x128 o = in.k + 8 * i < H ? swiglu_dgate8(in.g[i], in.u[i], in.d[i]) : swiglu_dup8(in.g[i], in.d[i]);
             out[i] = *reinterpret_cast<const int4*>(&o);
@@ -348,7 +459,7 @@ struct SwigluBackwardProducer {
 // itself (in place: each thread reads its 32 values before it writes them)
 static inline void gelu_backward_emit(const OperandEmit* e, const floatX* d, const floatX* inp, int N, int C,
                                       cudaStream_t s) {
-    GeluBackwardProducer producer = {inp, d, C};
+    GeluBackwardProducer producer = {{}, inp, d, C};
     emit_operands(producer, e, N, C, s);
 }
 
@@ -370,8 +481,32 @@ static inline void swiglu_backward_emit(const OperandEmit* e, const floatX* dout
         die("swiglu_backward_emit: the BF16 d(gate, up) overlaps its inputs (gate/up values or dout); it cannot be "
             "written in place (write it elsewhere, or run swiglu_backward in place and quantize separately)");
     }
-    SwigluBackwardProducer producer = {inp, dout, H};
+    SwigluBackwardProducer producer = {{}, inp, dout, H};
     emit_operands(producer, e, N, 2 * H, s);
+}
+
+// a norm's residual add writes its sum: b needs res_out
+static inline void norm_check_residual(const char* who, const floatX* b, const floatX* res_out) {
+    if (b && !res_out) { die("%s: the residual add (b given) needs res_out for the sum a + b", who); }
+}
+
+// layernorm_forward emitting what e asks for: e->bf16, when given, is its out; mean, rstd, res_out as there
+static inline void layernorm_forward_emit(const OperandEmit* e, float* mean, float* rstd, floatX* res_out,
+                                          const floatX* a, const floatX* b, const floatX* weight, const floatX* bias,
+                                          int N, int C, cudaStream_t s) {
+    layernorm_check_shape(C);
+    norm_check_residual("layernorm_forward_emit", b, res_out);
+    LayerNormProducer producer = {{res_out, a, b, C}, mean, rstd, weight, bias};
+    emit_operands(producer, e, N, C, s);
+}
+
+// rmsnorm_forward emitting what e asks for: e->bf16, when given, is its out; rstd, res_out as there
+static inline void rmsnorm_forward_emit(const OperandEmit* e, float* rstd, floatX* res_out, const floatX* a,
+                                        const floatX* b, const floatX* weight, int N, int C, float eps, cudaStream_t s) {
+    rmsnorm_check_shape(N, C);
+    norm_check_residual("rmsnorm_forward_emit", b, res_out);
+    RmsNormProducer producer = {{res_out, a, b, C}, rstd, weight, eps};
+    emit_operands(producer, e, N, C, s);
 }
 
 // the same operands through the separate quantizers, from x [N x C], the producer's BF16 output (e->bf16 is not

@@ -9,6 +9,41 @@
 // value equals the forward's bit for bit
 __device__ __forceinline__ float layernorm_value(float x, float mu, float rs, float w, float b) { return (x - mu) * rs * w + b; }
 
+// a row's LayerNorm statistics
+struct LayerNormStats { float mean, rstd; };
+
+// the statistics of R rows at offsets base[0..R-1] by one warp (every lane calls it and gets them): res = a + b
+// stored at res_out as it is read (when b is given; res = a otherwise), mean, then the variance about it. A row's sums
+// run in one order whatever R (only the rows' loads interleave, to be in flight together), so layernorm_forward
+// (R = 1) and its operand-emitting producer (llmc/fused_operands.cuh, R > 1) agree bit for bit.
+template <int R>
+__device__ __forceinline__ void layernorm_rows_stats(LayerNormStats st[R], const floatX* a, const floatX* b,
+                                                     floatX* res_out, const size_t base[R], int C) {
+    int lane = threadIdx.x % 32;
+    float sum[R], var[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) { sum[r] = 0.0f; var[r] = 0.0f; }
+    for (int c = lane * 8; c < C; c += 32 * 8) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            x128 av = residual_add_load8(a, b, res_out, base[r] + c);
+            for (int i = 0; i < 8; i++) { sum[r] += (float)av[i]; }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) { st[r].mean = warp_sum(sum[r]) / C; }
+    const floatX* x = b ? res_out : a;   // each lane re-reads only what it wrote
+    for (int c = lane * 8; c < C; c += 32 * 8) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            x128 xv = load128(x + base[r] + c);
+            for (int i = 0; i < 8; i++) { float d = (float)xv[i] - st[r].mean; var[r] += d * d; }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) { st[r].rstd = rsqrtf(warp_sum(var[r]) / C + 1e-5f); }
+}
+
 // One warp per row: res = a + b (or res = a when b is NULL; res_out written only when b is given),
 // out = (res - mean) * rstd * weight + bias, and mean/rstd saved for the backward pass (unless NULL: a recomputation).
 // Traffic: reads a (and b) once from DRAM (re-reads hit L1/L2), writes out (and res_out).
@@ -19,25 +54,17 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
     int lane = threadIdx.x % 32;
     if (row >= N) { return; }
     size_t base = (size_t)row * C;
-    float sum = 0.0f;
-    for (int c = lane * 8; c < C; c += 32 * 8) {
-        x128 av = residual_add_load8(a, b, res_out, base + c);
-        for (int i = 0; i < 8; i++) { sum += (float)av[i]; }
-    }
-    float mu = warp_sum(sum) / C;
-    const floatX* xr = (b ? res_out : a) + base;   // each lane re-reads only what it wrote
-    float var = 0.0f;
-    for (int c = lane * 8; c < C; c += 32 * 8) {
-        x128 xv = load128(xr + c);
-        for (int i = 0; i < 8; i++) { float d = (float)xv[i] - mu; var += d * d; }
-    }
-    float rs = rsqrtf(warp_sum(var) / C + 1e-5f);
+    LayerNormStats st;
+    layernorm_rows_stats<1>(&st, a, b, res_out, &base, C);
+    const floatX* xr = (b ? res_out : a) + base;
     for (int c = lane * 8; c < C; c += 32 * 8) {
         x128 xv = load128(xr + c), wv = load128(weight + c), bv = load128(bias + c), ov;
-        for (int i = 0; i < 8; i++) { ov[i] = (floatX)layernorm_value((float)xv[i], mu, rs, (float)wv[i], (float)bv[i]); }
+        for (int i = 0; i < 8; i++) {
+            ov[i] = (floatX)layernorm_value((float)xv[i], st.mean, st.rstd, (float)wv[i], (float)bv[i]);
+        }
         store128(out + base + c, ov);
     }
-    if (lane == 0 && mean) { mean[row] = mu; rstd[row] = rs; }
+    if (lane == 0 && mean) { mean[row] = st.mean; rstd[row] = st.rstd; }
 }
 
 // dinp[r] += rstd * (g - mean(g) - y * mean(g * y)) with g = dout * weight, y = normalized input.

@@ -11,6 +11,28 @@
 // equals the forward's bit for bit
 __device__ __forceinline__ float rmsnorm_value(float x, float rs, float w) { return x * rs * w; }
 
+// the rstd of R rows at offsets base[0..R-1], 1 / sqrt(mean(res^2) + eps), by one warp (every lane calls it and gets
+// them): res = a + b stored at res_out as it is read (when b is given; res = a otherwise). A row's sum runs in one
+// order whatever R (only the rows' loads interleave, to be in flight together), so rmsnorm_forward (R = 1) and its
+// operand-emitting producer (llmc/fused_operands.cuh, R > 1) agree bit for bit.
+template <int R>
+__device__ __forceinline__ void rmsnorm_rows_rstd(float rs[R], const floatX* a, const floatX* b, floatX* res_out,
+                                                  const size_t base[R], int C, float eps) {
+    int lane = threadIdx.x % 32;
+    float ss[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) { ss[r] = 0.0f; }
+    for (int c = lane * 8; c < C; c += 32 * 8) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            x128 xv = residual_add_load8(a, b, res_out, base[r] + c);
+            for (int i = 0; i < 8; i++) { float x = (float)xv[i]; ss[r] += x * x; }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) { rs[r] = rsqrtf(warp_sum(ss[r]) / C + eps); }
+}
+
 // One warp per row: res = a + b (or res = a when b is NULL; res_out written only when b is given),
 // out = res * rstd * weight with rstd = 1 / sqrt(mean(res^2) + eps), rstd saved for the backward pass (unless NULL).
 // Traffic: reads a (and b) once from DRAM (the second pass hits L1/L2), writes out (and res_out).
@@ -20,12 +42,8 @@ __global__ void rmsnorm_forward_kernel(floatX* out, float* rstd, floatX* res_out
     int lane = threadIdx.x % 32;
     if (row >= N) { return; }
     size_t base = (size_t)row * C;
-    float ss = 0.0f;
-    for (int c = lane * 8; c < C; c += 32 * 8) {
-        x128 xv = residual_add_load8(a, b, res_out, base + c);
-        for (int i = 0; i < 8; i++) { float x = (float)xv[i]; ss += x * x; }
-    }
-    float rs = rsqrtf(warp_sum(ss) / C + eps);
+    float rs;
+    rmsnorm_rows_rstd<1>(&rs, a, b, res_out, &base, C, eps);
     const floatX* xr = (b ? res_out : a) + base;   // each lane re-reads only what it wrote
     for (int c = lane * 8; c < C; c += 32 * 8) {
         x128 xv = load128(xr + c), wv = load128(weight + c), ov;

@@ -1,19 +1,24 @@
-// The producers that emit operands (llmc/fused_operands.cuh) against the path they replace: GELU and SwiGLU forward,
-// and GELU and SwiGLU backward (the fc / gate-up linear's output gradient; GELU's in place, as the trainer runs it),
-// emitting their BF16 output, the row-wise E4M3 operand with its row scales and inexact-block count, the row-wise
-// MXFP4 codes, x^T in MXFP4 and the column sums of squares, each compared bit for bit with gelu_forward /
-// swiglu_forward / gelu_backward / swiglu_backward followed by the separate quantizers (quantize_operands_separate:
-// mx_quantize_rows_e4m3, or mx_quantize_rows + mx_to_e4m3 above its K limit, and mx_quantize_cols), on random,
-// outlier-heavy, zero, huge + tiny and NaN/Inf inputs, at shapes with a lone 32-token strip, partial 256-channel
-// chunks and widths above the one-pass limit, for each strategy combination with round-to-nearest and stochastic
-// rounding (a different seed for the rows and for x^T, as the dX and dW GEMMs have).
-// Every emitted buffer starts as a different byte pattern than its reference, so a missed write fails. Unsupported
-// shapes and an in-place SwiGLU backward exit with a message.
+// The producers that emit operands (llmc/fused_operands.cuh) against the path they replace: GELU, SwiGLU, LayerNorm
+// and RMSNorm forward (the norms with and without the residual add), and GELU and SwiGLU backward (the fc / gate-up
+// linear's output gradient; GELU's in place, as the trainer runs it), emitting their BF16 output, the row-wise E4M3
+// operand with its row scales and inexact-block count, the row-wise MXFP4 codes, x^T in MXFP4 and the column sums of
+// squares, each compared bit for bit with gelu_forward / swiglu_forward / layernorm_forward / rmsnorm_forward /
+// gelu_backward / swiglu_backward followed by the separate quantizers (quantize_operands_separate:
+// mx_quantize_rows_e4m3, or mx_quantize_rows + mx_to_e4m3 above its K limit, and mx_quantize_cols), and the norms'
+// residual sum, mean and rstd with theirs, on random, outlier-heavy, zero, huge + tiny and NaN/Inf inputs, at shapes
+// with a lone 32-token strip, partial 256-channel chunks and widths above the one-pass limit, for each strategy
+// combination with round-to-nearest and stochastic rounding (a different seed for the rows and for x^T, as the dX and
+// dW GEMMs have). Every emitted buffer starts as a different byte pattern than its reference, so a missed write
+// fails. Unsupported shapes, an in-place SwiGLU backward and a norm's residual add without its sum exit with a
+// message.
 #include "llmc/cuda_common.cuh"
 #include "llmc/mxfp4.cuh"
 #include "llmc/gelu.cuh"
 #include "llmc/swiglu.cuh"
+#include "llmc/layernorm.cuh"
+#include "llmc/rmsnorm.cuh"
 #include "llmc/fused_operands.cuh"
+#include "llmc/llama_config.h"
 #include "dev/cuda/test_compare.cuh"
 
 enum { DATA_GAUSS, DATA_HEAVY, DATA_TOKEN_OUTLIERS, DATA_CHANNEL_OUTLIERS, DATA_ZEROS, DATA_HUGE_TINY, DATA_NONFINITE, NUM_DATA };
@@ -46,6 +51,31 @@ static float* make_input(int kind, int N, int C) {
     return x;
 }
 
+// a norm's input a [N x C] of the given kind: make_input's, except huge + tiny, whose blocks the norm would bring to
+// one scale: there a Gaussian with every fourth token 1e30 times larger (its squares overflow: rstd 0)
+static float* make_norm_input(int kind, int N, int C) {
+    if (kind != DATA_HUGE_TINY) { return make_input(kind, N, C); }
+    float* x = make_input(DATA_GAUSS, N, C);
+    for (int r = 3; r < N; r += 4) {
+        for (int c = 0; c < C; c++) { x[(size_t)r * C + c] = __bfloat162float(__float2bfloat16(x[(size_t)r * C + c] * 1e30f)); }
+    }
+    return x;
+}
+
+// a norm's weight (or, with is_bias, its bias) [C] for inputs of the given kind: around 1 (0), with zero channel
+// blocks and a zero channel (weight 0, bias 0: zero blocks in both layouts) for the zeros, and channel blocks 1e20
+// and 1e-20 times larger for huge + tiny (blocks of very different scales in one output row)
+static float* make_norm_param(int kind, int C, bool is_bias) {
+    float* w = (float*)malloc_check((size_t)C * sizeof(float));
+    for (int c = 0; c < C; c++) {
+        float v = (is_bias ? 0.0f : 1.0f) + 0.2f * rng_normal(&rng);
+        if (kind == DATA_ZEROS && (is_bias || (c / 32) % 3 == 1 || c == 2)) { v = 0.0f; }
+        if (kind == DATA_HUGE_TINY) { v *= (c / 64) % 2 ? 1e20f : 1e-20f; }
+        w[c] = __bfloat162float(__float2bfloat16(v));
+    }
+    return w;
+}
+
 // what one test asks the producer to emit
 typedef struct {
     const char* name;
@@ -58,6 +88,8 @@ typedef struct {
     E4M3Operand rows;
     MXOperand row_codes, cols;
     float *col_sq, *scratch;
+    floatX* res;            // a norm's residual sum a + b [N x C]
+    float *mean, *rstd;     // a norm's row statistics [N]
 } EmitBuffers;
 
 static EmitBuffers buffers_alloc(int N, int C, uint8_t fill) {
@@ -68,6 +100,12 @@ static EmitBuffers buffers_alloc(int N, int C, uint8_t fill) {
     b.cols = mx_operand_alloc(C, N);
     b.col_sq = (float*)device_malloc((size_t)C * sizeof(float), "column sums of squares");
     b.scratch = (float*)device_malloc(mx_col_sq_scratch_floats(N, C) * sizeof(float), "column square partials");
+    b.res = (floatX*)device_malloc((size_t)N * C * sizeof(floatX), "residual sum");
+    b.mean = (float*)device_malloc((size_t)N * sizeof(float), "row means");
+    b.rstd = (float*)device_malloc((size_t)N * sizeof(float), "row rstd");
+    cudaCheck(cudaMemset(b.res, fill, (size_t)N * C * sizeof(floatX)));
+    cudaCheck(cudaMemset(b.mean, fill, (size_t)N * sizeof(float)));
+    cudaCheck(cudaMemset(b.rstd, fill, (size_t)N * sizeof(float)));
     cudaCheck(cudaMemset(b.bf16, fill, (size_t)N * C * sizeof(floatX)));
     cudaCheck(cudaMemset(b.rows.values, fill, (size_t)N * C));
     cudaCheck(cudaMemset(b.rows.row_scale, fill, (size_t)N * sizeof(float)));
@@ -83,7 +121,8 @@ static void buffers_free(EmitBuffers* b) {
     e4m3_operand_free(&b->rows);
     mx_operand_free(&b->row_codes);
     mx_operand_free(&b->cols);
-    cudaCheck(cudaFree(b->bf16)); cudaCheck(cudaFree(b->col_sq)); cudaCheck(cudaFree(b->scratch));
+    void* bufs[] = {b->bf16, b->col_sq, b->scratch, b->res, b->mean, b->rstd};
+    for (int i = 0; i < 6; i++) { cudaCheck(cudaFree(bufs[i])); }
 }
 
 // the OperandEmit of a case over buffers b; with_row_codes: the row codes whatever the case asks
@@ -113,54 +152,101 @@ static int same_bytes(const char* what, const void* got, const void* want, size_
     return i == bytes;
 }
 
-enum { PRODUCER_GELU, PRODUCER_SWIGLU, PRODUCER_GELU_BACKWARD, PRODUCER_SWIGLU_BACKWARD, NUM_PRODUCERS };
-static const char* producer_names[NUM_PRODUCERS] = {"GELU", "SwiGLU", "GELU backward", "SwiGLU backward"};
+enum { PRODUCER_GELU, PRODUCER_SWIGLU, PRODUCER_GELU_BACKWARD, PRODUCER_SWIGLU_BACKWARD, PRODUCER_LAYERNORM,
+       PRODUCER_RMSNORM, NUM_PRODUCERS };
+static const char* producer_names[NUM_PRODUCERS] = {"GELU", "SwiGLU", "GELU backward", "SwiGLU backward", "LayerNorm",
+                                                    "RMSNorm"};
+static bool is_norm(int producer) { return producer == PRODUCER_LAYERNORM || producer == PRODUCER_RMSNORM; }
 
-// the producer's inputs for an output [N x C]: inp is GELU's [N x C], SwiGLU's gate/up [N x 2C], or for the backward
-// producers the forward's input ([N x C]: GELU's, or SwiGLU's gate/up of H = C/2 pairs); grad (backward only) is the
-// gradient of the forward's output ([N x C] for GELU, [N x C/2] for SwiGLU)
-typedef struct { int inp_cols, grad_cols; } ProducerShape;
-static ProducerShape producer_shape(int producer, int C) {
-    ProducerShape ps[NUM_PRODUCERS] = {{C, 0}, {2 * C, 0}, {C, C}, {C, C / 2}};
-    return ps[producer];
+// a producer's inputs for an output [N x C]: inp is GELU's [N x C], SwiGLU's gate/up [N x 2C], a backward
+// producer's forward input ([N x C]: GELU's, or SwiGLU's gate/up of H = C/2 pairs) or a norm's a [N x C]; grad
+// (backward only) the gradient of the forward's output ([N x C] for GELU, [N x C/2] for SwiGLU); a norm's residual
+// b [N x C] (NULL: none), weight and bias [C]
+typedef struct { const floatX *inp, *grad, *b, *weight, *bias; } ProducerInputs;
+
+static floatX* device_input(float* x, size_t n) {
+    floatX* d = to_device_bf16(x, n);
+    free(x);
+    return d;
 }
 
-// runs the fused producer into fe and the producer's own kernel into ref->bf16 (GELU backward: in place, on a copy
-// of grad, where the case keeps the BF16 output)
-static void run_producers(int producer, OperandEmit* fe, EmitBuffers* fused, EmitBuffers* ref, const floatX* inp,
-                          const floatX* grad, int N, int C) {
-    long n = (long)N * C;
+// the inputs of producer p with output [N x C], of the given kind; a norm's with its residual b. A backward
+// producer's output gets the kind from the gradient: huge + tiny forward inputs would only overflow it.
+static ProducerInputs make_inputs(int p, int kind, int N, int C) {
+    ProducerInputs in = {NULL, NULL, NULL, NULL, NULL};
+    if (is_norm(p)) {
+        in.inp = device_input(make_norm_input(kind, N, C), (size_t)N * C);
+        in.b = device_input(make_norm_input(kind, N, C), (size_t)N * C);
+        in.weight = device_input(make_norm_param(kind, C, false), C);
+        in.bias = device_input(make_norm_param(kind, C, true), C);
+        return in;
+    }
+    int inp_cols = p == PRODUCER_SWIGLU ? 2 * C : C;
+    int grad_cols = p == PRODUCER_GELU_BACKWARD ? C : p == PRODUCER_SWIGLU_BACKWARD ? C / 2 : 0;
+    int inp_kind = grad_cols && kind == DATA_HUGE_TINY ? DATA_GAUSS : kind;
+    in.inp = device_input(make_input(inp_kind, N, inp_cols), (size_t)N * inp_cols);
+    if (grad_cols) { in.grad = device_input(make_input(kind, N, grad_cols), (size_t)N * grad_cols); }
+    return in;
+}
+
+static void free_inputs(ProducerInputs* in) {
+    const floatX* bufs[] = {in->inp, in->grad, in->b, in->weight, in->bias};
+    for (int i = 0; i < 5; i++) { cudaCheck(cudaFree((void*)bufs[i])); }
+}
+
+// copies GELU backward's gradient [N x C] into out, which the backward then overwrites in place
+static void copy_grad(floatX* out, const ProducerInputs* in, int N, int C) {
+    cudaCheck(cudaMemcpy(out, in->grad, (size_t)N * C * sizeof(floatX), cudaMemcpyDeviceToDevice));
+}
+
+// the fused producer emitting e (and a norm's residual sum and statistics into o); GELU backward in place, on a copy
+// of the gradient in o->bf16, where e keeps the BF16 output
+static void run_fused(int producer, const OperandEmit* e, EmitBuffers* o, const ProducerInputs* in, int N, int C) {
+    floatX* res = in->b ? o->res : NULL;
     switch (producer) {
-    case PRODUCER_GELU:
-        gelu_forward_emit(fe, inp, N, C, 0);
-        gelu_forward(ref->bf16, inp, n, 0);
-        break;
-    case PRODUCER_SWIGLU:
-        swiglu_forward_emit(fe, inp, N, C, 0);
-        swiglu_forward(ref->bf16, inp, N, C, 0);
-        break;
+    case PRODUCER_GELU: gelu_forward_emit(e, in->inp, N, C, 0); break;
+    case PRODUCER_SWIGLU: swiglu_forward_emit(e, in->inp, N, C, 0); break;
     case PRODUCER_GELU_BACKWARD:
-        if (fe->bf16) { cudaCheck(cudaMemcpy(fused->bf16, grad, n * sizeof(floatX), cudaMemcpyDeviceToDevice)); }
-        gelu_backward_emit(fe, fe->bf16 ? fused->bf16 : grad, inp, N, C, 0);
-        cudaCheck(cudaMemcpy(ref->bf16, grad, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
-        gelu_backward(ref->bf16, inp, n, 0);
+        if (e->bf16) { copy_grad(e->bf16, in, N, C); }
+        gelu_backward_emit(e, e->bf16 ? e->bf16 : in->grad, in->inp, N, C, 0);
         break;
-    default:
-        swiglu_backward_emit(fe, grad, inp, N, C / 2, 0);
-        swiglu_backward(ref->bf16, grad, inp, N, C / 2, 0);
+    case PRODUCER_SWIGLU_BACKWARD: swiglu_backward_emit(e, in->grad, in->inp, N, C / 2, 0); break;
+    case PRODUCER_LAYERNORM:
+        layernorm_forward_emit(e, o->mean, o->rstd, res, in->inp, in->b, in->weight, in->bias, N, C, 0);
+        break;
+    default: rmsnorm_forward_emit(e, o->rstd, res, in->inp, in->b, in->weight, N, C, LLAMA_RMS_EPS, 0);
     }
 }
 
-// the fused producer (output [N x C], inputs as producer_shape says) against the producer's own kernel + the
+// the producer's own kernel writing o->bf16 (and a norm's residual sum and statistics); GELU backward in place
+static void run_unfused(int producer, EmitBuffers* o, const ProducerInputs* in, int N, int C) {
+    floatX* res = in->b ? o->res : NULL;
+    switch (producer) {
+    case PRODUCER_GELU: gelu_forward(o->bf16, in->inp, (long)N * C, 0); break;
+    case PRODUCER_SWIGLU: swiglu_forward(o->bf16, in->inp, N, C, 0); break;
+    case PRODUCER_GELU_BACKWARD:
+        copy_grad(o->bf16, in, N, C);
+        gelu_backward(o->bf16, in->inp, (long)N * C, 0);
+        break;
+    case PRODUCER_SWIGLU_BACKWARD: swiglu_backward(o->bf16, in->grad, in->inp, N, C / 2, 0); break;
+    case PRODUCER_LAYERNORM:
+        layernorm_forward(o->bf16, o->mean, o->rstd, res, in->inp, in->b, in->weight, in->bias, N, C, 0);
+        break;
+    default: rmsnorm_forward(o->bf16, o->rstd, res, in->inp, in->b, in->weight, N, C, LLAMA_RMS_EPS, 0);
+    }
+}
+
+// the fused producer (output [N x C], inputs as make_inputs makes them) against the producer's own kernel + the
 // separate quantizers, for one input and case
-static void test_case(int producer, const EmitCase* k, int kind, const floatX* inp, const floatX* grad, int N, int C) {
+static void test_case(int producer, const EmitCase* k, int kind, const ProducerInputs* in, int N, int C) {
     EmitBuffers fused = buffers_alloc(N, C, 0xA5), ref = buffers_alloc(N, C, 0x5A);
     cudaCheck(cudaMemset(fused.rows.inexact_blocks, 0, sizeof(int)));
     cudaCheck(cudaMemset(ref.rows.inexact_blocks, 0, sizeof(int)));
     OperandEmit fe = emit_of(k, &fused, false);
     OperandEmit re = emit_of(k, &ref, k->e4m3_rows && C > MX_E4M3_ONE_PASS_MAX_K);
     re.bf16 = ref.bf16;
-    run_producers(producer, &fe, &fused, &ref, inp, grad, N, C);
+    run_fused(producer, &fe, &fused, in, N, C);
+    run_unfused(producer, &ref, in, N, C);
     quantize_operands_separate(&re, ref.bf16, N, C, 0);
     size_t n = (size_t)N * C;
     int ok = 1;
@@ -179,8 +265,11 @@ static void test_case(int producer, const EmitCase* k, int kind, const floatX* i
         ok &= same_bytes("x^T scale bytes", fused.cols.scales, ref.cols.scales, n / 32);
     }
     if (k->col_sq) { ok &= same_bytes("column sums of squares", fused.col_sq, ref.col_sq, (size_t)C * sizeof(float)); }
-    CHECK(ok, "%s, %s %dx%d, %s: the fused producer differs from the producer + the separate quantizers",
-          producer_names[producer], data_names[kind], N, C, k->name);
+    if (is_norm(producer)) { ok &= same_bytes("rstd", fused.rstd, ref.rstd, (size_t)N * sizeof(float)); }
+    if (producer == PRODUCER_LAYERNORM) { ok &= same_bytes("mean", fused.mean, ref.mean, (size_t)N * sizeof(float)); }
+    if (in->b) { ok &= same_bytes("residual sum", fused.res, ref.res, n * sizeof(floatX)); }
+    CHECK(ok, "%s%s, %s %dx%d, %s: the fused producer differs from the producer + the separate quantizers",
+          producer_names[producer], in->b ? " + residual" : "", data_names[kind], N, C, k->name);
     buffers_free(&fused);
     buffers_free(&ref);
 }
@@ -211,6 +300,9 @@ static const EmitCase cases[] = {
 // many blocks (1056 x 1024). SwiGLU backward's H = C/2 puts the gate/up boundary inside a 32-block at 160, 800, 3104.
 static const int shapes[][2] = {{64, 256}, {96, 160}, {32, 800}, {160, 3072}, {96, 4096}, {64, 6400}, {96, 3104},
                                 {64, 5504}, {1056, 1024}};
+// the norms' widths: GPT-2 d12 (768), d24 (1024), d48 (1600), LLaMA-small d8 (448) and d12 (640), a partial chunk
+// (800), and 512, at token counts with a lone 32-token strip (32, 96, 160, 1056) and two strips (64)
+static const int norm_shapes[][2] = {{96, 768}, {64, 768}, {32, 1024}, {160, 1600}, {96, 800}, {1056, 512}, {96, 448}, {160, 640}};
 
 static OperandEmit no_emit(void) { OperandEmit e; memset(&e, 0, sizeof(e)); return e; }
 static void bad_tokens(void) { OperandEmit e = no_emit(); gelu_forward_emit(&e, NULL, 40, 256, 0); }
@@ -239,6 +331,14 @@ static void swiglu_backward_in_place(void) {
     e.bf16 = fch;
     swiglu_backward_emit(&e, fch + 64 * 256, fch, 64, 128, 0);
 }
+static void residual_without_sum(void) {
+    OperandEmit e = no_emit();
+    layernorm_forward_emit(&e, NULL, NULL, NULL, NULL, (const floatX*)16, NULL, NULL, 64, 256, 0);
+}
+static void rms_residual_without_sum(void) {
+    OperandEmit e = no_emit();
+    rmsnorm_forward_emit(&e, NULL, NULL, NULL, (const floatX*)16, NULL, 64, 256, LLAMA_RMS_EPS, 0);
+}
 static void too_wide_for_shared(void) {
     OperandEmit e = no_emit();
     E4M3Operand rows = {64, 32768, NULL, NULL, NULL, NULL};
@@ -254,31 +354,31 @@ int main(void) {
     CHECK(child_fails_with(sums_without_cols, "need the column operand"), "column sums without x^T are refused");
     CHECK(child_fails_with(swiglu_backward_in_place, "cannot be written in place"),
           "an in-place SwiGLU backward emit is refused");
+    CHECK(child_fails_with(residual_without_sum, "layernorm_forward_emit: the residual add (b given) needs res_out"),
+          "a LayerNorm residual add without res_out is refused");
+    CHECK(child_fails_with(rms_residual_without_sum, "rmsnorm_forward_emit: the residual add (b given) needs res_out"),
+          "an RMSNorm residual add without res_out is refused");
     // asks the GPU for its shared memory (in the child: the parent has not started CUDA before forking)
     CHECK(child_fails_with(too_wide_for_shared, "shared memory per block"), "E4M3 rows too wide for shared memory are refused");
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the fused operand tests need one"); }
     seed_fresh_rng();
-    int ncases = (int)(sizeof(cases) / sizeof(cases[0])), nshapes = (int)(sizeof(shapes) / sizeof(shapes[0]));
+    int ncases = (int)(sizeof(cases) / sizeof(cases[0]));
     for (int p = 0; p < NUM_PRODUCERS; p++) {
+        bool norm = is_norm(p);
+        const int(*sh)[2] = norm ? norm_shapes : shapes;
+        int nshapes = norm ? (int)(sizeof(norm_shapes) / sizeof(norm_shapes[0])) : (int)(sizeof(shapes) / sizeof(shapes[0]));
         for (int kind = 0; kind < NUM_DATA; kind++) {
             for (int s = 0; s < nshapes; s++) {
-                int N = shapes[s][0], C = shapes[s][1];
-                ProducerShape ps = producer_shape(p, C);
-                // a backward producer's output gets the kind from the gradient; huge + tiny forward inputs would
-                // only overflow it
-                float* x = make_input(ps.grad_cols && kind == DATA_HUGE_TINY ? DATA_GAUSS : kind, N, ps.inp_cols);
-                floatX* inp = to_device_bf16(x, (size_t)N * ps.inp_cols);
-                free(x);
-                floatX* grad = NULL;
-                if (ps.grad_cols) {
-                    float* gx = make_input(kind, N, ps.grad_cols);
-                    grad = to_device_bf16(gx, (size_t)N * ps.grad_cols);
-                    free(gx);
+                int N = sh[s][0], C = sh[s][1];
+                ProducerInputs in = make_inputs(p, kind, N, C);
+                const floatX* b = in.b;
+                for (int residual = 0; residual <= (int)norm; residual++) {
+                    in.b = residual ? b : NULL;
+                    for (int k = 0; k < ncases; k++) { test_case(p, &cases[k], kind, &in, N, C); }
                 }
-                for (int k = 0; k < ncases; k++) { test_case(p, &cases[k], kind, inp, grad, N, C); }
-                cudaCheck(cudaFree(inp));
-                cudaCheck(cudaFree(grad));
+                in.b = b;
+                free_inputs(&in);
             }
             printf("  %-15s %-16s: %d checks so far, %d failed\n", producer_names[p], data_names[kind],
                    tests_passed + tests_failed, tests_failed);
