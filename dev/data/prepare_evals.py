@@ -18,9 +18,9 @@ candidate of the example).
 usage: python dev/data/prepare_evals.py --ranks gpt2.tiktoken --out DIR [--hellaswag F] [--lambada F] [--piqa F]
            [--arc-easy F] [--winogrande F] [--limit N]
 e.g.   python dev/data/prepare_evals.py --ranks data/gpt2.tiktoken --out data/evals \\
-           --hellaswag ../shared/data/eval/hellaswag_val_full.txt.bz2 --lambada ../shared/data/eval/lambada_test.jsonl \\
-           --piqa ../shared/data/eval/llm-foundry/piqa.jsonl --arc-easy ../shared/data/eval/llm-foundry/arc_easy.jsonl \\
-           --winogrande ../shared/data/eval/llm-foundry/winogrande.jsonl
+           --hellaswag EVAL/hellaswag_val_full.txt.bz2 --lambada EVAL/lambada_test.jsonl \\
+           --piqa EVAL/piqa.jsonl --arc-easy EVAL/arc_easy.jsonl --winogrande EVAL/winogrande.jsonl
+       (EVAL: the folder where the raw eval files lie)
 """
 import argparse
 import bz2
