@@ -19,7 +19,6 @@
 // and the BF16 parameters all-gathered after the update. A plain run is world size 1 through the same code: its
 // one-rank communicator makes every collective a copy, so the results are those of the single-GPU trainer.
 #include <time.h>
-#include <sys/stat.h>
 // host C
 #include "llmc/utils.h"            // defines: die, fopen_check, malloc_check, parse_int, round_up
 #include "llmc/cli.h"              // defines: cli_flag_value, cli_handle_help
@@ -49,7 +48,7 @@
 #include "llmc/adamw.cuh"          // defines: AdamWConfig (the update kernels)
 #include "llmc/adahop_linear.cuh"  // defines: AdahopLinear, AdahopPass, LinearInput, the MXFP4 / AdaHOP linear layer
 #include "llmc/nccl_dp.cuh"        // defines: DataParallel, dp_* collectives, dp_zero_step (ZeRO-1 AdamW)
-#include "llmc/evals.h"            // defines: EvalSet, eval file reading, batching and scoring (host)
+#include "llmc/evals.h"            // defines: EvalSuite, EvalTask: eval file reading, batching and scoring (host)
 #include "llmc/evals.cuh"          // defines: the GPU argmax of the LAMBADA last word
 
 // ----------------------------------------------------------------------------
@@ -75,7 +74,7 @@ typedef struct {
 // linears (ln1, ln2, mlp_act) are kept for every layer only when the linears run in BF16. The MXFP4 modes keep
 // their dW operands in MXFP4 instead (llmc/adahop_linear.cuh): in the forward pass ln1 and ln2 share one
 // layer's buffer and mlp_act goes to the backward scratch A_D4C; a backward that reads the BF16 input
-// recomputes it into its own output buffer (see linear_backward_input). The attention projection's input
+// recomputes it into its own output buffer (block_linear_backward, recompute_linear_input). The attention projection's input
 // atty stays, as attention's own output. With fch_recomputed, fch (the MLP's pre-activation) is one layer's
 // buffer, recomputed by the backward pass (recompute_fch).
 static void activation_sizes(const ModelConfig* c, int B, int T, bool linear_inputs_kept, bool fch_recomputed,

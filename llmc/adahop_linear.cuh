@@ -54,7 +54,7 @@ typedef struct {
 
 // one linear's state kept from forward to backward: x^T in MXFP4 (the dW operand) and, for OE on x's
 // channels in the dW GEMM, the indices of those channels (their BF16 values are taken from x at backward time,
-// which the caller recomputes when it does not keep x: see adahop_linear_backward_reads_input). A linear whose
+// which the caller recomputes when it does not keep x: see adahop_linear_backward_reads). A linear whose
 // input the caller keeps in BF16 anyway (input_kept) saves nothing: its dW operand is quantized at backward time.
 typedef struct {
     MXOperand x_t;                    // [Cin x N] buffer for the largest N; views of the current N are used

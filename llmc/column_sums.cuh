@@ -12,7 +12,6 @@
 // Mode RMSNORM: as LAYERNORM with mean 0 (y = inp[r,c] * rstd[r]) and no bias: out0[c] += sum_r x[r,c] y[r,c].
 
 enum ColumnSumMode { COLSUM_PLAIN = 1, COLSUM_LAYERNORM = 2, COLSUM_SQUARES = 3, COLSUM_RMSNORM = 4 };
-static const int colsum_rows_per_warp_iter = 8;   // warps of a block take rows in this interleave
 static const int colsum_max_chunks = 256;
 
 // partial[chunk][out][c] = sums over this chunk's rows; each thread owns 8 consecutive columns.

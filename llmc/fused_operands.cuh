@@ -4,8 +4,9 @@
 // GEMM's A on the fast path, and/or its MXFP4 codes), x^T in MXFP4 along K = tokens (the dW GEMM's B, Hadamard
 // along tokens), and the column sums of squares that OE on x's channels ranks. Producers: LayerNorm and RMSNorm with
 // the residual add in front (GPT-2's and LLaMA's qkv and fc / gate-up inputs), GELU (GPT-2's fc-projection input) and
-// SwiGLU (LLaMA's down-projection input). quantize_operands_separate is the same contract through the separate
-// quantizers.
+// SwiGLU (LLaMA's down-projection input). The trainer calls GELU and SwiGLU forward (-Q fused); the norm and backward
+// producers are tested (dev/cuda/test_fused_operands.cu), not yet called by it. dev/cuda/fused_reference.cuh is the
+// same contract through the separate quantizers.
 //
 // Backward producers write a linear's output gradient dY [N x Cout]: its rows are the dX GEMM's A (row_opt), its x^T
 // the dW GEMM's A (col_opt), each with its GEMM's stochastic rounding and seed; the rounding index of an element is
@@ -509,20 +510,5 @@ static inline void rmsnorm_forward_emit(const OperandEmit* e, float* rstd, float
     emit_operands(producer, e, N, C, s);
 }
 
-// the same operands through the separate quantizers, from x [N x C], the producer's BF16 output (e->bf16 is not
-// written): the reference path. Above MX_E4M3_ONE_PASS_MAX_K the E4M3 rows go through e->row_codes.
-static inline void quantize_operands_separate(const OperandEmit* e, const floatX* x, int N, int C, cudaStream_t s) {
-    emit_targets(e, N, C);
-    if (e->rows && C <= MX_E4M3_ONE_PASS_MAX_K) {
-        mx_quantize_rows_e4m3(e->rows, e->row_codes, x, N, C, e->row_opt, s);
-    } else if (e->rows || e->row_codes) {
-        if (!e->row_codes) {
-            die("quantize_operands_separate: E4M3 rows of K=%d above %d need the MXFP4 row operand", C, MX_E4M3_ONE_PASS_MAX_K);
-        }
-        mx_quantize_rows(e->row_codes, x, N, C, e->row_opt, s);
-        if (e->rows) { mx_to_e4m3(e->rows, e->row_codes, s); }
-    }
-    if (e->cols) { mx_quantize_cols(e->cols, x, N, C, e->col_opt, e->col_sq, e->col_sq_scratch, s); }
-}
 
 #endif

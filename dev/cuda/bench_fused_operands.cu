@@ -6,7 +6,7 @@
 // d24 (N = 32768, H = 2752), and for the norms with the residual add in front (the qkv and fc / gate-up inputs):
 // LayerNorm at GPT-2 d12 (65536 x 768), d24 (32768 x 1024), d48 (16384 x 1600), RMSNorm at LLaMA-small d24
 // (32768 x 1024); and the backward producers of the fc / gate-up linear's output gradient the same way
-// (gelu_backward_emit at d12 and d24, in place on the gradient as the trainer runs it, whose values drift over the
+// (gelu_backward_emit at d12 and d24, in place on the gradient as gelu_backward runs, whose values drift over the
 // repeats while the kernels' costs do not depend on them; swiglu_backward_emit at llama:d24, 2H = 5504 wide), for the
 // strategy combinations the trainer runs (with the gradients' stochastic rounding of -S 1), and the fused producer
 // with the rows' E4M3 made by a second pass over their MXFP4 codes (mx_to_e4m3) instead of in shared memory. The
@@ -21,6 +21,7 @@
 #include "llmc/layernorm.cuh"
 #include "llmc/rmsnorm.cuh"
 #include "llmc/fused_operands.cuh"
+#include "dev/cuda/fused_reference.cuh"
 #include "llmc/llama_config.h"
 
 // one row of the table: the row-wise operand's Hadamard (the forward or dX GEMM's A) and how the fused producer makes

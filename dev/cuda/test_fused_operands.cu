@@ -1,6 +1,6 @@
 // The producers that emit operands (llmc/fused_operands.cuh) against the path they replace: GELU, SwiGLU, LayerNorm
 // and RMSNorm forward (the norms with and without the residual add), and GELU and SwiGLU backward (the fc / gate-up
-// linear's output gradient; GELU's in place, as the trainer runs it), emitting their BF16 output, the row-wise E4M3
+// linear's output gradient; GELU's in place, as gelu_backward runs), emitting their BF16 output, the row-wise E4M3
 // operand with its row scales and inexact-block count, the row-wise MXFP4 codes, x^T in MXFP4 and the column sums of
 // squares, each compared bit for bit with gelu_forward / swiglu_forward / layernorm_forward / rmsnorm_forward /
 // gelu_backward / swiglu_backward followed by the separate quantizers (quantize_operands_separate:
@@ -18,6 +18,7 @@
 #include "llmc/layernorm.cuh"
 #include "llmc/rmsnorm.cuh"
 #include "llmc/fused_operands.cuh"
+#include "dev/cuda/fused_reference.cuh"
 #include "llmc/llama_config.h"
 #include "dev/cuda/test_compare.cuh"
 
