@@ -37,7 +37,7 @@ CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/tes
 
 .PHONY: all cpu cuda test test-cpu test-python test-gpu test-profiler test-gpu-if-present skip-summary train clean
 all: cpu cuda
-cpu: train_gpt2 test_gpt2 $(CPU_TESTS) $(BUILD)/bench_quant_error $(BUILD)/test_adahop_case $(BUILD)/model_logits
+cpu: train_gpt2 test_gpt2 $(CPU_TESTS) $(BUILD)/bench_quant_error $(BUILD)/test_adahop_case $(BUILD)/model_logits $(BUILD)/train_gpt2_asan
 cuda: $(CUDA_PROGRAMS) $(PROFILER)
 
 $(BUILD):

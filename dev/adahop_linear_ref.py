@@ -48,7 +48,7 @@ import torch
 
 CASE_MAGIC, CASE_VERSION, CASE_HEADER_INTS = 20261204, 1, 256
 STRAT_IHT, STRAT_OE_ROWS_A, STRAT_OE_ROWS_B, STRAT_BF16, STRAT_PLAIN = 0, 1, 2, 3, 4
-STRAT_NAMES = {0: "iht", 1: "oe-rows-a", 2: "oe-cols-b", 3: "bf16", 4: "plain"}
+STRAT_NAMES = {0: "iht", 1: "oe-rows-a", 2: "oe-rows-b", 3: "bf16", 4: "plain"}
 RULE_OCP, RULE_ROUNDUP = 0, 1
 KINDS = ["gaussian", "rows", "cols", "heavy", "extremes"]
 GEMMS = ["fwd", "dx", "dw"]

@@ -113,7 +113,7 @@ while [ $i -lt ${#pass[@]} ]; do
         x) is_uint "$v" || die_usage "trainer flag -x '$v' is not a non-negative integer"; max_steps=$((10#$v)) ;;
         v) is_uint "$v" || die_usage "trainer flag -v '$v' is not a non-negative integer"; val_every=$((10#$v)) ;;
         n) is_uint "$v" || die_usage "trainer flag -n '$v' is not a non-negative integer"; ckpt_every=$((10#$v)) ;;
-        i|j|e|b|t|d|l|u|q|c|m|s|g|z|P|S|w|C|R|W|K|A) ;;
+        i|j|e|b|t|d|l|u|q|c|m|s|g|z|P|S|w|C|R|W|K|A|Q|N|L|Z) ;;
         *) die_usage "unknown trainer flag $f (see the trainer's -h)" ;;
     esac
     i=$((i + 2))

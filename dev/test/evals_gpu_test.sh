@@ -48,7 +48,7 @@ tasks=$(ls "$evals"/*.bin | wc -l)
 lines=$(grep -cE "^s:(0|5|10) .*_ppl:" "$out/periodic/main.log" || true)
 keys=$(grep -E "^s:10 .*_ppl:" "$out/periodic/main.log" | grep -oE " [a-z_]+:" | grep -vc "_ppl:" || true)
 echo "periodic evals: $lines eval lines at steps 0, 5, 10 (want 3), $keys tasks on the last (want $tasks)"
-[ "$lines" -eq 3 ] && [ "$keys" -eq "$tasks" ]
+[ "$lines" -eq 3 ] && [ "$keys" -eq "$tasks" ] || { echo "evals_gpu_test: periodic evals missing (lines or tasks)"; exit 1; }
 $PYTHON dev/test/check_jsonl.py "$out/periodic"
 $PYTHON scripts/plot_losses.py "$out/periodic" --no-plot | tee "$out/periodic_table.txt"
 awk '$1 ~ /^periodic/ && $15 == "10" { found = 1 } END { exit !found }' "$out/periodic_table.txt" ||

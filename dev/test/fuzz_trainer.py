@@ -24,9 +24,12 @@ import tempfile
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
-SHARD_MAGIC, TOKENIZER_MAGIC, CKPT_MAGIC = 20240520, 20240328, 20261202
-HEADER_BYTES = 1024
-CKPT_CRC_SLOT = 24
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import checkpoint_crc  # noqa: E402  (dev/checkpoint_crc.py: the checkpoint format's CRC slots)
+
+SHARD_MAGIC, TOKENIZER_MAGIC, CKPT_MAGIC = 20240520, 20240328, checkpoint_crc.MAGIC
+HEADER_BYTES = 4 * checkpoint_crc.HEADER_INTS
+CKPT_CRC_SLOT = checkpoint_crc.CRC_SLOT
 VOCAB = 100                      # the fixture model's vocabulary
 B, T = 2, 16
 FIXTURE = "dev/test/fixtures/tiny_model.bin"
@@ -170,8 +173,7 @@ def reseal(data, slot, value):
     """data with header slot set to the 4 bytes `value` and the header CRC recomputed"""
     h = bytearray(data[:HEADER_BYTES])
     h[4 * slot:4 * slot + 4] = value
-    h[4 * CKPT_CRC_SLOT:4 * CKPT_CRC_SLOT + 4] = bytes(4)
-    h[4 * CKPT_CRC_SLOT:4 * CKPT_CRC_SLOT + 4] = struct.pack("<I", zlib.crc32(bytes(h)))
+    h[4 * CKPT_CRC_SLOT:4 * CKPT_CRC_SLOT + 4] = struct.pack("<I", checkpoint_crc.header_crc(h))
     return bytes(h) + data[HEADER_BYTES:]
 
 

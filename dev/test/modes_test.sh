@@ -2,8 +2,8 @@
 # 10 steps of one model in every precision of the block linears, same data and seed (needs a GPU):
 # every loss finite, and the step-10 loss of mxfp4 / hadamard / adahop (both GEMM paths) within 3% of bf16.
 # AdaHOP runs with a 5-step calibration and a re-classification at step 8, so the strategy table is exercised.
-# mxfp4 and adahop then run with -Q fused (producers write their linear's operands, the default) and -Q separate (a
-# quantization pass per operand): their step-10 checkpoints must be equal byte for byte, strategy changes included.
+# mxfp4 and adahop then run with -Q fused (producers write their linear's operands) and -Q separate (a quantization
+# pass per operand, the default): their step-10 checkpoints must be equal byte for byte, strategy changes included.
 # usage: modes_test.sh [INIT]   INIT is the trainer's -e: d12 (GPT-2 124M, the default) or e.g. llama:d12
 set -uo pipefail
 cd "$(dirname "$0")/../.."

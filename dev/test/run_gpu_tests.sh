@@ -24,7 +24,7 @@ bash dev/test/nccl_dp_test.sh || failed+=(test_nccl_dp)
 echo "== MXFP4 / AdaHOP kernels vs the C reference"
 ./build/test_mxfp4_gpu || failed+=(test_mxfp4_gpu)
 
-echo "== producers that emit operands (GELU, SwiGLU) vs the producer + the separate quantizers, bit for bit"
+echo "== producers that emit operands (GELU, SwiGLU, their backward, LayerNorm, RMSNorm) vs the producer + the separate quantizers, bit for bit"
 ./build/test_fused_operands || failed+=(test_fused_operands)
 
 echo "== AdaHOP linear layer vs the independent PyTorch implementation (fresh cases, generated on the GPU)"
@@ -100,6 +100,7 @@ if [ -n "${EVAL_MODEL:-}" ] && [ -n "${EVAL_DIR:-}" ]; then
     bash dev/test/evals_gpu_test.sh "$EVAL_MODEL" "$EVAL_DIR" || failed+=(evals_gpu_test)
 else
     echo "== downstream evals vs dev/eval_hf.py: skipped (set EVAL_MODEL=<trained d12 state> EVAL_DIR=<prepare_evals.py output>)"
+    echo "downstream evals vs dev/eval_hf.py: EVAL_MODEL / EVAL_DIR not set" >> "${TEST_SKIP_LOG:-/dev/null}"
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then echo "GPU tests failed: ${failed[*]}"; exit 1; fi

@@ -363,7 +363,7 @@ def test_run_modes(tmp):
             (["--root", tmp, "--", "-o", "x"], "set by run_modes.sh", "trainer flag -o refused"),
             (["--root", tmp, "--", "-p", "bf16"], "set by run_modes.sh", "trainer flag -p refused"),
             (["--root", tmp, "--", "-x"], "needs a value", "trainer flag without value"),
-            (["--root", tmp, "--", "-Q", "1"], "unknown trainer flag -Q", "unknown trainer flag"),
+            (["--root", tmp, "--", "-J", "1"], "unknown trainer flag -J", "unknown trainer flag"),
             (["--root", tmp, "--", "-x", "ten"], "-x 'ten'", "bad -x"),
             (["--root", tmp, "--steps", "5", "--", "-x", "10"], "pass a checkpoint interval", "--steps without -n"),
             (["--root", tmp, "--steps", "2", "--", "-x", "10", "-n", "4"], "smaller than the checkpoint interval", "--steps < -n"),
