@@ -17,7 +17,6 @@ a JSON header naming each tensor's dtype, shape and byte range, then the raw lit
 usage: python dev/export_hf.py MODEL.bin OUT_DIR [--dtype bf16|fp32] [--ranks gpt2.tiktoken]
 """
 import argparse
-import base64
 import json
 import os
 import sys
@@ -26,6 +25,11 @@ import numpy as np
 
 import model_file
 from model_file import FAMILY_GPT2, ModelFileError
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))
+import ranks_file  # noqa: E402
+from ranks_file import RanksFileError  # noqa: E402
+
 NORM_EPS, ROPE_THETA = 1e-5, 10000.0
 EOT_NAME = "<|endoftext|>"
 
@@ -133,27 +137,11 @@ def bytes_to_unicode():
 
 
 def read_ranks(path):
-    """a tiktoken ranks file (one 'base64(token) rank' per line) -> list of token bytes indexed by rank"""
+    """ranks_file.read_ranks (token bytes indexed by rank), with a one-line error for a bad file"""
     try:
-        with open(path, "rb") as f:
-            lines = f.read().split(b"\n")
-    except OSError as e:
-        fail(f"cannot read ranks file '{path}': {e.strerror}")
-    tokens = {}
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        parts = line.split()
-        try:
-            tokens[int(parts[1])] = base64.b64decode(parts[0], validate=True)
-        except (IndexError, ValueError):
-            fail(f"ranks file '{path}' line {i + 1} is not 'base64 rank'")
-    if sorted(tokens) != list(range(len(tokens))):
-        fail(f"ranks file '{path}': ranks are not 0..{len(tokens) - 1} without gaps")
-    byte_tokens = {tokens[r] for r in range(min(256, len(tokens)))}
-    if len(byte_tokens) != 256 or any(len(t) != 1 for t in byte_tokens):
-        fail(f"ranks file '{path}': ranks 0..255 must be the 256 single bytes")
-    return [tokens[r] for r in range(len(tokens))]
+        return ranks_file.read_ranks(path)
+    except RanksFileError as e:
+        fail(str(e))
 
 
 def bpe_merge(ranks, token, max_rank):

@@ -23,6 +23,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "dev"))
+sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
 import export_hf  # noqa: E402
 import model_file  # noqa: E402
 from checkpoint_crc import HEADER_INTS, MAGIC, VERSION, seal  # noqa: E402
@@ -30,7 +31,6 @@ from skip_log import skip  # noqa: E402
 from eval_hf import load_model  # noqa: E402
 
 FP32_TOL = 1e-4     # max |logit difference| relative to the largest |logit|
-GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 TEXTS = ["Hello world", " The quick brown fox jumps over the lazy dog.\n\n", "It's 1234 o'clock, isn't it?",
          "naïve café — 東京 🙂  spaces   and\ttabs", "<|endoftext|>"[2:-2] + "\n  indented\n"]
 results = {"passed": 0, "failed": 0}
@@ -187,23 +187,19 @@ def check_errors(tmp):
 
 
 def check_tokenizer(ranks_path, tmp):
-    """the exported tokenizer encodes like tiktoken with the same ranks"""
-    import base64
-    import tiktoken
+    """the exported tokenizer encodes like tiktoken with the same ranks (read by tiktoken's own loader)"""
+    from tokenize_text import EOT, load_encoding
     from transformers import AutoTokenizer
     out = os.path.join(tmp, "gpt2_fp32")
     cfg, _, _ = export_hf.read_model(os.path.join(tmp, "gpt2.bin"))
     export_hf.write_tokenizer(out, ranks_path, cfg)
-    with open(ranks_path, "rb") as f:
-        ranks = {base64.b64decode(t): int(r) for t, r in (line.split() for line in f if line.strip())}
-    enc = tiktoken.Encoding("ranks", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
-                            special_tokens={export_hf.EOT_NAME: len(ranks)})
+    enc = load_encoding(ranks_path)
     tok = AutoTokenizer.from_pretrained(out)
     for text in TEXTS:
         want, got = enc.encode(text), tok.encode(text)
         check(want == got and tok.decode(got) == text, f"tokenizer: {text!r} -> {got[:8]}{'...' if len(got) > 8 else ''}")
     eot = tok.encode(export_hf.EOT_NAME)
-    check(eot == [len(ranks)] and tok.eos_token_id == len(ranks), f"tokenizer: {export_hf.EOT_NAME} is {eot}")
+    check(eot == [EOT] and tok.eos_token_id == EOT, f"tokenizer: {export_hf.EOT_NAME} is {eot}")
 
 
 def main():
