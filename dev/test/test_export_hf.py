@@ -27,19 +27,13 @@ sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
 import export_hf  # noqa: E402
 import model_file  # noqa: E402
 from checkpoint_crc import HEADER_INTS, MAGIC, VERSION, seal  # noqa: E402
+from pycheck import check, summary  # noqa: E402
 from skip_log import skip  # noqa: E402
 from eval_hf import load_model  # noqa: E402
 
 FP32_TOL = 1e-4     # max |logit difference| relative to the largest |logit|
 TEXTS = ["Hello world", " The quick brown fox jumps over the lazy dog.\n\n", "It's 1234 o'clock, isn't it?",
          "naïve café — 東京 🙂  spaces   and\ttabs", "<|endoftext|>"[2:-2] + "\n  indented\n"]
-results = {"passed": 0, "failed": 0}
-
-
-def check(ok, what):
-    """records and prints one check"""
-    results["passed" if ok else "failed"] += 1
-    print(f"{'ok  ' if ok else 'FAIL'} {what}")
 
 
 def random_model(cfg, seed):
@@ -223,8 +217,7 @@ def main():
             check_tokenizer(args.ranks, tmp)
         else:
             skip("dev/test/test_export_hf.py tokenizer", "no tokenizer ranks (--ranks data/gpt2.tiktoken)")
-    print(f"test_export_hf: {results['passed']} passed, {results['failed']} failed")
-    sys.exit(1 if results["failed"] else 0)
+    sys.exit(summary("test_export_hf"))
 
 
 if __name__ == "__main__":
