@@ -8,8 +8,8 @@ merges.txt, tokenizer_config.json, special_tokens_map.json) made from a tiktoken
   LLaMA (family 1)  -> LlamaForCausalLM: RMSNorm eps 1e-5, RoPE theta 10000 (rotate-half pairs), grouped-query
                        attention, SwiGLU, no biases, untied LM head; the fused qkv and gate/up are split.
 The padded vocab rows (V..Vp) are dropped: the exported vocab is the real V. Optimizer and AdaHOP state in a
-training-state file are ignored, but every section's CRC-32 is checked (dev/checkpoint_crc.py): a corrupt file, or
-one of another format version, is a one-line error. --dtype bf16 rounds the FP32 weights to nearest even.
+training-state file are ignored, but every section's CRC-32 is checked (dev/model_file.py reads the file): a corrupt
+file, or one of another format version, is a one-line error. --dtype bf16 rounds the FP32 weights to nearest even.
 
 Needs numpy only (the safetensors file is written directly; its format: an 8-byte little-endian header length,
 a JSON header naming each tensor's dtype, shape and byte range, then the raw little-endian data).
@@ -17,19 +17,19 @@ a JSON header naming each tensor's dtype, shape and byte range, then the raw lit
 usage: python dev/export_hf.py MODEL.bin OUT_DIR [--dtype bf16|fp32] [--ranks gpt2.tiktoken]
 """
 import argparse
-import base64
 import json
-import math
 import os
 import sys
 
 import numpy as np
 
-from checkpoint_crc import HEADER_INTS as CKPT_HEADER_INTS, MAGIC as CKPT_MAGIC, VERSION as CKPT_VERSION
-from checkpoint_crc import CRC_SLOT, first_bad_section, header_crc
+import model_file
+from model_file import FAMILY_GPT2, ModelFileError
 
-CKPT_OPTIMIZER, CKPT_ADAHOP = 2, 4
-FAMILY_GPT2, FAMILY_LLAMA = 0, 1
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))
+import ranks_file  # noqa: E402
+from ranks_file import RanksFileError  # noqa: E402
+
 NORM_EPS, ROPE_THETA = 1e-5, 10000.0
 EOT_NAME = "<|endoftext|>"
 
@@ -40,78 +40,12 @@ def fail(msg):
     sys.exit(1)
 
 
-def param_shapes(cfg):
-    """the parameter tensors of the family in file order (llmc/gpt2_config.h, llmc/llama_config.h)"""
-    L, C, Vp, maxT = cfg["L"], cfg["C"], cfg["Vp"], cfg["maxT"]
-    if cfg["family"] == FAMILY_GPT2:
-        return [("wte", (Vp, C)), ("wpe", (maxT, C)), ("ln1w", (L, C)), ("ln1b", (L, C)),
-                ("qkvw", (L, 3 * C, C)), ("qkvb", (L, 3 * C)), ("attprojw", (L, C, C)), ("attprojb", (L, C)),
-                ("ln2w", (L, C)), ("ln2b", (L, C)), ("fcw", (L, 4 * C, C)), ("fcb", (L, 4 * C)),
-                ("fcprojw", (L, C, 4 * C)), ("fcprojb", (L, C)), ("lnfw", (C,)), ("lnfb", (C,))]
-    H, qkv = cfg["H"], (cfg["NH"] + 2 * cfg["NKV"]) * (C // cfg["NH"])
-    return [("wte", (Vp, C)), ("rms1w", (L, C)), ("qkvw", (L, qkv, C)), ("attprojw", (L, C, C)), ("rms2w", (L, C)),
-            ("gateupw", (L, 2 * H, C)), ("downw", (L, C, H)), ("rmsfw", (C,)), ("lmheadw", (Vp, C))]
-
-
-def check_shape(path, cfg):
-    """the invariants of llmc/model_config.h's model_config_problem, as a clear error"""
-    dims = [cfg[k] for k in ("L", "C", "NH", "NKV", "H", "V", "maxT")]
-    if min(dims) <= 0 or cfg["C"] % cfg["NH"] or cfg["NH"] % cfg["NKV"] or cfg["Vp"] < cfg["V"] or cfg["Vp"] % 128:
-        fail(f"'{path}' has an invalid model shape {cfg}")
-    if cfg["family"] == FAMILY_GPT2 and (cfg["NKV"] != cfg["NH"] or cfg["H"] != 4 * cfg["C"]):
-        fail(f"'{path}': a GPT-2 header with LLaMA fields (NKV {cfg['NKV']}, hidden {cfg['H']})")
-    if cfg["family"] == FAMILY_LLAMA and (cfg["C"] // cfg["NH"]) % 2:
-        fail(f"'{path}': LLaMA head size {cfg['C'] // cfg['NH']} is odd")
-
-
 def read_model(path):
-    """reads a model or training-state file -> (cfg, {name: float32 array}, step)"""
+    """model_file.read_model, with a one-line error for a bad file"""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        fail(f"cannot read '{path}': {e.strerror}")
-    if len(data) < 4 * CKPT_HEADER_INTS:
-        fail(f"'{path}' is {len(data)} bytes, shorter than the {4 * CKPT_HEADER_INTS}-byte model header")
-    h = np.frombuffer(data[:4 * CKPT_HEADER_INTS], dtype="<i4").astype(np.int64)
-    if h[0] != CKPT_MAGIC:
-        fail(f"'{path}' is not a model file of this engine (magic {h[0]}, expected {CKPT_MAGIC})")
-    if h[1] != CKPT_VERSION:
-        fail(f"'{path}' is a version {h[1]} model file; this exporter reads version {CKPT_VERSION} (llmc/checkpoint.h)")
-    if header_crc(data) != int(h[CRC_SLOT]) & 0xFFFFFFFF:
-        fail(f"'{path}': its header fails its CRC-32 check (corrupt)")
-    if h[2] not in (1, 1 | CKPT_OPTIMIZER, 1 | CKPT_OPTIMIZER | CKPT_ADAHOP):
-        fail(f"'{path}': unknown contents flags {h[2]}")
-    if h[3] not in (FAMILY_GPT2, FAMILY_LLAMA):
-        fail(f"'{path}': model family {h[3]} is not supported (0 = GPT-2, 1 = LLaMA)")
-    cfg = dict(family=int(h[3]), maxT=int(h[4]), V=int(h[5]), Vp=int(h[6]), L=int(h[7]), NH=int(h[8]), C=int(h[9]))
-    gpt2 = cfg["family"] == FAMILY_GPT2
-    cfg["NKV"] = cfg["NH"] if gpt2 and h[18] == 0 else int(h[18])
-    cfg["H"] = 4 * cfg["C"] if gpt2 and h[19] == 0 else int(h[19])
-    check_shape(path, cfg)
-    shapes = param_shapes(cfg)
-    n = sum(math.prod(s) for _, s in shapes)
-    stated = int(h[12]) + (int(h[13]) << 32)
-    if stated != n:
-        fail(f"'{path}' says {stated} parameters, its shape implies {n}")
-    copies = 3 if h[2] & CKPT_OPTIMIZER else 1
-    adahop_words = (int(h[16]) + (int(h[17]) << 32)) if h[2] & CKPT_ADAHOP else 0
-    section_bytes = (4 * n, 4 * (copies - 1) * n, 4 * adahop_words)
-    expected = 4 * CKPT_HEADER_INTS + sum(section_bytes)
-    if len(data) != expected:
-        fail(f"'{path}' is {len(data)} bytes, its header implies {expected} (truncated or corrupt)")
-    bad = first_bad_section(data, section_bytes)
-    if bad:
-        fail(f"'{path}': the {bad} section fails its CRC-32 check (corrupt)")
-    flat = np.frombuffer(data, dtype="<f4", count=n, offset=4 * CKPT_HEADER_INTS)
-    params, off = {}, 0
-    for name, shape in shapes:
-        k = math.prod(shape)
-        params[name] = flat[off:off + k].reshape(shape)
-        off += k
-    if not all(np.isfinite(p).all() for p in params.values()):
-        fail(f"'{path}' holds non-finite parameters")
-    return cfg, params, int(h[10]) + (int(h[11]) << 32)
+        return model_file.read_model(path)
+    except ModelFileError as e:
+        fail(str(e))
 
 
 def gpt2_tensors(cfg, p):
@@ -203,27 +137,11 @@ def bytes_to_unicode():
 
 
 def read_ranks(path):
-    """a tiktoken ranks file (one 'base64(token) rank' per line) -> list of token bytes indexed by rank"""
+    """ranks_file.read_ranks (token bytes indexed by rank), with a one-line error for a bad file"""
     try:
-        with open(path, "rb") as f:
-            lines = f.read().split(b"\n")
-    except OSError as e:
-        fail(f"cannot read ranks file '{path}': {e.strerror}")
-    tokens = {}
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        parts = line.split()
-        try:
-            tokens[int(parts[1])] = base64.b64decode(parts[0], validate=True)
-        except (IndexError, ValueError):
-            fail(f"ranks file '{path}' line {i + 1} is not 'base64 rank'")
-    if sorted(tokens) != list(range(len(tokens))):
-        fail(f"ranks file '{path}': ranks are not 0..{len(tokens) - 1} without gaps")
-    byte_tokens = {tokens[r] for r in range(min(256, len(tokens)))}
-    if len(byte_tokens) != 256 or any(len(t) != 1 for t in byte_tokens):
-        fail(f"ranks file '{path}': ranks 0..255 must be the 256 single bytes")
-    return [tokens[r] for r in range(len(tokens))]
+        return ranks_file.read_ranks(path)
+    except RanksFileError as e:
+        fail(str(e))
 
 
 def bpe_merge(ranks, token, max_rank):

@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 
 from checkpoint_crc import HEADER_INTS as CKPT_HEADER_INTS, MAGIC as CKPT_MAGIC, VERSION as CKPT_VERSION
-from checkpoint_crc import first_bad_section, seal
+from checkpoint_crc import seal
+from model_file import FAMILY_GPT2, ModelFileError, num_params, param_shapes, read_model
 
 REF_MAGIC, REF_VERSION = 20261203, 1
 NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b",
@@ -41,26 +42,12 @@ def round_up(x, m):
     return (x + m - 1) // m * m
 
 
-def param_shapes(cfg):
-    """shapes of the 16 parameter tensors, in our file order"""
-    L, C, Vp, maxT = cfg["L"], cfg["C"], cfg["Vp"], cfg["maxT"]
-    return {"wte": (Vp, C), "wpe": (maxT, C), "ln1w": (L, C), "ln1b": (L, C),
-            "qkvw": (L, 3 * C, C), "qkvb": (L, 3 * C), "attprojw": (L, C, C), "attprojb": (L, C),
-            "ln2w": (L, C), "ln2b": (L, C), "fcw": (L, 4 * C, C), "fcb": (L, 4 * C),
-            "fcprojw": (L, C, 4 * C), "fcprojb": (L, C), "lnfw": (C,), "lnfb": (C,)}
-
-
-def num_params(cfg):
-    """total number of parameters"""
-    return sum(math.prod(s) for s in param_shapes(cfg).values())
-
-
 def init_params(cfg, seed):
     """GPT-2 init in float32 on the CPU: N(0,0.02), residual projections N(0,0.02/sqrt(2L)), zero biases,
     unit norm weights, zero padded wte rows"""
     gen = torch.Generator().manual_seed(seed)
     params = {}
-    for name, shape in param_shapes(cfg).items():
+    for name, shape in param_shapes(cfg):
         if name in ("ln1w", "ln2w", "lnfw"):
             p = torch.ones(shape)
         elif name in DECAYED:
@@ -81,7 +68,7 @@ def flatten(tensors, names=NAMES):
 def write_model(path, cfg, params, seed):
     """writes the params as one of our model files (contents=1 params, step 0)"""
     h = np.zeros(CKPT_HEADER_INTS, dtype="<u4")
-    h[0:10] = [CKPT_MAGIC, CKPT_VERSION, 1, 0, cfg["maxT"], cfg["V"], cfg["Vp"], cfg["L"], cfg["NH"], cfg["C"]]
+    h[0:10] = [CKPT_MAGIC, CKPT_VERSION, 1, FAMILY_GPT2, cfg["maxT"], cfg["V"], cfg["Vp"], cfg["L"], cfg["NH"], cfg["C"]]
     n = num_params(cfg)
     h[12], h[13] = n & 0xFFFFFFFF, n >> 32
     h[14], h[15] = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
@@ -93,31 +80,14 @@ def write_model(path, cfg, params, seed):
 
 
 def load_model(path):
-    """reads one of our model files (params only; optimizer state is ignored) -> (cfg, params)"""
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 4 * CKPT_HEADER_INTS:
-        raise SystemExit(f"error: '{path}' is shorter than a model header")
-    h = np.frombuffer(data[:4 * CKPT_HEADER_INTS], dtype="<i4")
-    if h[0] != CKPT_MAGIC or h[1] != CKPT_VERSION:
-        raise SystemExit(f"error: '{path}' is not a version {CKPT_VERSION} model file (magic {h[0]}, version {h[1]})")
-    if h[3] != 0:
-        raise SystemExit(f"error: '{path}': model family {h[3]} is not GPT-2")
-    cfg = dict(maxT=int(h[4]), V=int(h[5]), Vp=int(h[6]), L=int(h[7]), NH=int(h[8]), C=int(h[9]))
-    n = num_params(cfg)
-    copies = 3 if h[2] & 2 else 1
-    if len(data) != 4 * CKPT_HEADER_INTS + 4 * n * copies:
-        raise SystemExit(f"error: '{path}' is {len(data)} bytes, its header implies {4 * CKPT_HEADER_INTS + 4 * n * copies}")
-    bad = first_bad_section(data, (4 * n, 4 * n * (copies - 1)))
-    if bad:
-        raise SystemExit(f"error: '{path}': its {bad} section fails its CRC-32 check (corrupt)")
-    flat = torch.from_numpy(np.frombuffer(data, dtype="<f4", count=n, offset=4 * CKPT_HEADER_INTS).copy())
-    params, off = {}, 0
-    for name, shape in param_shapes(cfg).items():
-        k = math.prod(shape)
-        params[name] = flat[off:off + k].reshape(shape).clone()
-        off += k
-    return cfg, params
+    """reads a GPT-2 model or training-state file with dev/model_file.py (params only) -> (cfg, params as tensors)"""
+    try:
+        cfg, params, _ = read_model(path)
+    except ModelFileError as e:
+        raise SystemExit(f"error: {e}")
+    if cfg["family"] != FAMILY_GPT2:
+        raise SystemExit(f"error: '{path}': model family {cfg['family']} is not GPT-2")
+    return cfg, {name: torch.from_numpy(p.copy()) for name, p in params.items()}
 
 
 def gelu(x):
@@ -242,6 +212,7 @@ def make_config(args):
         if val is not None:
             cfg[key] = val
     cfg["Vp"] = round_up(cfg["V"], 128)
+    cfg["family"] = FAMILY_GPT2
     if cfg["C"] % cfg["NH"] != 0:
         raise SystemExit("error: channels must be a multiple of heads")
     return cfg

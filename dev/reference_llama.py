@@ -23,9 +23,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+from model_file import FAMILY_LLAMA, num_params, param_shapes
 from reference_gpt2 import add_run_args, round_up, run_reference
 
-FAMILY_LLAMA = 1
 NAMES = ["wte", "rms1w", "qkvw", "attprojw", "rms2w", "gateupw", "downw", "rmsfw", "lmheadw"]
 NORMS = {"rms1w", "rms2w", "rmsfw"}
 DECAYED = set(NAMES) - NORMS
@@ -38,25 +38,12 @@ PRESETS = {   # llama_config_from_depth in llmc/llama_config.h, and the test fix
 }
 
 
-def param_shapes(cfg):
-    """shapes of the 9 parameter tensors, in our file order"""
-    L, C, NH, NKV, H, Vp = cfg["L"], cfg["C"], cfg["NH"], cfg["NKV"], cfg["H"], cfg["Vp"]
-    qkv = (NH + 2 * NKV) * (C // NH)
-    return {"wte": (Vp, C), "rms1w": (L, C), "qkvw": (L, qkv, C), "attprojw": (L, C, C), "rms2w": (L, C),
-            "gateupw": (L, 2 * H, C), "downw": (L, C, H), "rmsfw": (C,), "lmheadw": (Vp, C)}
-
-
-def num_params(cfg):
-    """total number of parameters"""
-    return sum(math.prod(s) for s in param_shapes(cfg).values())
-
-
 def init_params(cfg, seed):
     """init in float32 on the CPU: N(0,0.02), residual projections N(0,0.02/sqrt(2L)), unit norm weights, zero padded
     vocab rows of the embedding and the LM head"""
     gen = torch.Generator().manual_seed(seed)
     params = {}
-    for name, shape in param_shapes(cfg).items():
+    for name, shape in param_shapes(cfg):
         if name in NORMS:
             params[name] = torch.ones(shape)
         else:
@@ -123,6 +110,7 @@ def make_config(args):
         if val is not None:
             cfg[key] = val
     cfg["Vp"] = round_up(cfg["V"], 128)
+    cfg["family"] = FAMILY_LLAMA
     if cfg["C"] % cfg["NH"] != 0 or (cfg["C"] // cfg["NH"]) % 2 != 0:
         raise SystemExit("error: channels must be a multiple of heads, with an even head size")
     if cfg["NH"] % cfg["NKV"] != 0 or cfg["H"] % 32 != 0:

@@ -9,10 +9,12 @@ Example (from the repo root):
   python3 dev/data/make_tokenizer_bin.py --out data/gpt2_tokenizer.bin
 """
 import argparse
-import base64
 import os
 import struct
 import sys
+
+import ranks_file
+from ranks_file import RanksFileError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_RANKS = os.path.join(REPO_ROOT, "data", "gpt2.tiktoken")
@@ -21,17 +23,11 @@ EOT, EOT_BYTES = 50256, b"<|endoftext|>"
 
 
 def read_ranks(path):
-    """Token bytes indexed by rank, from 'base64(bytes) rank' lines; ranks must be exactly 0..N-1."""
-    by_rank = {}
-    with open(path, "rb") as f:
-        for line_no, line in enumerate(f, 1):
-            fields = line.split()
-            if len(fields) != 2:
-                sys.exit(f"error: {path}:{line_no}: expected 'base64 rank', got {line[:60]!r}")
-            by_rank[int(fields[1])] = base64.b64decode(fields[0])
-    if sorted(by_rank) != list(range(len(by_rank))):
-        sys.exit(f"error: {path}: ranks are not exactly 0..{len(by_rank) - 1}")
-    return [by_rank[i] for i in range(len(by_rank))]
+    """ranks_file.read_ranks (token bytes indexed by rank), with a one-line error for a bad file"""
+    try:
+        return ranks_file.read_ranks(path)
+    except RanksFileError as e:
+        sys.exit(f"error: {e}")
 
 
 def write_tokenizer_bin(path, tokens):

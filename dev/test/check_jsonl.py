@@ -12,13 +12,7 @@ import os
 import re
 import sys
 
-passed = failed = 0
-
-
-def check(cond, what, detail=""):
-    global passed, failed
-    passed, failed = passed + bool(cond), failed + (not cond)
-    print(("ok   " if cond else "FAIL ") + what + ("" if cond or not detail else f"\n     {detail}"))
+from pycheck import check, summary
 
 
 def close(a, b, tol):
@@ -79,8 +73,7 @@ def main(d):
     check(all(close(e["mfu"], run.get("flops_per_token", 0) * e["tok_s"] / (world * peak), 1e-6) for e in steps.values()),
           "mfu = flops_per_token x tok_s / (world x peak)")
     check(all(0 < e["mfu"] < 1 and e["mem_gib"] > 0 for e in steps.values()), "0 < MFU < 1 and memory > 0 at every step")
-    print(f"check_jsonl: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return summary("check_jsonl")
 
 
 if __name__ == "__main__":

@@ -17,13 +17,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "dev"))
 import export_hf  # noqa: E402
 from eval_hf import load_model  # noqa: E402
+from pycheck import check, summary  # noqa: E402
 from test_export_hf import hf_logits_on, write_tokens  # noqa: E402
 
 TOL_FROB = 2e-2
 
 
 def check_model(path, tmp):
-    """True when the trainer's and transformers' logits of the model file agree"""
+    """checks that the trainer's and transformers' logits of the model file agree"""
     import torch
     cfg, _, step = export_hf.read_model(path)
     tokens = np.random.default_rng(1).integers(0, cfg["V"], size=(4, 64))
@@ -36,10 +37,8 @@ def check_model(path, tmp):
     theirs = hf_logits_on(model, tokens, "cuda")
     frob = float(np.linalg.norm(ours - theirs) / np.linalg.norm(theirs))
     top1 = float((ours.argmax(-1) == theirs.argmax(-1)).mean())
-    ok = frob <= TOL_FROB
-    print(f"{'ok  ' if ok else 'FAIL'} {path} ({type(model).__name__}, step {step}): trainer vs transformers logits "
-          f"rel. Frobenius {frob:.2e} (tol {TOL_FROB:g}), max abs {np.abs(ours - theirs).max():.3e}, same argmax {top1:.3f}")
-    return ok
+    check(frob <= TOL_FROB, f"{path} ({type(model).__name__}, step {step}): trainer vs transformers logits rel. Frobenius "
+          f"{frob:.2e} (tol {TOL_FROB:g}), max abs {np.abs(ours - theirs).max():.3e}, same argmax {top1:.3f}")
 
 
 def main():
@@ -47,9 +46,9 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     with tempfile.TemporaryDirectory() as tmp:
-        fails = sum(not check_model(p, tmp) for p in sys.argv[1:])
-    print(f"export_gpu_test: {len(sys.argv) - 1 - fails} passed, {fails} failed")
-    sys.exit(1 if fails else 0)
+        for path in sys.argv[1:]:
+            check_model(path, tmp)
+    sys.exit(summary("export_gpu_test"))
 
 
 if __name__ == "__main__":

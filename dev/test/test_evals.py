@@ -22,10 +22,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "dev"))
 sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
+from pycheck import check, summary  # noqa: E402
 from skip_log import skip  # noqa: E402
 T = 64
 STEPS = 4   # steps of the tiny training run scored with -E
-results = {"passed": 0, "failed": 0}
 
 LONG = " ".join(["The man keeps talking about the weather and the roads and the long drive home."] * 6)
 HELLASWAG = [("Washing dishes: A woman fills a sink with soapy water. she", 2,
@@ -52,12 +52,6 @@ WINOGRANDE = [{"context_options": ["The trophy did not fit in the suitcase becau
                "continuation": "was too big.", "gold": 0},
               {"context_options": ["Anna gave Maria a gift because Anna", "Anna gave Maria a gift because Maria"],
                "continuation": "had a birthday.", "gold": 1}]
-
-
-def check(ok, what):
-    """records and prints one check"""
-    results["passed" if ok else "failed"] += 1
-    print(f"{'ok  ' if ok else 'FAIL'} {what}")
 
 
 def write_raw(tmp):
@@ -184,8 +178,7 @@ def main():
                  f"{sys.executable} has no {e.name} (pip install -r dev/requirements.txt)")
         else:
             check_against_hf(out, tmp, run_dir, ours)
-    print(f"test_evals.py: {results['passed']} passed, {results['failed']} failed")
-    sys.exit(1 if results["failed"] else 0)
+    sys.exit(summary("test_evals.py"))
 
 
 if __name__ == "__main__":

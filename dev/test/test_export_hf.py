@@ -23,22 +23,17 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "dev"))
+sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
 import export_hf  # noqa: E402
-from checkpoint_crc import seal  # noqa: E402
+import model_file  # noqa: E402
+from checkpoint_crc import HEADER_INTS, MAGIC, VERSION, seal  # noqa: E402
+from pycheck import check, summary  # noqa: E402
 from skip_log import skip  # noqa: E402
 from eval_hf import load_model  # noqa: E402
 
 FP32_TOL = 1e-4     # max |logit difference| relative to the largest |logit|
-GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 TEXTS = ["Hello world", " The quick brown fox jumps over the lazy dog.\n\n", "It's 1234 o'clock, isn't it?",
          "naïve café — 東京 🙂  spaces   and\ttabs", "<|endoftext|>"[2:-2] + "\n  indented\n"]
-results = {"passed": 0, "failed": 0}
-
-
-def check(ok, what):
-    """records and prints one check"""
-    results["passed" if ok else "failed"] += 1
-    print(f"{'ok  ' if ok else 'FAIL'} {what}")
 
 
 def random_model(cfg, seed):
@@ -46,7 +41,7 @@ def random_model(cfg, seed):
     padded vocab rows 5.0 (never read by a correct model)"""
     rng = np.random.default_rng(seed)
     params = {}
-    for name, shape in export_hf.param_shapes(cfg):
+    for name, shape in model_file.param_shapes(cfg):
         p = rng.normal(0.0, 0.1, shape).astype(np.float32)
         if name.endswith("w") and len(shape) <= 2 and name not in ("wte", "wpe", "lmheadw"):
             p += 1.0   # LayerNorm / RMSNorm weights
@@ -59,14 +54,14 @@ def random_model(cfg, seed):
 def write_model(path, cfg, params, optimizer_state=False):
     """our model file (llmc/checkpoint.h); with optimizer_state a training state of the GPU trainer: random AdamW
     m and v, then 5 words of AdaHOP state"""
-    flat = np.concatenate([params[n].reshape(-1) for n, _ in export_hf.param_shapes(cfg)]).astype("<f4")
-    h = np.zeros(export_hf.CKPT_HEADER_INTS, dtype="<i4")
-    h[0:10] = [export_hf.CKPT_MAGIC, export_hf.CKPT_VERSION, 7 if optimizer_state else 1, cfg["family"], cfg["maxT"],
-               cfg["V"], cfg["Vp"], cfg["L"], cfg["NH"], cfg["C"]]
+    flat = np.concatenate([params[n].reshape(-1) for n, _ in model_file.param_shapes(cfg)]).astype("<f4")
+    h = np.zeros(HEADER_INTS, dtype="<i4")
+    h[0:10] = [MAGIC, VERSION, 7 if optimizer_state else 1, cfg["family"], cfg["maxT"], cfg["V"], cfg["Vp"], cfg["L"],
+               cfg["NH"], cfg["C"]]
     h[10] = 7
     h[16] = 5 if optimizer_state else 0
     h[12], h[13] = flat.size & 0xFFFFFFFF, flat.size >> 32
-    if cfg["family"] == export_hf.FAMILY_LLAMA:
+    if cfg["family"] == model_file.FAMILY_LLAMA:
         h[18], h[19] = cfg["NKV"], cfg["H"]
     sections = [flat.tobytes(), b"", b""]
     if optimizer_state:
@@ -114,7 +109,7 @@ def break_one_tensor(model, family):
     """changes one tensor the way a wrong mapping would: GPT-2 drops the qkv bias, LLaMA swaps k and v"""
     import torch
     with torch.no_grad():
-        if family == export_hf.FAMILY_GPT2:
+        if family == model_file.FAMILY_GPT2:
             model.transformer.h[0].attn.c_attn.bias.zero_()
         else:
             attn = model.model.layers[1].self_attn
@@ -136,7 +131,7 @@ def check_family(cfg, name, tmp, optimizer_state):
 
     model = load_model(fp32_dir)
     arch = type(model).__name__
-    check(arch == ("GPT2LMHeadModel" if cfg["family"] == export_hf.FAMILY_GPT2 else "LlamaForCausalLM"),
+    check(arch == ("GPT2LMHeadModel" if cfg["family"] == model_file.FAMILY_GPT2 else "LlamaForCausalLM"),
           f"{name}: fp32 folder loads as {arch}")
     check(model.config.vocab_size == cfg["V"], f"{name}: exported vocab {model.config.vocab_size} = V {cfg['V']} (padding dropped)")
     got = hf_logits(model, tokens)
@@ -175,7 +170,7 @@ def check_errors(tmp):
         llama = f.read()
     export_fails(tmp, "truncated.bin", gpt2[:-4], "truncated")
     flipped = bytearray(gpt2)
-    flipped[4 * export_hf.CKPT_HEADER_INTS + 100] ^= 0x10
+    flipped[4 * HEADER_INTS + 100] ^= 0x10
     export_fails(tmp, "flipped_param.bin", bytes(flipped), "parameters section fails its CRC-32")
     flipped = bytearray(llama)
     flipped[-3] ^= 0x01
@@ -186,23 +181,19 @@ def check_errors(tmp):
 
 
 def check_tokenizer(ranks_path, tmp):
-    """the exported tokenizer encodes like tiktoken with the same ranks"""
-    import base64
-    import tiktoken
+    """the exported tokenizer encodes like tiktoken with the same ranks (read by tiktoken's own loader)"""
+    from tokenize_text import EOT, load_encoding
     from transformers import AutoTokenizer
     out = os.path.join(tmp, "gpt2_fp32")
     cfg, _, _ = export_hf.read_model(os.path.join(tmp, "gpt2.bin"))
     export_hf.write_tokenizer(out, ranks_path, cfg)
-    with open(ranks_path, "rb") as f:
-        ranks = {base64.b64decode(t): int(r) for t, r in (line.split() for line in f if line.strip())}
-    enc = tiktoken.Encoding("ranks", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
-                            special_tokens={export_hf.EOT_NAME: len(ranks)})
+    enc = load_encoding(ranks_path)
     tok = AutoTokenizer.from_pretrained(out)
     for text in TEXTS:
         want, got = enc.encode(text), tok.encode(text)
         check(want == got and tok.decode(got) == text, f"tokenizer: {text!r} -> {got[:8]}{'...' if len(got) > 8 else ''}")
     eot = tok.encode(export_hf.EOT_NAME)
-    check(eot == [len(ranks)] and tok.eos_token_id == len(ranks), f"tokenizer: {export_hf.EOT_NAME} is {eot}")
+    check(eot == [EOT] and tok.eos_token_id == EOT, f"tokenizer: {export_hf.EOT_NAME} is {eot}")
 
 
 def main():
@@ -216,8 +207,8 @@ def main():
     except ImportError as e:
         skip("dev/test/test_export_hf.py", f"{sys.executable} has no {e.name} (pip install -r dev/requirements.txt)")
         return
-    gpt2 = dict(family=export_hf.FAMILY_GPT2, L=2, C=64, NH=4, NKV=4, H=256, V=50257, Vp=50304, maxT=32)
-    llama = dict(family=export_hf.FAMILY_LLAMA, L=2, C=64, NH=4, NKV=2, H=96, V=100, Vp=128, maxT=32)
+    gpt2 = dict(family=model_file.FAMILY_GPT2, L=2, C=64, NH=4, NKV=4, H=256, V=50257, Vp=50304, maxT=32)
+    llama = dict(family=model_file.FAMILY_LLAMA, L=2, C=64, NH=4, NKV=2, H=96, V=100, Vp=128, maxT=32)
     with tempfile.TemporaryDirectory() as tmp:
         check_family(gpt2, "gpt2", tmp, optimizer_state=False)
         check_family(llama, "llama", tmp, optimizer_state=True)
@@ -226,8 +217,7 @@ def main():
             check_tokenizer(args.ranks, tmp)
         else:
             skip("dev/test/test_export_hf.py tokenizer", "no tokenizer ranks (--ranks data/gpt2.tiktoken)")
-    print(f"test_export_hf: {results['passed']} passed, {results['failed']} failed")
-    sys.exit(1 if results["failed"] else 0)
+    sys.exit(summary("test_export_hf"))
 
 
 if __name__ == "__main__":

@@ -29,22 +29,12 @@ import sys
 import tempfile
 import time
 
+from pycheck import check, summary
 from skip_log import skip
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PLOT = os.path.join(ROOT, "scripts", "plot_losses.py")
 RUN_MODES = os.path.join(ROOT, "scripts", "run_modes.sh")
-passed = failed = 0
-
-
-def check(cond, what, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}")
-    else:
-        failed += 1
-        print(f"FAIL {what}" + (f"\n     {detail}" if detail else ""))
 
 
 def run(cmd, env=None, timeout=120):
@@ -503,8 +493,7 @@ def main():
         test_run_modes(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"test_plot_losses: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return summary("test_plot_losses")
 
 
 if __name__ == "__main__":
