@@ -314,6 +314,7 @@ typedef struct {
 // the workspace's A slot, x^T in MXFP4 in saved->x_t with x's OE channel sums in ws->col_sq
 typedef struct {
     E4M3Operand rows;
+    MXOperand row_codes;      // the rows' MXFP4 codes, in the workspace's A slot (scratch)
     MXOperand cols;
     bool has_rows, has_cols;
 } LinearEmitted;
@@ -334,7 +335,9 @@ static inline bool adahop_linear_plan_emit(const AdahopLinear* lin, int N, bool 
     emitted->has_cols = need_backward && dw != STRAT_BF16 && !lin->saved->input_kept;
     if (emitted->has_rows) {
         emitted->rows = e4m3_view(&ws->ea, N, lin->Cin);
+        emitted->row_codes = mx_view(&ws->qa, N, lin->Cin);   // scratch: the E4M3 rows are made from them
         e->rows = &emitted->rows;
+        e->row_codes = &emitted->row_codes;
         MXQuantOptions opt = {fwd != STRAT_PLAIN, MX_SCALE_OCP, 0, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_FWD)};
         e->row_opt = opt;
     }

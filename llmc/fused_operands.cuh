@@ -21,21 +21,20 @@
 //   - outputs(in, stats, out): the 32 outputs in BF16 as four 16-byte words, bit for bit the producer's own kernel.
 // Element-wise producers derive from ElementwiseProducer (no Stats). emit_operands does the rest.
 //
-// The pass: a block of 256 threads owns 64 tokens, as two strips of 32 tokens one after the other, times all C
-// channels. A strip goes through chunks of 32 tokens x 256 channels: lane l of warp w produces the 32 BF16 values
-// of token l, channels 32 w.. of the chunk (the producer's loads for the next chunk are issued first), quantizes
-// them as one row block and stages them in shared memory; after a barrier, thread t takes channel t's 32 tokens,
-// one block of x^T. The E4M3 rows need each row's largest finite block scale before any value can be written, so
-// the strip's row codes (4 bits an element) and scale bytes wait in shared memory until its last chunk, then are
-// written as E4M3 through mx_to_e4m3's code -> E4M3 table: exact, C * 17 bytes of shared memory and no global round
-// trip (writing the codes and converting them with mx_to_e4m3 moves 1.06 more bytes an element; that alternative is
-// row_codes without rows, then mx_to_e4m3, and dev/cuda/bench_fused_operands.cu times both). With 227 KB of shared
-// memory a block, E4M3 rows reach C = 12608 channels (d48's 6400 fit: 124 KB, one block an SM). The column sums of
-// squares are summed per 64 tokens as mx_quantize_cols sums them (first 32 tokens, plus the next 32), into the same
-// scratch, and added over the 64-token tiles by the same kernel. A norm's strip starts with its tokens' statistics
-// (warp w reduces tokens w, w + 8, w + 16, w + 24 at once, each token's sums in the norm kernel's order, writing the
-// residual sum and the saved mean/rstd); its chunks then read the residual sum back (L2, just written), so a norm
-// reads a and b once from DRAM as its own kernel does and skips the write and re-read of its BF16 output.
+// The pass: a block of 256 threads owns 64 tokens times one chunk of 256 channels (an element-wise producer: many
+// small blocks, enough of them in flight to stream) or times all C channels chunk by chunk (a producer with row
+// statistics, which it reduces once per token). In a chunk, lane l of warp w produces the 32 BF16 values of tokens
+// l and 32 + l, channels 32 w.. (both tokens' loads in flight together), quantizes each as a row block and stages
+// them in shared memory; after a barrier, thread t takes channel t's 64 tokens, two blocks of x^T (32 bytes of
+// codes together) and their sum of squares, summed as mx_quantize_cols sums its 64-token tiles (first 32 tokens,
+// plus the next 32), into the same scratch and added over the tiles by the same kernel. The E4M3 rows need each
+// row's largest finite block scale, which no tile knows: the row codes are written in MXFP4 and mx_to_e4m3 turns
+// them into E4M3 (0.53 bytes read and 1 written an element; staging a block's rows over all C channels in shared
+// memory instead ran at 0.77 TB/s in the trainer, two blocks an SM). A norm's block starts with its tokens'
+// statistics (warp w reduces tokens w, w + 8, w + 16, w + 24 of each 32 at once, each token's sums in the norm
+// kernel's order, writing the residual sum and the saved mean/rstd); its chunks then read the residual sum back (L2,
+// just written), so a norm reads a and b once from DRAM as its own kernel does and skips the write and re-read of
+// its BF16 output.
 #ifndef LLMC_FUSED_OPERANDS_CUH
 #define LLMC_FUSED_OPERANDS_CUH
 
@@ -48,14 +47,16 @@
 
 #define EMIT_THREADS 256
 #define EMIT_WARPS (EMIT_THREADS / 32)
-#define EMIT_CHUNK EMIT_THREADS             // channels of a chunk: one row block per warp, one column per thread
+#define EMIT_TOKENS 64                      // tokens of a block: two 32-token blocks of x^T in each column
+#define EMIT_CHUNK EMIT_THREADS             // channels of a chunk: one row block per warp and token, one column per thread
 #define EMIT_TILE_STRIDE (EMIT_CHUNK + 8)   // BF16 elements per staged row: the padding puts the 16-byte stores of
                                             // 8 lanes (8 rows) on the 32 banks once
 
 // What a producer writes for the block linear it feeds; a NULL pointer is not written.
 typedef struct {
     floatX* bf16;            // [N x C] its BF16 output, where something reads it in BF16
-    E4M3Operand* rows;       // the forward GEMM's A on the fast path: E4M3 [N x C] + row scales, quantized with row_opt
+    E4M3Operand* rows;       // the forward GEMM's A on the fast path: E4M3 [N x C] + row scales, quantized with row_opt;
+                             // made from row_codes by mx_to_e4m3, so it needs row_codes (as scratch if nothing reads them)
     MXOperand* row_codes;    // the same row-wise operand in MXFP4 (the exact path; next to rows, its codes)
     MXQuantOptions row_opt;
     MXOperand* cols;         // the dW GEMM's B: x^T [C x N] in MXFP4 (K = tokens), quantized with col_opt
@@ -67,38 +68,11 @@ typedef struct {
 // the device side of an OperandEmit: raw pointers (NULL: not written) and the shape
 typedef struct {
     floatX* bf16;
-    uint8_t* e4m3;
-    float* row_scale;
-    int* inexact_blocks;
     uint8_t *row_codes, *row_scales, *col_codes, *col_scales;
     float* col_sq_part;      // [ceil(N / 64) x C] the 64-token partials of the column sums of squares
     MXQuantOptions row_opt, col_opt;
     int N, C;
 } EmitTargets;
-
-// an emitting block's shared memory
-typedef struct {
-    uint4* codes;       // [C/32][32] the strip's packed row blocks, block-major: a warp's 32 rows side by side
-    uint8_t* scales;    // [C/32][32] their scale bytes
-    floatX* tile;       // [32][EMIT_TILE_STRIDE] the chunk's BF16 values, for the column pass
-    int* emax;          // [EMIT_WARPS][32] each warp's largest finite scale byte of each row
-} EmitShared;
-
-// bytes of shared memory of an emitting block: the row codes and scales only when the rows are written as E4M3
-static __host__ __device__ inline size_t emit_shared_bytes(int C, bool e4m3_rows) {
-    return (e4m3_rows ? (size_t)C * 17 : 0) + 32 * EMIT_TILE_STRIDE * sizeof(floatX) + EMIT_WARPS * 32 * sizeof(int);
-}
-
-// the layout of emit_shared_bytes in smem (C * 17 is a multiple of 16: C is one of 32)
-__device__ __forceinline__ EmitShared emit_shared(uint8_t* smem, const EmitTargets& t) {
-    size_t code_bytes = t.e4m3 ? (size_t)t.C * 16 : 0, scale_bytes = t.e4m3 ? t.C : 0;
-    EmitShared sh;
-    sh.codes = reinterpret_cast<uint4*>(smem);
-    sh.scales = smem + code_bytes;
-    sh.tile = reinterpret_cast<floatX*>(smem + code_bytes + scale_bytes);
-    sh.emax = reinterpret_cast<int*>(sh.tile + 32 * EMIT_TILE_STRIDE);
-    return sh;
-}
 
 // the base of a producer whose outputs depend on their own inputs only: no row statistics
 struct ElementwiseProducer {
@@ -107,106 +81,70 @@ struct ElementwiseProducer {
     __device__ void prepare(int, Stats*) const {}
 };
 
-// the row pass of one block, v = the BF16 values of token `row`, channels k..k+31 (k a multiple of 32): staged for
-// E4M3 in slot k + lane (*emax follows the row's largest finite scale byte), or stored as MXFP4 without E4M3 rows
-__device__ __forceinline__ void emit_row_block(const EmitTargets& t, EmitShared sh, float v[32], int row, int k, int* emax) {
-    size_t b = ((size_t)row * t.C + k) / 32;
-    if (!t.e4m3) { mx_quantize_store_block(t.row_codes, t.row_scales, b, v, t.row_opt); return; }
-    uint8_t scale;
-    int slot = k + threadIdx.x % 32;
-    sh.codes[slot] = mx_quantize_block32(v, t.row_opt, (uint64_t)b * 32, &scale);
-    sh.scales[slot] = scale;
-    *emax = mx_max_finite_scale(*emax, scale);
-}
-
-// the end of a strip's row pass (every thread): each row's largest finite scale byte over the warps, its FP32 scale,
-// and its blocks as E4M3 (with their MXFP4 codes when row_codes is given), warp w writing blocks w, w + 8, ... of
-// every row (the blocks it staged)
-__device__ __forceinline__ void emit_rows_e4m3(const EmitTargets& t, EmitShared sh, int row, int emax) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nb = t.C / 32;
-    sh.emax[threadIdx.x] = emax;
-    __syncthreads();
-    for (int w = 0; w < EMIT_WARPS; w++) { emax = max(emax, sh.emax[w * 32 + lane]); }
-    if (warp == 0) { t.row_scale[row] = mx_e4m3_row_scale(emax); }
-    int inexact = 0;
-    for (int b = warp; b < nb; b += EMIT_WARPS) {
-        inexact += mx_store_e4m3_block(t.e4m3, t.row_codes, t.row_scales, (size_t)row * nb + b, sh.codes[b * 32 + lane],
-                                       sh.scales[b * 32 + lane], emax);
-    }
-    mx_count_inexact(t.inexact_blocks, inexact);
-}
-
-// the column pass of one channel `col`, column c of the tile: its 32 tokens from r0 on as one block of x^T, and their
-// sum of squares into the 64-token partial of mx_quantize_cols (the first strip's sum, then that plus the second's;
-// a tile without a second strip keeps the first's, which mx_quantize_cols's + 0 leaves as it is)
-__device__ __forceinline__ void emit_col_block(const EmitTargets& t, const floatX* tile, int c, int col, int r0) {
-    float v[32];
-    for (int j = 0; j < 32; j++) { v[j] = (float)tile[j * EMIT_TILE_STRIDE + c]; }
-    if (t.col_sq_part) {
-        float sq = mx_sum_squares32(v);
-        float* part = t.col_sq_part + (size_t)(r0 / 64) * t.C + col;
-        *part = r0 % 64 == 0 ? sq : *part + sq;   // this thread wrote the first strip's sum
-    }
-    mx_quantize_store_block(t.col_codes, t.col_scales, ((size_t)col * t.N + r0) / 32, v, t.col_opt);
-}
-
-// the BF16 values of token `row`, channels k..k+31, from the producer's inputs: written out, staged for the column
-// pass, and quantized as a row block
+// the 32 BF16 outputs of token `row`, channels k..k+31, from the producer's inputs: written out, staged in row trow
+// of the tile for the column pass, and quantized as one row block
 template <class Producer>
-__device__ __forceinline__ void emit_row_values(const Producer& producer, const EmitTargets& t, EmitShared sh,
-                                                const typename Producer::Inputs& in,
-                                                const typename Producer::Stats& stats, int row, int k, int* emax) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+__device__ __forceinline__ void emit_token_values(const Producer& producer, const EmitTargets& t, floatX* tile,
+                                                  const typename Producer::Inputs& in,
+                                                  const typename Producer::Stats& stats, int row, int trow, int k) {
     int4 out[4];
     producer.outputs(in, stats, out);
     float v[32];
     for (int i = 0; i < 4; i++) {
         if (t.bf16) { reinterpret_cast<int4*>(t.bf16 + (size_t)row * t.C + k)[i] = out[i]; }
-        if (t.col_codes) { reinterpret_cast<int4*>(sh.tile + lane * EMIT_TILE_STRIDE + warp * 32)[i] = out[i]; }
+        if (t.col_codes) { reinterpret_cast<int4*>(tile + trow * EMIT_TILE_STRIDE + k % EMIT_CHUNK)[i] = out[i]; }
         mx_unpack8(v + 8 * i, out[i]);
     }
-    if (t.e4m3 || t.row_codes) { emit_row_block(t, sh, v, row, k, emax); }
+    if (t.row_codes) { mx_quantize_store_block(t.row_codes, t.row_scales, ((size_t)row * t.C + k) / 32, v, t.row_opt); }
 }
 
-// one strip: tokens r0..r0+31 (lane l: token r0 + l) over all channels, chunk by chunk, after the producer's
-// statistics of the strip's tokens (into `strip`, which no other strip of the block uses)
+// the column pass of channel `col`, column c of the tile: its 64 tokens from r0 on as two blocks of x^T (the second
+// only where those tokens exist), and their sum of squares as mx_quantize_cols sums it (first 32 tokens, plus the
+// next 32, whose zeros beyond N add nothing) into the 64-token partial
+__device__ __forceinline__ void emit_col_blocks(const EmitTargets& t, const floatX* tile, int c, int col, int r0) {
+    float v[32], sq = 0.0f;
+    size_t b = ((size_t)col * t.N + r0) / 32;
+    for (int h = 0; h < 2 && r0 + 32 * h < t.N; h++) {
+        for (int j = 0; j < 32; j++) { v[j] = (float)tile[(32 * h + j) * EMIT_TILE_STRIDE + c]; }
+        if (t.col_sq_part) { float s = mx_sum_squares32(v); sq = h == 0 ? s : sq + s; }
+        mx_quantize_store_block(t.col_codes, t.col_scales, b + h, v, t.col_opt);
+    }
+    if (t.col_sq_part) { t.col_sq_part[(size_t)(r0 / 64) * t.C + col] = sq; }
+}
+
+// the emitter: a block per 64 tokens and `span` channels (all C for a producer with row statistics, which it prepares
+// once for its 64 tokens; one chunk otherwise), chunk by chunk. Lane l of warp w produces tokens r0 + l and
+// r0 + 32 + l, channels 32 w.. of the chunk (both tokens' loads issued first), quantizes each as a row block and
+// stages them in shared memory; after a barrier, thread t takes channel t's 64 tokens, two blocks of x^T. Traffic:
+// the producer's reads, then per element 2 bytes (BF16), 0.53 (MXFP4 rows), 0.53 (x^T) written where asked, + 4
+// bytes per channel and 64 tokens for the column sums.
 template <class Producer>
-__device__ __forceinline__ void emit_strip(const Producer& producer, const EmitTargets& t, EmitShared sh,
-                                           typename Producer::Stats* strip, int r0) {
-    int warp = threadIdx.x / 32, row = r0 + threadIdx.x % 32;
-    int emax = 0;
-    producer.prepare(r0, strip);
-    if (Producer::has_stats) { __syncthreads(); }
-    typename Producer::Stats stats = strip[threadIdx.x % 32];
-    typename Producer::Inputs next;
-    if (warp * 32 < t.C) { next = producer.load(row, warp * 32); }
-    for (int c0 = 0; c0 < t.C; c0 += EMIT_CHUNK) {
+__global__ void __launch_bounds__(EMIT_THREADS, 2) emit_operands_kernel(Producer producer, EmitTargets t, int span) {
+    __shared__ __align__(16) floatX tile[EMIT_TOKENS * EMIT_TILE_STRIDE];
+    __shared__ typename Producer::Stats stats[EMIT_TOKENS];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, r0 = blockIdx.x * EMIT_TOKENS;
+    bool second = r0 + 32 < t.N;   // the block's second 32 tokens exist (N is a multiple of 32)
+    if (Producer::has_stats) {
+        producer.prepare(r0, stats);
+        if (second) { producer.prepare(r0 + 32, stats + 32); }
+        __syncthreads();
+    }
+    int c_begin = blockIdx.y * span, c_end = min(t.C, c_begin + span);
+    for (int c0 = c_begin; c0 < c_end; c0 += EMIT_CHUNK) {
         int k = c0 + warp * 32;
-        typename Producer::Inputs in = next;
-        if (k + EMIT_CHUNK < t.C) { next = producer.load(row, k + EMIT_CHUNK); }
-        if (k < t.C) { emit_row_values(producer, t, sh, in, stats, row, k, &emax); }
+        if (k < c_end) {
+            typename Producer::Inputs in0 = producer.load(r0 + lane, k), in1;
+            if (second) { in1 = producer.load(r0 + 32 + lane, k); }
+            emit_token_values(producer, t, tile, in0, stats[lane], r0 + lane, lane, k);
+            if (second) { emit_token_values(producer, t, tile, in1, stats[32 + lane], r0 + 32 + lane, 32 + lane, k); }
+        }
         if (t.col_codes) {
             __syncthreads();
             int col = c0 + threadIdx.x;
-            if (col < t.C) { emit_col_block(t, sh.tile, threadIdx.x, col, r0); }
-            __syncthreads();
+            if (col < c_end) { emit_col_blocks(t, tile, threadIdx.x, col, r0); }
+            __syncthreads();   // the next chunk reuses the tile
         }
     }
-    if (t.e4m3) {
-        emit_rows_e4m3(t, sh, row, emax);
-        __syncthreads();   // the next strip reuses the staged codes
-    }
-}
-
-// the emitter: a block per 64 tokens. Traffic: the producer's reads, then per element 2 bytes (BF16), 1 (E4M3),
-// 0.53 (MXFP4 rows), 0.53 (x^T) written where asked, + 4 bytes per channel and 64 tokens for the column sums.
-template <class Producer>
-__global__ void __launch_bounds__(EMIT_THREADS) emit_operands_kernel(Producer producer, EmitTargets t) {
-    extern __shared__ __align__(16) uint8_t emit_smem[];
-    __shared__ typename Producer::Stats strips[2][32];   // the producer's statistics of the block's two strips
-    EmitShared sh = emit_shared(emit_smem, t);
-    int end = min(t.N, (int)blockIdx.x * 64 + 64);
-    for (int r0 = blockIdx.x * 64; r0 < end; r0 += 32) { emit_strip(producer, t, sh, strips[r0 / 32 % 2], r0); }
 }
 
 // GELU as a producer: the inputs of 32 outputs are the fc output's 32 values, the outputs gelu8 of them
@@ -333,8 +271,8 @@ struct RmsNormProducer : NormProducerInput {
     }
 };
 
-// the device targets of e for an N x C output, after checking every shape (a clear message and exit otherwise)
-static inline EmitTargets emit_targets(const OperandEmit* e, int N, int C) {
+// checks the shapes of what e asks for an N x C output (a clear message and exit otherwise)
+static inline void emit_check_shapes(const OperandEmit* e, int N, int C) {
     if (N <= 0 || N % 32 != 0 || C <= 0 || C % 32 != 0) {
         die("operand emitter: tokens N=%d and channels C=%d must be positive multiples of 32 (MXFP4 blocks along both)", N, C);
     }
@@ -350,10 +288,18 @@ static inline EmitTargets emit_targets(const OperandEmit* e, int N, int C) {
     if (e->col_sq && (!e->cols || !e->col_sq_scratch)) {
         die("operand emitter: the column sums of squares need the column operand (x^T) and their scratch");
     }
+}
+
+// the device targets of e for an N x C output, after checking it
+static inline EmitTargets emit_targets(const OperandEmit* e, int N, int C) {
+    emit_check_shapes(e, N, C);
+    if (e->rows && !e->row_codes) {
+        die("operand emitter: the E4M3 rows are made from the row-wise MXFP4 codes: give row_codes (scratch where nothing "
+            "else reads them)");
+    }
     EmitTargets t;
     memset(&t, 0, sizeof(t));
     t.bf16 = e->bf16;
-    if (e->rows) { t.e4m3 = e->rows->values; t.row_scale = e->rows->row_scale; t.inexact_blocks = e->rows->inexact_blocks; }
     if (e->row_codes) { t.row_codes = e->row_codes->codes; t.row_scales = e->row_codes->scales; }
     if (e->cols) { t.col_codes = e->cols->codes; t.col_scales = e->cols->scales; }
     t.col_sq_part = e->col_sq ? e->col_sq_scratch : NULL;
@@ -364,30 +310,18 @@ static inline EmitTargets emit_targets(const OperandEmit* e, int N, int C) {
     return t;
 }
 
-// runs `producer` over an N x C output, writing what e asks for
+// runs `producer` over an N x C output, writing what e asks for: its kernel, then the column sums from their partials
+// and the E4M3 rows from the row codes (a second pass over 0.53 bytes an element: a row's E4M3 needs its largest
+// block scale, which no 64 x 256 tile knows)
 template <class Producer>
 static inline void emit_operands(const Producer& producer, const OperandEmit* e, int N, int C, cudaStream_t s) {
     EmitTargets t = emit_targets(e, N, C);
-    size_t smem = emit_shared_bytes(C, e->rows != NULL);
-    size_t strips_bytes = 2 * 32 * sizeof(typename Producer::Stats);   // the kernel's static shared memory
-    static int limit = 0, allowed = 0;   // this GPU's shared memory per block; what the kernel is allowed so far
-    if (limit == 0) {
-        int device;
-        cudaCheck(cudaGetDevice(&device));
-        cudaCheck(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    }
-    if (smem + strips_bytes > (size_t)limit) {
-        die("operand emitter: E4M3 rows of C=%d channels need %zu bytes of shared memory per block, above this GPU's %d "
-            "(emit the MXFP4 row codes, then mx_to_e4m3)", C, smem + strips_bytes, limit);
-    }
-    if ((int)smem > allowed) {
-        cudaCheck(cudaFuncSetAttribute(emit_operands_kernel<Producer>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)smem));
-        allowed = (int)smem;
-    }
-    emit_operands_kernel<Producer><<<ceil_div(N, 64), EMIT_THREADS, smem, s>>>(producer, t);
+    int span = Producer::has_stats ? C : EMIT_CHUNK;
+    dim3 grid(ceil_div(N, EMIT_TOKENS), ceil_div(C, span));
+    emit_operands_kernel<Producer><<<grid, EMIT_THREADS, 0, s>>>(producer, t, span);
     cudaCheckLaunch();
     if (e->col_sq) { mx_col_sq_from_partials(e->col_sq, e->col_sq_scratch, N, C, s); }
+    if (e->rows) { mx_to_e4m3(e->rows, e->row_codes, s); }
 }
 
 // GELU forward of inp [N x C] emitting what e asks for; e->bf16, when given, is gelu_forward's output

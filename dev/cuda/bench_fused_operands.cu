@@ -8,9 +8,8 @@
 // (32768 x 1024); and the backward producers of the fc / gate-up linear's output gradient the same way
 // (gelu_backward_emit at d12 and d24, in place on the gradient as gelu_backward runs, whose values drift over the
 // repeats while the kernels' costs do not depend on them; swiglu_backward_emit at llama:d24, 2H = 5504 wide), for the
-// strategy combinations the trainer runs (with the gradients' stochastic rounding of -S 1), and the fused producer
-// with the rows' E4M3 made by a second pass over their MXFP4 codes (mx_to_e4m3) instead of in shared memory. The
-// separate path always writes the BF16 output (its quantizers read it back); the fused one only where the row says so.
+// strategy combinations the trainer runs (with the gradients' stochastic rounding of -S 1). The fused time includes
+// the E4M3 rows' second pass (mx_to_e4m3 over the emitted row codes) and the column sums' reduction. The separate path always writes the BF16 output (its quantizers read it back); the fused one only where the row says so.
 // Prints median ms and separate / fused (> 1: the fused producer is faster).
 // Usage: build/bench_fused_operands [repeats]
 #include "llmc/cuda_common.cuh"
@@ -24,13 +23,11 @@
 #include "dev/cuda/fused_reference.cuh"
 #include "llmc/llama_config.h"
 
-// one row of the table: the row-wise operand's Hadamard (the forward or dX GEMM's A) and how the fused producer makes
-// it E4M3 (staged codes in shared memory, or MXFP4 codes written and then mx_to_e4m3: the second-pass alternative),
-// x^T (the dW GEMM's B or, of a gradient, A; with its Hadamard), the OE column sums, the BF16 output kept, stochastic
+// one row of the table: the row-wise operand's Hadamard (the forward or dX GEMM's A), x^T (the dW GEMM's B or, of a gradient, A; with its Hadamard), the OE column sums, the BF16 output kept, stochastic
 // rounding
 typedef struct {
     const char* name;
-    int row_hadamard, rows_via_codes, cols, col_hadamard, col_sq, bf16, stochastic;
+    int row_hadamard, cols, col_hadamard, col_sq, bf16, stochastic;
 } BenchCase;
 
 enum { GELU, SWIGLU, GELU_BACKWARD, SWIGLU_BACKWARD, LAYERNORM, RMSNORM };
@@ -120,13 +117,12 @@ int main(int argc, char** argv) {
         {32768, 4096, GELU_BACKWARD, "GELU backward, d24"},
         {32768, 5504, SWIGLU_BACKWARD, "SwiGLU backward, llama:d24"}};
     BenchCase cases[] = {
-        {"IHT rows, IHT x^T, BF16 kept", 1, 0, 1, 1, 0, 1, 0},
-        {"IHT rows, IHT x^T, no BF16", 1, 0, 1, 1, 0, 0, 0},
-        {"IHT rows, IHT x^T, stochastic rounding, no BF16", 1, 0, 1, 1, 0, 0, 1},
-        {"IHT rows, IHT x^T + OE column sums, no BF16", 1, 0, 1, 1, 1, 0, 0},
-        {"plain rows, plain x^T, no BF16", 0, 0, 1, 0, 0, 0, 0},
-        {"IHT rows only, no BF16", 1, 0, 0, 0, 0, 0, 0},
-        {"IHT rows as MXFP4 codes + mx_to_e4m3, IHT x^T, no BF16", 1, 1, 1, 1, 0, 0, 0},
+        {"IHT rows, IHT x^T, BF16 kept", 1, 1, 1, 0, 1, 0},
+        {"IHT rows, IHT x^T, no BF16", 1, 1, 1, 0, 0, 0},
+        {"IHT rows, IHT x^T, stochastic rounding, no BF16", 1, 1, 1, 0, 0, 1},
+        {"IHT rows, IHT x^T + OE column sums, no BF16", 1, 1, 1, 1, 0, 0},
+        {"plain rows, plain x^T, no BF16", 0, 1, 0, 0, 0, 0},
+        {"IHT rows only, no BF16", 1, 0, 0, 0, 0, 0},
     };
     printf("\n| producer output N x C | operands | producer alone ms | separate ms | fused ms | separate / fused |\n"
            "|---|---|---|---|---|---|\n");
@@ -140,7 +136,7 @@ int main(int argc, char** argv) {
         float producer_ms = time_ms([&] { produce(&bp); }, reps);
         for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
             const BenchCase* b = &cases[k];
-            OperandEmit e;   // what the separate path writes (and the fused one, unless the rows go via codes)
+            OperandEmit e;   // what both paths write
             memset(&e, 0, sizeof(e));
             MXQuantOptions ro = {b->row_hadamard, MX_SCALE_OCP, b->stochastic, 1};
             MXQuantOptions co = {b->col_hadamard, MX_SCALE_OCP, b->stochastic, 2};
@@ -152,12 +148,9 @@ int main(int argc, char** argv) {
             e.col_sq_scratch = b->col_sq ? scratch : NULL;
             e.bf16 = b->bf16 ? bench_output(&bp) : NULL;
             OperandEmit fe = e;
-            if (b->rows_via_codes) { fe.rows = NULL; fe.row_codes = &row_codes; }
+            fe.row_codes = &row_codes;   // the fused path's E4M3 rows are made from the row codes
             if (C > MX_E4M3_ONE_PASS_MAX_K) { e.row_codes = &row_codes; }   // the separate path's codes pass through it
-            float fused_ms = time_ms([&] {
-                produce_emit(&bp, &fe);
-                if (b->rows_via_codes) { mx_to_e4m3(&rows, &row_codes, 0); }
-            }, reps);
+            float fused_ms = time_ms([&] { produce_emit(&bp, &fe); }, reps);
             float separate_ms = time_ms([&] {
                 quantize_operands_separate(&e, produce(&bp), N, C, 0);
             }, reps);

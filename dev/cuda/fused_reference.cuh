@@ -8,7 +8,7 @@
 // the same operands through the separate quantizers, from x [N x C], the producer's BF16 output (e->bf16 is not
 // written): the reference path. Above MX_E4M3_ONE_PASS_MAX_K the E4M3 rows go through e->row_codes.
 static inline void quantize_operands_separate(const OperandEmit* e, const floatX* x, int N, int C, cudaStream_t s) {
-    emit_targets(e, N, C);
+    emit_check_shapes(e, N, C);
     if (e->rows && C <= MX_E4M3_ONE_PASS_MAX_K) {
         mx_quantize_rows_e4m3(e->rows, e->row_codes, x, N, C, e->row_opt, s);
     } else if (e->rows || e->row_codes) {
