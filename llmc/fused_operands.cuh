@@ -25,9 +25,11 @@
 // small blocks, enough of them in flight to stream) or times all C channels chunk by chunk (a producer with row
 // statistics, which it reduces once per token). In a chunk, lane l of warp w produces the 32 BF16 values of tokens
 // l and 32 + l, channels 32 w.. (both tokens' loads in flight together), quantizes each as a row block and stages
-// them in shared memory; after a barrier, thread t takes channel t's 64 tokens, two blocks of x^T (32 bytes of
-// codes together) and their sum of squares, summed as mx_quantize_cols sums its 64-token tiles (first 32 tokens,
-// plus the next 32), into the same scratch and added over the tiles by the same kernel. The E4M3 rows need each
+// values and codes in shared memory; after a barrier the block writes the BF16 values and row codes out in whole
+// 32-byte sectors (a lane's own 16-byte stores to 32 different tokens would leave every sector half written), and
+// thread t takes channel t's 64 tokens, two blocks of x^T (32 bytes of codes together) and their sum of squares,
+// summed as mx_quantize_cols sums its 64-token tiles (first 32 tokens, plus the next 32), into the same scratch and
+// added over the tiles by the same kernel. The E4M3 rows need each
 // row's largest finite block scale, which no tile knows: the row codes are written in MXFP4 and mx_to_e4m3 turns
 // them into E4M3 (0.53 bytes read and 1 written an element; staging a block's rows over all C channels in shared
 // memory instead ran at 0.77 TB/s in the trainer, two blocks an SM). A norm's block starts with its tokens'
@@ -81,26 +83,63 @@ struct ElementwiseProducer {
     __device__ void prepare(int, Stats*) const {}
 };
 
-// the 32 BF16 outputs of token `row`, channels k..k+31, from the producer's inputs: written out, staged in row trow
-// of the tile for the column pass, and quantized as one row block
+// a block's shared memory: the chunk's BF16 values (for the column pass and the BF16 output) and its row blocks'
+// codes and scale bytes, staged so that each reaches global memory in whole 32-byte sectors
+#define EMIT_CODES_STRIDE (EMIT_WARPS + 1)   // uint4 per staged token: the padding spreads 8 lanes' tokens over the banks
+typedef struct {
+    floatX tile[EMIT_TOKENS * EMIT_TILE_STRIDE];
+    uint4 codes[EMIT_TOKENS * EMIT_CODES_STRIDE];
+    uint8_t scales[EMIT_TOKENS * EMIT_WARPS];
+} EmitStage;
+
+// the 32 BF16 outputs of token row r0 + trow, channels k..k+31 (k - c0 = 32 w), from the producer's inputs: staged
+// in row trow of the tile, and quantized as one row block staged in slot (trow, w)
 template <class Producer>
-__device__ __forceinline__ void emit_token_values(const Producer& producer, const EmitTargets& t, floatX* tile,
+__device__ __forceinline__ void emit_token_values(const Producer& producer, const EmitTargets& t, EmitStage* st,
                                                   const typename Producer::Inputs& in,
                                                   const typename Producer::Stats& stats, int row, int trow, int k) {
     int4 out[4];
     producer.outputs(in, stats, out);
     float v[32];
+    int w = threadIdx.x / 32;
     for (int i = 0; i < 4; i++) {
-        if (t.bf16) { reinterpret_cast<int4*>(t.bf16 + (size_t)row * t.C + k)[i] = out[i]; }
-        if (t.col_codes) { reinterpret_cast<int4*>(tile + trow * EMIT_TILE_STRIDE + k % EMIT_CHUNK)[i] = out[i]; }
+        reinterpret_cast<int4*>(st->tile + trow * EMIT_TILE_STRIDE + 32 * w)[i] = out[i];
         mx_unpack8(v + 8 * i, out[i]);
     }
-    if (t.row_codes) { mx_quantize_store_block(t.row_codes, t.row_scales, ((size_t)row * t.C + k) / 32, v, t.row_opt); }
+    if (t.row_codes) {
+        uint8_t scale;
+        st->codes[trow * EMIT_CODES_STRIDE + w] = mx_quantize_block32(v, t.row_opt, ((uint64_t)row * t.C + k), &scale);
+        st->scales[trow * EMIT_WARPS + w] = scale;
+    }
+}
+
+// the staged chunk (tokens r0.. r0 + rows - 1, channels c0.. c0 + width - 1) to global memory: the BF16 values a
+// 512-byte row per warp, the row codes 128 bytes per token (a scale byte per block)
+__device__ __forceinline__ void emit_store_rows(const EmitTargets& t, const EmitStage* st, int r0, int rows, int c0, int width) {
+    if (t.bf16) {
+        for (int i = threadIdx.x; i < rows * 32; i += EMIT_THREADS) {
+            int trow = i / 32, q = i % 32;
+            if (8 * q < width) {
+                *reinterpret_cast<int4*>(t.bf16 + (size_t)(r0 + trow) * t.C + c0 + 8 * q) =
+                    *reinterpret_cast<const int4*>(st->tile + trow * EMIT_TILE_STRIDE + 8 * q);
+            }
+        }
+    }
+    if (t.row_codes) {
+        for (int i = threadIdx.x; i < rows * EMIT_WARPS; i += EMIT_THREADS) {
+            int trow = i / EMIT_WARPS, w = i % EMIT_WARPS;
+            if (32 * w < width) {
+                size_t b = ((size_t)(r0 + trow) * t.C + c0) / 32 + w;
+                reinterpret_cast<uint4*>(t.row_codes)[b] = st->codes[trow * EMIT_CODES_STRIDE + w];
+                t.row_scales[b] = st->scales[trow * EMIT_WARPS + w];
+            }
+        }
+    }
 }
 
 // the column pass of channel `col`, column c of the tile: its 64 tokens from r0 on as two blocks of x^T (the second
-// only where those tokens exist), and their sum of squares as mx_quantize_cols sums it (first 32 tokens, plus the
-// next 32, whose zeros beyond N add nothing) into the 64-token partial
+// only where those tokens exist; 32 bytes of codes together), and their sum of squares as mx_quantize_cols sums it
+// (first 32 tokens, plus the next 32, whose zeros beyond N add nothing) into the 64-token partial
 __device__ __forceinline__ void emit_col_blocks(const EmitTargets& t, const floatX* tile, int c, int col, int r0) {
     float v[32], sq = 0.0f;
     size_t b = ((size_t)col * t.N + r0) / 32;
@@ -115,12 +154,13 @@ __device__ __forceinline__ void emit_col_blocks(const EmitTargets& t, const floa
 // the emitter: a block per 64 tokens and `span` channels (all C for a producer with row statistics, which it prepares
 // once for its 64 tokens; one chunk otherwise), chunk by chunk. Lane l of warp w produces tokens r0 + l and
 // r0 + 32 + l, channels 32 w.. of the chunk (both tokens' loads issued first), quantizes each as a row block and
-// stages them in shared memory; after a barrier, thread t takes channel t's 64 tokens, two blocks of x^T. Traffic:
-// the producer's reads, then per element 2 bytes (BF16), 0.53 (MXFP4 rows), 0.53 (x^T) written where asked, + 4
-// bytes per channel and 64 tokens for the column sums.
+// stages values and codes in shared memory; after a barrier, the block writes the staged BF16 values and row codes
+// in whole sectors, and thread t takes channel t's 64 tokens, two blocks of x^T. Traffic: the producer's reads, then
+// per element 2 bytes (BF16), 0.53 (MXFP4 rows), 0.53 (x^T) written where asked, + 4 bytes per channel and 64
+// tokens for the column sums.
 template <class Producer>
 __global__ void __launch_bounds__(EMIT_THREADS, 2) emit_operands_kernel(Producer producer, EmitTargets t, int span) {
-    __shared__ __align__(16) floatX tile[EMIT_TOKENS * EMIT_TILE_STRIDE];
+    __shared__ __align__(16) EmitStage st;
     __shared__ typename Producer::Stats stats[EMIT_TOKENS];
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32, r0 = blockIdx.x * EMIT_TOKENS;
     bool second = r0 + 32 < t.N;   // the block's second 32 tokens exist (N is a multiple of 32)
@@ -135,15 +175,14 @@ __global__ void __launch_bounds__(EMIT_THREADS, 2) emit_operands_kernel(Producer
         if (k < c_end) {
             typename Producer::Inputs in0 = producer.load(r0 + lane, k), in1;
             if (second) { in1 = producer.load(r0 + 32 + lane, k); }
-            emit_token_values(producer, t, tile, in0, stats[lane], r0 + lane, lane, k);
-            if (second) { emit_token_values(producer, t, tile, in1, stats[32 + lane], r0 + 32 + lane, 32 + lane, k); }
+            emit_token_values(producer, t, &st, in0, stats[lane], r0 + lane, lane, k);
+            if (second) { emit_token_values(producer, t, &st, in1, stats[32 + lane], r0 + 32 + lane, 32 + lane, k); }
         }
-        if (t.col_codes) {
-            __syncthreads();
-            int col = c0 + threadIdx.x;
-            if (col < c_end) { emit_col_blocks(t, tile, threadIdx.x, col, r0); }
-            __syncthreads();   // the next chunk reuses the tile
-        }
+        __syncthreads();
+        emit_store_rows(t, &st, r0, second ? 64 : 32, c0, min(EMIT_CHUNK, c_end - c0));
+        int col = c0 + threadIdx.x;
+        if (t.col_codes && col < c_end) { emit_col_blocks(t, st.tile, threadIdx.x, col, r0); }
+        __syncthreads();   // the next chunk reuses the staging
     }
 }
 
