@@ -5,10 +5,15 @@
 # is what the block linears keep from forward to backward (train_gpt2_adahop.cu, model_saved_input_bytes).
 # Usage: dev/bench_modes.sh [model:batch ...]   (model = a trainer -e preset: d12, llama:d12, ...; a bare depth N
 # means dN; default d12:64 d24:32 d48:16; STEPS=15, MODES="bf16 mxfp4 hadamard adahop"; a mode written MODE+A runs
-# with -A 1, the MLP pre-activation recomputed in the backward pass, e.g. MODES="bf16 adahop adahop+A")
+# with -A 1, the MLP pre-activation recomputed in the backward pass, MODE+F with -Q fused, the operands emitted by
+# their producers, e.g. MODES="bf16 adahop adahop+F adahop+A").
+# The table goes to the terminal and to dev/results/bench_modes.md (RESULTS=folder elsewhere); MFU = the trainer's
+# model FLOPs per token x tok/s / 989 TFLOP/s, the same model work in every mode.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source dev/test/nccl_path.sh ./train_gpt2_adahop   # NCCL may live only in PyTorch's wheels
+source dev/bench_common.sh
+command="$0${*:+ $*}"
 configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=(d12:64 d24:32 d48:16)
 steps=${STEPS:-15}
@@ -16,8 +21,8 @@ modes=(${MODES:-bf16 mxfp4 hadamard adahop})
 out=${OUT:-build}/bench_modes
 mkdir -p "$out"
 table="$out/table.md"
-echo "| model | B | mode | tok/s | / bf16 | GiB allocated | / bf16 | saved inputs GiB | bf16 / mode |" > "$table"
-echo "|---|---|---|---|---|---|---|---|---|" >> "$table"
+echo "| model | B | mode | tok/s | / bf16 | MFU | GiB allocated | / bf16 | saved inputs GiB | bf16 / mode |" > "$table"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|" >> "$table"
 for cfg in "${configs[@]}"; do
     model=${cfg%:*}; b=${cfg##*:}
     [[ $model =~ ^[0-9]+$ ]] && model="d$model"
@@ -25,23 +30,33 @@ for cfg in "${configs[@]}"; do
     base_tok=""; base_mem=""; base_saved=""
     for mode in "${modes[@]}"; do
         log="$out/${name}_${mode}.txt"
-        recompute=0; [[ $mode == *+A ]] && recompute=1
-        ./train_gpt2_adahop -e "$model" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -p "${mode%+A}" -A $recompute -w 3 -R 0 > "$log" 2>&1 || {
+        flags=(-p "${mode%%+*}")
+        [[ $mode == *+A* ]] && flags+=(-A 1)
+        [[ $mode == *+F* ]] && flags+=(-Q fused)
+        ./train_gpt2_adahop -e "$model" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -w 3 -R 0 "${flags[@]}" > "$log" 2>&1 || {
             echo "$model $mode FAILED:"; tail -n 3 "$log"; continue; }
         tok=$(awk -v tokens=$((b * 1024)) '/^step +[0-9]+\/[0-9]+ \| loss/ { split($2, s, "/"); if (s[1] + 0 >= 6) {
                   for (i = 1; i <= NF; i++) if ($(i + 1) == "ms") { ms += $i; n++ } } }
               END { if (n > 0) printf "%.0f", tokens * n / (ms / 1000) }' "$log")
         mem=$(sed -n 's/^summary:.*| \([0-9.]*\) GiB allocated.*/\1/p' "$log")
+        mfu=$(sed -n 's/^model FLOPs per token \([0-9.e+]*\) .*/\1/p' "$log" |
+              awk -v t="$tok" '{ if (t > 0) printf "%.1f%%", 100 * t * $1 / 989e12; else print "-" }')
         saved=$(sed -n 's/^saved inputs of the block linears: \([0-9.]*\) GiB/\1/p' "$log")
         [ "$mode" = bf16 ] && { base_tok=$tok; base_mem=$mem; base_saved=$saved; }
         ratios=$(awk -v t="$tok" -v bt="$base_tok" -v m="$mem" -v bm="$base_mem" -v s="$saved" -v bs="$base_saved" 'BEGIN {
                      r = (bt > 0) ? sprintf("%.2f", t / bt) : "-"; q = (bm > 0) ? sprintf("%.2f", m / bm) : "-";
                      u = (s > 0 && bs > 0) ? sprintf("%.2f", bs / s) : "-"; print r, q, u }')
         read -r rt rm rs <<< "$ratios"
-        echo "| $model | $b | $mode | $tok | $rt | $mem | $rm | $saved | $rs |" >> "$table"
+        echo "| $model | $b | $mode | $tok | $rt | ${mfu:--} | $mem | $rm | $saved | $rs |" >> "$table"
         echo "$model B=$b $mode: $tok tok/s ($rt), $mem GiB ($rm), saved inputs $saved GiB ($rs)"
         [ "$mode" = adahop ] && grep "^counts:" "$log" | tail -n 1
     done
 done
 echo
 cat "$table"
+results=${RESULTS:-dev/results}
+mkdir -p "$results"
+{ echo "# Throughput and memory per precision mode"; echo
+  echo "$(bench_stamp "$command"); MODES=\"${modes[*]}\", T=1024, tok/s = mean of steps 6-$steps."; echo
+  cat "$table"; } > "$results/bench_modes.md"
+echo "written to $results/bench_modes.md"
