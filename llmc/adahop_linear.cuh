@@ -413,17 +413,13 @@ static inline void adahop_linear_backward(const AdahopLinear* lin, floatX* dinp,
     }
     MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
     bool from_saved = dw != STRAT_BF16 && !saved->input_kept;
-    if (dw == STRAT_BF16) {   // dW and the bias gradient in one GEMM
-        linear_backward_weights(lin->dw, lin->dbias, scratch, dout, x, N, Cin, Cout, s);
-    } else {
-        AdahopGemm gw = {dw, lin->dw, true, 1.0f, {dout, Cout, N, true}, {x, Cin, N, true}, from_saved ? &xt_view : NULL,
-                         saved->x_channel_idx, x_channels, NULL, true, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DW)};
-        adahop_gemm(ws, &gw, s);
-    }
+    AdahopGemm gw = {dw, lin->dw, true, 1.0f, {dout, Cout, N, true}, {x, Cin, N, true}, from_saved ? &xt_view : NULL,
+                     saved->x_channel_idx, x_channels, NULL, true, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DW)};
+    adahop_gemm(ws, &gw, s);
     AdahopGemm gx = {adahop_strategy_of(p->st, lin->index, GEMM_DX), dinp, false, 0.0f, {dout, N, Cout, false},
                      {lin->w, Cin, Cout, true}, NULL, NULL, NULL, NULL, true, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DX)};
     adahop_gemm(ws, &gx, s);
-    if (lin->dbias && dw != STRAT_BF16) { bias_backward(lin->dbias, scratch, dout, N, Cout, s); }
+    if (lin->dbias) { bias_backward(lin->dbias, scratch, dout, N, Cout, s); }
     if (p->stats) { adahop_queue_pattern(ws, lin->index, TENSOR_DY, dout, N, Cout, s); }
 }
 

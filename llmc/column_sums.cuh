@@ -93,12 +93,6 @@ static inline void column_sums(float* out0, float* out1, float* scratch, const f
     cudaCheckLaunch();
 }
 
-// out[c] += in[c] for C floats (a sum made elsewhere, e.g. by a GEMM epilogue, added into an accumulated gradient)
-static inline void vector_accumulate(float* out, const float* in, int C, cudaStream_t stream) {
-    column_sums_final_kernel<COLSUM_PLAIN><<<ceil_div(C, 256), 256, 0, stream>>>(out, NULL, in, C, 1);
-    cudaCheckLaunch();
-}
-
 // dbias[c] += sum over the N rows of dout[r, c]
 static inline void bias_backward(float* dbias, float* scratch, const floatX* dout, int N, int C, cudaStream_t stream) {
     column_sums<COLSUM_PLAIN>(dbias, NULL, scratch, dout, NULL, NULL, NULL, N, C, stream);

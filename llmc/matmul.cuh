@@ -15,7 +15,7 @@ static const size_t cublaslt_workspace_size = 32 * 1024 * 1024;
 // cuBLASLt's first choice per GEMM configuration, asked once: the heuristic query costs more host time than a small
 // GEMM takes on the GPU, and its answer does not change (the same algorithm runs either way)
 typedef struct {
-    int m, n, k, trans_a, trans_b, ab_type, d_type, has_bias, has_bias_grad, scale_mode, batch_count;
+    int m, n, k, trans_a, trans_b, ab_type, d_type, has_bias, scale_mode, batch_count;
     long stride_a, stride_b, stride_d;
 } GemmKey;
 #define GEMM_ALGO_CACHE_SIZE 512
@@ -60,7 +60,6 @@ typedef struct {
     GemmBatch batch;
     int32_t scale_mode;                  // -1: unscaled; else a cublasLtMatmulMatrixScale_t for A and B
     const void* a_scale; const void* b_scale;
-    float* bias_grad;                    // FP32 [n], or NULL: written with the sums of op(B) over k (cuBLASLt's BGRADB)
 } GemmSpec;
 
 static inline GemmKey gemm_key(const GemmSpec* g) {
@@ -68,7 +67,6 @@ static inline GemmKey gemm_key(const GemmSpec* g) {
     memset(&key, 0, sizeof(key));   // padding too: keys are compared with memcmp
     key.m = g->m; key.n = g->n; key.k = g->k; key.trans_a = g->trans_a; key.trans_b = g->trans_b;
     key.ab_type = (int)g->ab_type; key.d_type = (int)g->d_type; key.has_bias = g->bias != NULL;
-    key.has_bias_grad = g->bias_grad != NULL;
     key.scale_mode = g->scale_mode; key.batch_count = g->batch.count;
     key.stride_a = g->batch.stride_a; key.stride_b = g->batch.stride_b; key.stride_d = g->batch.stride_d;
     return key;
@@ -100,13 +98,6 @@ static inline GemmPlan gemm_plan_create(const GemmSpec* g) {
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof(g->bias)));
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-    }
-    if (g->bias_grad != NULL) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BGRADB;
-        cudaDataType_t grad_type = CUDA_R_32F;
-        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias_grad, sizeof(g->bias_grad)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &grad_type, sizeof(grad_type)));
     }
     if (g->scale_mode >= 0) {
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &g->scale_mode, sizeof(int32_t)));
@@ -200,27 +191,12 @@ static inline void linear_forward(floatX* out, const floatX* inp, const floatX* 
     matmul(out, false, weight, inp, bias, OC, N, IC, true, false, 0.0f, gemm_single, s);
 }
 
-// dW += dout^T inp (FP32) and, with dbias, dbias += the column sums of dout. dout [N x OC], inp [N x IC]. The bias
-// gradient comes from the dW GEMM's epilogue (cuBLASLt sums dout over the N tokens into scratch[OC] as it reads
-// it), which saves bias_backward's re-read of dout; without such an algorithm, the GEMM and then bias_backward.
-static inline void linear_backward_weights(float* dweight, float* dbias, float* scratch, const floatX* dout,
-                                           const floatX* inp, int N, int IC, int OC, cudaStream_t s) {
-    GemmSpec g = {dweight, CUDA_R_32F, inp, dout, CUDA_R_16BF, NULL, IC, OC, N, false, true, 1.0f, gemm_single,
-                  -1, NULL, NULL, dbias ? scratch : NULL};
-    if (dbias && cublaslt_gemm_try(&g, s)) {
-        vector_accumulate(dbias, scratch, OC, s);
-        return;
-    }
-    g.bias_grad = NULL;
-    cublaslt_gemm(&g, s);
-    if (dbias) { bias_backward(dbias, scratch, dout, N, OC, s); }
-}
-
 // dinp = dout W; dW += dout^T inp; db += column sums of dout. dout [N x OC], inp [N x IC], W [OC x IC].
 static inline void linear_backward(floatX* dinp, float* dweight, float* dbias, float* scratch, const floatX* dout,
                                    const floatX* inp, const floatX* weight, int N, int IC, int OC, cudaStream_t s) {
     matmul(dinp, false, weight, dout, NULL, IC, N, OC, false, false, 0.0f, gemm_single, s);
-    linear_backward_weights(dweight, dbias, scratch, dout, inp, N, IC, OC, s);
+    matmul(dweight, true, inp, dout, NULL, IC, OC, N, false, true, 1.0f, gemm_single, s);
+    if (dbias) { bias_backward(dbias, scratch, dout, N, OC, s); }
 }
 
 #endif
