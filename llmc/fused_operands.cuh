@@ -21,21 +21,20 @@
 //   - outputs(in, stats, out): the 32 outputs in BF16 as four 16-byte words, bit for bit the producer's own kernel.
 // Element-wise producers derive from ElementwiseProducer (no Stats). emit_operands does the rest.
 //
-// The pass: a block of 256 threads owns 64 tokens times one chunk of 256 channels (an element-wise producer: many
-// small blocks, enough of them in flight to stream) or times all C channels chunk by chunk (a producer with row
-// statistics, which it reduces once per token). In a chunk, lane l of warp w produces the 32 BF16 values of tokens
-// l and 32 + l, channels 32 w.. (both tokens' loads in flight together), quantizes each as a row block and stages
-// values and codes in shared memory; after a barrier the block writes the BF16 values and row codes out in whole
-// 32-byte sectors (a lane's own 16-byte stores to 32 different tokens would leave every sector half written), and
-// thread t takes channel t's 64 tokens, two blocks of x^T (32 bytes of codes together) and their sum of squares,
-// summed as mx_quantize_cols sums its 64-token tiles (first 32 tokens, plus the next 32), into the same scratch and
-// added over the tiles by the same kernel. The E4M3 rows need each
-// row's largest finite block scale, which no tile knows: the row codes are written in MXFP4 and mx_to_e4m3 turns
-// them into E4M3 (0.53 bytes read and 1 written an element; staging a block's rows over all C channels in shared
-// memory instead ran at 0.77 TB/s in the trainer, two blocks an SM). A norm's block starts with its tokens'
-// statistics (warp w reduces tokens w, w + 8, w + 16, w + 24 of each 32 at once, each token's sums in the norm
-// kernel's order, writing the residual sum and the saved mean/rstd); its chunks then read the residual sum back (L2,
-// just written), so a norm reads a and b once from DRAM as its own kernel does and skips the write and re-read of
+// The pass: a block of 256 threads owns 64 tokens times one chunk of 256 channels (an element-wise producer: many small
+// blocks, enough of them in flight to stream) or times all C channels chunk by chunk (a producer with row statistics,
+// which it reduces once per token). In a chunk, lane l of warp w produces the 32 BF16 values of tokens l and 32 + l,
+// channels 32 w.. (both tokens' loads in flight together), quantizes each as a row block and stages values and codes in
+// shared memory; after a barrier the block writes the BF16 values and row codes out in whole 32-byte sectors (a lane's
+// own 16-byte stores to 32 different tokens would leave every sector half written), and thread t takes channel t's 64
+// tokens, two blocks of x^T (32 bytes of codes together) and their sum of squares, summed as mx_quantize_cols sums its
+// 64-token tiles (first 32 tokens, plus the next 32), into the same scratch and added over the tiles by the same
+// kernel. The E4M3 rows need each row's largest finite block scale, which no tile knows: the row codes are written in
+// MXFP4 and mx_to_e4m3 turns them into E4M3 (0.53 bytes read and 1 written an element; staging a block's rows over all
+// C channels in shared memory instead ran at 0.77 TB/s in the trainer, two blocks an SM). A norm's block starts with
+// its tokens' statistics (warp w reduces tokens w, w + 8, w + 16, w + 24 of each 32 at once, each token's sums in the
+// norm kernel's order, writing the residual sum and the saved mean/rstd); its chunks then read the residual sum back
+// (L2, just written), so a norm reads a and b once from DRAM as its own kernel does and skips the write and re-read of
 // its BF16 output.
 #ifndef LLMC_FUSED_OPERANDS_CUH
 #define LLMC_FUSED_OPERANDS_CUH
