@@ -157,6 +157,11 @@ __device__ __forceinline__ void emit_col_blocks(const EmitTargets& t, const floa
 // in whole sectors, and thread t takes channel t's 64 tokens, two blocks of x^T. Traffic: the producer's reads, then
 // per element 2 bytes (BF16), 0.53 (MXFP4 rows), 0.53 (x^T) written where asked, + 4 bytes per channel and 64
 // tokens for the column sums.
+// a lane loads both of its tokens' inputs before producing either where they fit in registers together (up to 96
+// bytes a token: GELU's 32 values, a norm's 32 values and channel index); larger inputs (SwiGLU's gate and up, the
+// backward producers' two or three tensors) spilled registers at two blocks an SM, so there the second token's
+// inputs are loaded after the first token is produced
+#define EMIT_PAIRED_LOADS(Producer) (sizeof(typename Producer::Inputs) <= 96)
 template <class Producer>
 __global__ void __launch_bounds__(EMIT_THREADS, 2) emit_operands_kernel(Producer producer, EmitTargets t, int span) {
     __shared__ __align__(16) EmitStage st;
@@ -173,9 +178,12 @@ __global__ void __launch_bounds__(EMIT_THREADS, 2) emit_operands_kernel(Producer
         int k = c0 + warp * 32;
         if (k < c_end) {
             typename Producer::Inputs in0 = producer.load(r0 + lane, k), in1;
-            if (second) { in1 = producer.load(r0 + 32 + lane, k); }
+            if (EMIT_PAIRED_LOADS(Producer) && second) { in1 = producer.load(r0 + 32 + lane, k); }
             emit_token_values(producer, t, &st, in0, stats[lane], r0 + lane, lane, k);
-            if (second) { emit_token_values(producer, t, &st, in1, stats[32 + lane], r0 + 32 + lane, 32 + lane, k); }
+            if (second) {
+                if (!EMIT_PAIRED_LOADS(Producer)) { in1 = producer.load(r0 + 32 + lane, k); }
+                emit_token_values(producer, t, &st, in1, stats[32 + lane], r0 + 32 + lane, 32 + lane, k);
+            }
         }
         __syncthreads();
         emit_store_rows(t, &st, r0, second ? 64 : 32, c0, min(EMIT_CHUNK, c_end - c0));
