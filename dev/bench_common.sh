@@ -1,10 +1,23 @@
-# Sourced by the benchmarks that write a table to dev/results/: bench_stamp prints the line under a table's title
-# that says what produced it (the command, the commit, the GPU). COMMIT overrides `git rev-parse` where the tree
-# is a copy without .git (a remote machine); a tree with uncommitted changes is marked "+changes".
+# shellcheck shell=bash
+# Sourced by the benchmarks that write a table to dev/results/ (dev/bench_modes.sh, dev/bench_gpt2.sh).
+
+# bench_stamp CMD...: the line under a table's title that says what produced it: the command, the commit, the GPU
+# and the date. A checkout whose files differ from HEAD (tracked or untracked, outside dev/results) is marked
+# "+changes"; COMMIT names the commit of a tree that has no .git (a copy of a checkout), unchecked.
 bench_stamp() {
-    local commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-    if [ -z "${COMMIT:-}" ] && ! git diff --quiet HEAD -- . 2>/dev/null; then commit="$commit+changes"; fi
-    local gpu
+    local commit gpu
+    commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+    if [ -z "${COMMIT:-}" ] && [ -n "$(git status --porcelain -- . ':!dev/results' 2>/dev/null)" ]; then
+        commit="$commit+changes"
+    fi
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
     echo "\`$*\`, commit $commit, ${gpu:-unknown GPU}, $(date -u +%Y-%m-%d)"
+}
+
+# bench_mfu LOG TOK_S: the MFU of TOK_S tokens a second for the model of a trainer log, from its line "model FLOPs
+# per token F (...); MFU against P TFLOP/s per GPU", as e.g. "44.1%"; "-" when the log or TOK_S lacks it
+bench_mfu() {
+    sed -n 's/^model FLOPs per token \([0-9.e+]*\) .*MFU against \([0-9.]*\) TFLOP\/s.*/\1 \2/p' "$1" 2>/dev/null |
+        awk -v t="${2:-0}" 'NR == 1 && t > 0 && $1 > 0 && $2 > 0 { printf "%.1f%%", 100 * t * $1 / ($2 * 1e12); found = 1 }
+                            END { if (!found) print "-" }'
 }

@@ -3,8 +3,9 @@
 # BF16 autocast, torch.compile, flash SDPA, fused AdamW) on the same GPU in the same run, T=1024.
 # Usage: [PREC=bf16|mxfp4|hadamard|adahop] dev/bench_gpt2.sh [depth:batch ...]   (default 12:64 24:32 48:16;
 # PREC, the precision of our block linears, defaults to bf16). Needs a GPU and PyTorch. The table goes to the
-# terminal and to dev/results/bench_gpt2.md (RESULTS=folder elsewhere); MFU = model FLOPs per token (the trainer's
-# count, attention included) x tok/s / 989 TFLOP/s, the same model work for both.
+# terminal and, when both sides ran every model, to dev/results/bench_gpt2.md (RESULTS=folder elsewhere); a failure
+# is a "-" in the table and exit status 1. MFU = model FLOPs per token (the trainer's count, attention included) x
+# tok/s / the trainer's GPU peak (989 TFLOP/s), the same model work for both (PyTorch's needs our run's log).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source dev/test/nccl_path.sh ./train_gpt2_adahop   # NCCL may live only in PyTorch's wheels
@@ -18,40 +19,44 @@ mkdir -p "$out"
 steps=${STEPS:-20}
 prec=${PREC:-bf16}
 rm -f "$out/torch.jsonl"
-declare -A ours ours_mem torch torch_mem flops
+declare -A ours ours_mem torch torch_mem logs
+failed=0
 for cfg in "${configs[@]}"; do
     d=${cfg%%:*}; b=${cfg##*:}
     log="$out/ours_d${d}.txt"
-    ./train_gpt2_adahop -e "d$d" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -p "$prec" > "$log" 2>&1
+    logs[$cfg]=$log
+    ./train_gpt2_adahop -e "d$d" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -p "$prec" > "$log" 2>&1 || failed=1
     ours[$cfg]=$(sed -n 's/^summary: \([0-9]*\) tok\/s.*/\1/p' "$log")
     ours_mem[$cfg]=$(sed -n 's/^summary:.*| \([0-9.]*\) GiB allocated.*/\1/p' "$log")
-    flops[$cfg]=$(sed -n 's/^model FLOPs per token \([0-9.e+]*\) .*/\1/p' "$log")
+    [ -n "${ours[$cfg]}" ] || failed=1
     echo "ours d$d B=$b: ${ours[$cfg]:-FAILED} tok/s, ${ours_mem[$cfg]:-?} GiB"; tail -n 2 "$log"
 done
 depths=(); batches=()
 for cfg in "${configs[@]}"; do depths+=("${cfg%%:*}"); batches+=("${cfg##*:}"); done
 $PYTHON dev/bench_torch_gpt2.py --depth "${depths[@]}" --batch "${batches[@]}" --seq 1024 --warmup 5 --steps "$steps" \
-    --json "$out/torch.jsonl" > "$out/torch.txt" 2>&1 || echo "PyTorch benchmark failed: see $out/torch.txt"
+    --json "$out/torch.jsonl" > "$out/torch.txt" 2>&1 || { echo "PyTorch benchmark failed: see $out/torch.txt"; failed=1; }
 for cfg in "${configs[@]}"; do
     d=${cfg%%:*}
     torch[$cfg]=$($PYTHON -c "import json,sys; [print(int(r['tok_s'])) for r in map(json.loads, open('$out/torch.jsonl')) if r.get('depth')==$d and r.get('status')=='ok']" 2>/dev/null | head -1)
     torch_mem[$cfg]=$($PYTHON -c "import json,sys; [print('%.2f'%r['peak_GiB']) for r in map(json.loads, open('$out/torch.jsonl')) if r.get('depth')==$d and r.get('status')=='ok']" 2>/dev/null | head -1)
 done
-mfu() { awk -v t="${1:-0}" -v f="${2:-0}" 'BEGIN { if (t > 0 && f > 0) printf "%.1f%%", 100 * t * f / 989e12; else print "-" }'; }
 table() {
     echo "| model | B | ours ($prec) tok/s | ours MFU | ours GiB | PyTorch tok/s | PyTorch MFU | PyTorch GiB | ours / PyTorch |"
     echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
     for cfg in "${configs[@]}"; do
         d=${cfg%%:*}; b=${cfg##*:}
-        ratio=$(awk -v a="${ours[$cfg]:-0}" -v b="${torch[$cfg]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
-        echo "| d$d | $b | ${ours[$cfg]:--} | $(mfu "${ours[$cfg]}" "${flops[$cfg]}") | ${ours_mem[$cfg]:--} |" \
-             "${torch[$cfg]:--} | $(mfu "${torch[$cfg]}" "${flops[$cfg]}") | ${torch_mem[$cfg]:--} | $ratio |"
+        ratio=$(awk -v a="${ours[$cfg]:-0}" -v b="${torch[$cfg]:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }')
+        echo "| d$d | $b | ${ours[$cfg]:--} | $(bench_mfu "${logs[$cfg]}" "${ours[$cfg]}") | ${ours_mem[$cfg]:--} |" \
+             "${torch[$cfg]:--} | $(bench_mfu "${logs[$cfg]}" "${torch[$cfg]}") | ${torch_mem[$cfg]:--} | $ratio |"
     done
 }
 echo
 table
+for cfg in "${configs[@]}"; do [ -n "${torch[$cfg]}" ] || failed=1; done
+[ $failed -eq 0 ] || { echo "a run failed: the results table is not written"; exit 1; }
 results=${RESULTS:-dev/results}
 mkdir -p "$results"
+stamp=$(bench_stamp "$command")
 { echo "# Whole-step throughput: train_gpt2_adahop ($prec) against PyTorch"; echo
-  echo "$(bench_stamp "$command"); T=1024, $steps steps each."; echo; table; } > "$results/bench_gpt2.md"
+  echo "$stamp; T=1024, $steps steps each."; echo; table; } > "$results/bench_gpt2.md"
 echo "written to $results/bench_gpt2.md"

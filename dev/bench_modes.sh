@@ -7,8 +7,9 @@
 # means dN; default d12:64 d24:32 d48:16; STEPS=15, MODES="bf16 mxfp4 hadamard adahop"; a mode written MODE+A runs
 # with -A 1, the MLP pre-activation recomputed in the backward pass, MODE+F with -Q fused, the operands emitted by
 # their producers, e.g. MODES="bf16 adahop adahop+F adahop+A").
-# The table goes to the terminal and to dev/results/bench_modes.md (RESULTS=folder elsewhere); MFU = the trainer's
-# model FLOPs per token x tok/s / 989 TFLOP/s, the same model work in every mode.
+# The table goes to the terminal and, when every run succeeded, to dev/results/bench_modes.md (RESULTS=folder
+# elsewhere); a failed run is a FAILED row and exit status 1. MFU = the trainer's model FLOPs per token x tok/s / its
+# GPU peak (989 TFLOP/s), the same model work in every mode.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source dev/test/nccl_path.sh ./train_gpt2_adahop   # NCCL may live only in PyTorch's wheels
@@ -18,6 +19,11 @@ configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=(d12:64 d24:32 d48:16)
 steps=${STEPS:-15}
 modes=(${MODES:-bf16 mxfp4 hadamard adahop})
+for mode in "${modes[@]}"; do
+    [[ $mode =~ ^(bf16|mxfp4|hadamard|adahop)(\+A|\+F)*$ ]] ||
+        { echo "bench_modes.sh: mode '$mode' is not bf16, mxfp4, hadamard or adahop with optional +A / +F" >&2; exit 2; }
+done
+failed=0
 out=${OUT:-build}/bench_modes
 mkdir -p "$out"
 table="$out/table.md"
@@ -33,30 +39,35 @@ for cfg in "${configs[@]}"; do
         flags=(-p "${mode%%+*}")
         [[ $mode == *+A* ]] && flags+=(-A 1)
         [[ $mode == *+F* ]] && flags+=(-Q fused)
-        ./train_gpt2_adahop -e "$model" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -w 3 -R 0 "${flags[@]}" > "$log" 2>&1 || {
-            echo "$model $mode FAILED:"; tail -n 3 "$log"; continue; }
+        if ! ./train_gpt2_adahop -e "$model" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -w 3 -R 0 "${flags[@]}" > "$log" 2>&1; then
+            echo "$model $mode FAILED:"; tail -n 3 "$log"
+            echo "| $model | $b | $mode | FAILED | - | - | - | - | - | - |" >> "$table"
+            failed=1; continue
+        fi
         tok=$(awk -v tokens=$((b * 1024)) '/^step +[0-9]+\/[0-9]+ \| loss/ { split($2, s, "/"); if (s[1] + 0 >= 6) {
                   for (i = 1; i <= NF; i++) if ($(i + 1) == "ms") { ms += $i; n++ } } }
               END { if (n > 0) printf "%.0f", tokens * n / (ms / 1000) }' "$log")
+        [ -n "$tok" ] || { echo "$model $mode: no step times in $log"; failed=1; }
         mem=$(sed -n 's/^summary:.*| \([0-9.]*\) GiB allocated.*/\1/p' "$log")
-        mfu=$(sed -n 's/^model FLOPs per token \([0-9.e+]*\) .*/\1/p' "$log" |
-              awk -v t="$tok" '{ if (t > 0) printf "%.1f%%", 100 * t * $1 / 989e12; else print "-" }')
+        mfu=$(bench_mfu "$log" "$tok")
         saved=$(sed -n 's/^saved inputs of the block linears: \([0-9.]*\) GiB/\1/p' "$log")
         [ "$mode" = bf16 ] && { base_tok=$tok; base_mem=$mem; base_saved=$saved; }
         ratios=$(awk -v t="$tok" -v bt="$base_tok" -v m="$mem" -v bm="$base_mem" -v s="$saved" -v bs="$base_saved" 'BEGIN {
-                     r = (bt > 0) ? sprintf("%.2f", t / bt) : "-"; q = (bm > 0) ? sprintf("%.2f", m / bm) : "-";
+                     r = (t > 0 && bt > 0) ? sprintf("%.2f", t / bt) : "-"; q = (m > 0 && bm > 0) ? sprintf("%.2f", m / bm) : "-";
                      u = (s > 0 && bs > 0) ? sprintf("%.2f", bs / s) : "-"; print r, q, u }')
         read -r rt rm rs <<< "$ratios"
-        echo "| $model | $b | $mode | $tok | $rt | ${mfu:--} | $mem | $rm | $saved | $rs |" >> "$table"
+        echo "| $model | $b | $mode | ${tok:--} | $rt | $mfu | ${mem:--} | $rm | ${saved:--} | $rs |" >> "$table"
         echo "$model B=$b $mode: $tok tok/s ($rt), $mem GiB ($rm), saved inputs $saved GiB ($rs)"
         [ "$mode" = adahop ] && grep "^counts:" "$log" | tail -n 1
     done
 done
 echo
 cat "$table"
+[ $failed -eq 0 ] || { echo "a run failed: the results table is not written"; exit 1; }
 results=${RESULTS:-dev/results}
 mkdir -p "$results"
+stamp=$(bench_stamp "$command")
 { echo "# Throughput and memory per precision mode"; echo
-  echo "$(bench_stamp "$command"); MODES=\"${modes[*]}\", T=1024, tok/s = mean of steps 6-$steps."; echo
+  echo "$stamp; MODES=\"${modes[*]}\", T=1024, tok/s = mean of steps 6-$steps."; echo
   cat "$table"; } > "$results/bench_modes.md"
 echo "written to $results/bench_modes.md"

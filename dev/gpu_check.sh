@@ -69,12 +69,12 @@ if want kbench; then
     done
 fi
 if want modes; then
-    run_part "precision modes" "$out/bench_modes.log" bash dev/bench_modes.sh ${MODES_CONFIGS:-}
+    run_part "precision modes" "$out/bench_modes.log" env RESULTS="$out" bash dev/bench_modes.sh ${MODES_CONFIGS:-}
     grep -q FAILED "$out/bench_modes.log" && { status=FAIL; failed=1; }
     rows+=("dev/bench_modes.sh|$status|table below|$out/bench_modes.log")
 fi
 if want bench; then
-    run_part "ours vs PyTorch" "$out/bench_gpt2.log" bash dev/bench_gpt2.sh
+    run_part "ours vs PyTorch" "$out/bench_gpt2.log" env RESULTS="$out" bash dev/bench_gpt2.sh
     rows+=("dev/bench_gpt2.sh|$status|table below|$out/bench_gpt2.log")
 fi
 if want profile; then

@@ -24,18 +24,17 @@
 // The pass: a block of 256 threads owns 64 tokens times one chunk of 256 channels (an element-wise producer: many small
 // blocks, enough of them in flight to stream) or times all C channels chunk by chunk (a producer with row statistics,
 // which it reduces once per token). In a chunk, lane l of warp w produces the 32 BF16 values of tokens l and 32 + l,
-// channels 32 w.. (both tokens' loads in flight together), quantizes each as a row block and stages values and codes in
-// shared memory; after a barrier the block writes the BF16 values and row codes out in whole 32-byte sectors (a lane's
-// own 16-byte stores to 32 different tokens would leave every sector half written), and thread t takes channel t's 64
-// tokens, two blocks of x^T (32 bytes of codes together) and their sum of squares, summed as mx_quantize_cols sums its
-// 64-token tiles (first 32 tokens, plus the next 32), into the same scratch and added over the tiles by the same
-// kernel. The E4M3 rows need each row's largest finite block scale, which no tile knows: the row codes are written in
-// MXFP4 and mx_to_e4m3 turns them into E4M3 (0.53 bytes read and 1 written an element; staging a block's rows over all
-// C channels in shared memory instead ran at 0.77 TB/s in the trainer, two blocks an SM). A norm's block starts with
-// its tokens' statistics (warp w reduces tokens w, w + 8, w + 16, w + 24 of each 32 at once, each token's sums in the
-// norm kernel's order, writing the residual sum and the saved mean/rstd); its chunks then read the residual sum back
-// (L2, just written), so a norm reads a and b once from DRAM as its own kernel does and skips the write and re-read of
-// its BF16 output.
+// channels 32 w.. (both tokens' loads in flight together where they fit in registers), quantizes each as a row block
+// and stages values and codes in shared memory; after a barrier the block writes the BF16 values and row codes out in
+// whole 32-byte sectors (a lane's own 16-byte stores to 32 different tokens would leave every sector half written), and
+// thread t takes channel t's 64 tokens, two blocks of x^T (32 bytes of codes together) and their sum of squares, summed
+// as mx_quantize_cols sums its 64-token tiles (first 32 tokens, plus the next 32), into the same scratch and added over
+// the tiles by the same kernel. The E4M3 rows need each row's largest finite block scale, which no tile knows: the row
+// codes are written in MXFP4 and mx_to_e4m3 turns them into E4M3 (0.53 bytes read and 1 written an element). A norm's
+// block starts with its tokens' statistics (warp w reduces tokens w, w + 8, w + 16, w + 24 of each 32 at once, each
+// token's sums in the norm kernel's order, writing the residual sum and the saved mean/rstd); its chunks then read the
+// residual sum back (L2, just written), so a norm reads a and b once from DRAM as its own kernel does and skips the
+// write and re-read of its BF16 output.
 #ifndef LLMC_FUSED_OPERANDS_CUH
 #define LLMC_FUSED_OPERANDS_CUH
 
@@ -83,7 +82,8 @@ struct ElementwiseProducer {
 };
 
 // a block's shared memory: the chunk's BF16 values (for the column pass and the BF16 output) and its row blocks'
-// codes and scale bytes, staged so that each reaches global memory in whole 32-byte sectors
+// codes and scale bytes, staged so that the values and codes reach global memory in whole 32-byte sectors (a token's
+// 8 scale bytes of a chunk are a quarter sector)
 #define EMIT_CODES_STRIDE (EMIT_WARPS + 1)   // uint4 per staged token: the padding spreads 8 lanes' tokens over the banks
 typedef struct {
     floatX tile[EMIT_TOKENS * EMIT_TILE_STRIDE];
@@ -152,7 +152,7 @@ __device__ __forceinline__ void emit_col_blocks(const EmitTargets& t, const floa
 
 // the emitter: a block per 64 tokens and `span` channels (all C for a producer with row statistics, which it prepares
 // once for its 64 tokens; one chunk otherwise), chunk by chunk. Lane l of warp w produces tokens r0 + l and
-// r0 + 32 + l, channels 32 w.. of the chunk (both tokens' loads issued first), quantizes each as a row block and
+// r0 + 32 + l, channels 32 w.. of the chunk (both tokens' loads issued first: EMIT_PAIRED_LOADS), quantizes each as a row block and
 // stages values and codes in shared memory; after a barrier, the block writes the staged BF16 values and row codes
 // in whole sectors, and thread t takes channel t's 64 tokens, two blocks of x^T. Traffic: the producer's reads, then
 // per element 2 bytes (BF16), 0.53 (MXFP4 rows), 0.53 (x^T) written where asked, + 4 bytes per channel and 64
@@ -437,7 +437,8 @@ struct SwigluBackwardProducer : ElementwiseProducer {
 
 // GELU backward of the gradient d [N x C] through the fc output inp [N x C], emitting what e asks for of the fc
 // linear's output gradient dY = d * gelu'(inp); e->bf16, when given, is what gelu_backward leaves in d, and may be d
-// itself (in place: each thread reads its 32 values before it writes them)
+// itself (in place: a block loads its chunk's d before the barrier after which it writes dY, and no other block
+// reads that chunk)
 static inline void gelu_backward_emit(const OperandEmit* e, const floatX* d, const floatX* inp, int N, int C,
                                       cudaStream_t s) {
     GeluBackwardProducer producer = {{}, inp, d, C};
