@@ -150,18 +150,19 @@ __device__ __forceinline__ void emit_col_blocks(const EmitTargets& t, const floa
     if (t.col_sq_part) { t.col_sq_part[(size_t)(r0 / 64) * t.C + col] = sq; }
 }
 
-// the emitter: a block per 64 tokens and `span` channels (all C for a producer with row statistics, which it prepares
-// once for its 64 tokens; one chunk otherwise), chunk by chunk. Lane l of warp w produces tokens r0 + l and
-// r0 + 32 + l, channels 32 w.. of the chunk (both tokens' loads issued first: EMIT_PAIRED_LOADS), quantizes each as a row block and
-// stages values and codes in shared memory; after a barrier, the block writes the staged BF16 values and row codes
-// in whole sectors, and thread t takes channel t's 64 tokens, two blocks of x^T. Traffic: the producer's reads, then
-// per element 2 bytes (BF16), 0.53 (MXFP4 rows), 0.53 (x^T) written where asked, + 4 bytes per channel and 64
-// tokens for the column sums.
 // a lane loads both of its tokens' inputs before producing either where they fit in registers together (up to 96
 // bytes a token: GELU's 32 values, a norm's 32 values and channel index); larger inputs (SwiGLU's gate and up, the
 // backward producers' two or three tensors) spilled registers at two blocks an SM, so there the second token's
 // inputs are loaded after the first token is produced
 #define EMIT_PAIRED_LOADS(Producer) (sizeof(typename Producer::Inputs) <= 96)
+
+// the emitter: a block per 64 tokens and `span` channels (all C for a producer with row statistics, which it prepares
+// once for its 64 tokens; one chunk otherwise), chunk by chunk. Lane l of warp w produces tokens r0 + l and
+// r0 + 32 + l, channels 32 w.. of the chunk (both tokens' loads first where EMIT_PAIRED_LOADS), quantizes each as a
+// row block and stages values and codes in shared memory; after a barrier, the block writes the staged BF16 values
+// and row codes in whole sectors, and thread t takes channel t's 64 tokens, two blocks of x^T. Traffic: the
+// producer's reads, then per element 2 bytes (BF16), 0.53 (MXFP4 rows), 0.53 (x^T) written where asked, + 4 bytes
+// per channel and 64 tokens for the column sums.
 template <class Producer>
 __global__ void __launch_bounds__(EMIT_THREADS, 2) emit_operands_kernel(Producer producer, EmitTargets t, int span) {
     __shared__ __align__(16) EmitStage st;
