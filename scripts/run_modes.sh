@@ -4,7 +4,7 @@
 # directory per run: <root>/<mode>_s<seed>. Long runs are cut into pieces: each invocation trains for at most
 # --steps steps per run or --minutes of wall-clock in all, stopping a run right after one of its checkpoints,
 # and the next invocation resumes it with -y 1. Repeated invocations add up to exactly one run per mode;
-# finished runs (final train and val line in main.log) are skipped. See scripts/README.md.
+# finished runs (final train, val and eval lines in main.log) are skipped. See scripts/README.md.
 set -uo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -100,7 +100,7 @@ if [ -z "$modes_csv" ]; then modes=("${ALL_MODES[@]}"); else
 fi
 
 # trainer flags: pairs "-X value"; -o -p -r -y belong to this script
-max_steps=200 val_every=50 ckpt_every=0
+max_steps=200 val_every=50 ckpt_every=0 with_evals=0
 i=0
 while [ $i -lt ${#pass[@]} ]; do
     f=${pass[$i]}
@@ -113,7 +113,8 @@ while [ $i -lt ${#pass[@]} ]; do
         x) is_uint "$v" || die_usage "trainer flag -x '$v' is not a non-negative integer"; max_steps=$((10#$v)) ;;
         v) is_uint "$v" || die_usage "trainer flag -v '$v' is not a non-negative integer"; val_every=$((10#$v)) ;;
         n) is_uint "$v" || die_usage "trainer flag -n '$v' is not a non-negative integer"; ckpt_every=$((10#$v)) ;;
-        i|j|e|b|t|d|l|u|q|c|m|s|g|z|P|S|w|C|R|W|K|A|Q|N|L|Z) ;;
+        E) with_evals=1 ;;
+        i|j|e|b|t|d|l|u|q|c|k|m|s|g|z|V|P|S|w|C|R|W|K|A|Q|N|L|Z) ;;
         *) die_usage "unknown trainer flag $f (see the trainer's -h)" ;;
     esac
     i=$((i + 2))
@@ -149,21 +150,22 @@ last_train_step() {   # last "s:N tl:" step in main.log, or 0
     [ -f "$1/main.log" ] || { echo 0; return; }
     awk '/^s:[0-9]+ tl:/ { split($1, a, ":"); s = a[2] + 0 } END { print s + 0 }' "$1/main.log"
 }
-is_finished() {   # main.log has the final train line and, with validation on, the final val line
+is_finished() {   # main.log has the final train line and, with validation / evals on, the final val / eval line
     local log=$1/main.log
     [ -f "$log" ] || return 1
-    awk -v x="$max_steps" -v v="$val_every" '
-        /^s:[0-9]+ tl:/ { split($1, a, ":"); if (a[2] + 0 == x) t = 1 }
-        /^s:[0-9]+ vl:/ { split($1, a, ":"); if (a[2] + 0 == x) l = 1 }
-        END { exit !(t && (v == 0 || l)) }' "$log"
+    awk -v x="$max_steps" -v v="$val_every" -v ev="$with_evals" '
+        /^s:[0-9]+ tl:/ { split($1, a, ":"); if (a[2] + 0 == x) t = 1; next }
+        /^s:[0-9]+ vl:/ { split($1, a, ":"); if (a[2] + 0 == x) l = 1; next }
+        /^s:[0-9]+ [a-z_]+:/ { split($1, a, ":"); if (a[2] + 0 == x) e = 1 }
+        END { exit !(t && (v == 0 || l) && (!ev || e)) }' "$log"
 }
-truncate_log() {   # drop what the trainer logged after checkpoint k (it is trained and validated again on resume)
+truncate_log() {   # drop what the trainer logged after checkpoint k (it is trained, validated and evaluated again on resume)
     local log=$1/main.log json=$1/main.jsonl k=$2
     [ "$k" -gt 0 ] || return 0
-    if [ -f "$log" ]; then
+    if [ -f "$log" ]; then   # "s:<k> tl:" ends the step before checkpoint k; the val and eval lines of step k come after it
         awk -v k="$k" '
             /^s:[0-9]+ tl:/ { split($1, a, ":"); if (a[2] + 0 <= k) print; next }
-            /^s:[0-9]+ vl:/ { split($1, a, ":"); if (a[2] + 0 < k) print; next }
+            /^s:[0-9]+ / { split($1, a, ":"); if (a[2] + 0 < k) print; next }
             /^adahop step [0-9]+ / { if ($3 + 0 <= k) print; next }
             { print }' "$log" > "$log.trunc" && mv "$log.trunc" "$log"
     fi
@@ -171,7 +173,7 @@ truncate_log() {   # drop what the trainer logged after checkpoint k (it is trai
         awk -v k="$k" '
             !/}$/ { next }
             /^\{"event":"step","step":[0-9]+,/ { split($0, a, /[:,]/); if (a[4] + 0 <= k) print; next }
-            /^\{"event":"val","step":[0-9]+,/ { split($0, a, /[:,]/); if (a[4] + 0 < k) print; next }
+            /^\{"event":"(val|eval)","step":[0-9]+,/ { split($0, a, /[:,]/); if (a[4] + 0 < k) print; next }
             { print }' "$json" > "$json.trunc" && mv "$json.trunc" "$json"
     fi
 }

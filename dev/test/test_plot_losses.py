@@ -306,6 +306,9 @@ for step in range(start, x + 1):
     if v > 0 and (step % v == 0 or last):
         log.write("s:%d vl:%.6f\n" % (step, 3 + 8 * math.exp(-step / 10) + off)); log.flush()
         jl.write('{"event":"val","step":%d,"val_loss":%.6f}\n' % (step, 3 + 8 * math.exp(-step / 10) + off)); jl.flush()
+    if "-E" in a and ((int(a.get("-V", 0)) > 0 and step % int(a["-V"]) == 0) or last):
+        log.write("s:%d hellaswag:%.6f\n" % (step, 0.25 + step / 1000)); log.flush()
+        jl.write('{"event":"eval","step":%d,"hellaswag":%.6f}\n' % (step, 0.25 + step / 1000)); jl.flush()
     if last:
         break
     time.sleep(sleep)
@@ -373,7 +376,7 @@ def test_run_modes(tmp):
           "--dry-run prints 5 commands (4 modes + bf16 seed 42), runs nothing", out + err)
 
     # the reference: one uninterrupted run per mode
-    targs = ["-x", "10", "-n", "2", "-v", "5", "-s", "0"]
+    targs = ["-x", "10", "-n", "2", "-v", "5", "-s", "0", "-E", "evals", "-V", "4"]   # evals at the piece ends 4 and 8
     ref, ref_json = {}, {}
     for m, s in [("bf16", 1337), ("adahop", 1337), ("bf16", 42)]:
         d = os.path.join(tmp, "ref", f"{m}_s{s}")
@@ -402,7 +405,7 @@ def test_run_modes(tmp):
     same = all(open(os.path.join(root, n, "main.log")).read() == ref[n] for n in ref)
     check(same, "3 pieces add up to exactly the main.log of one uninterrupted run (each run)")
     same = all(events(os.path.join(root, n)) == ref_json[n] for n in ref)
-    check(same, "3 pieces add up to exactly the main.jsonl steps and vals of one uninterrupted run (each run)")
+    check(same, "3 pieces add up to exactly the main.jsonl steps, vals and evals of one uninterrupted run (each run)")
     n0 = ncalls()
     rc, out, err = run(base, env=env)
     check(rc == 0 and out.count("already finished") == 3 and ncalls() == n0, "4th invocation: all 3 runs 'already finished', trainer not started", out)
@@ -415,9 +418,10 @@ def test_run_modes(tmp):
     rc, out, err = run(rm + ["--root", os.path.join(tmp, "r2"), "--modes", "mxfp4", "--trainer", fake, "--"] + targs, env=env)
     check(rc == 0 and "already finished" in out and ncalls() == n0, "finished run detected from main.log (final train + val line)", out + err)
     lines = ref["bf16_s1337"].splitlines(True)
-    open(os.path.join(d, "main.log"), "w").write("".join(l for l in lines if l != lines[-1]))   # final val line missing
-    rc, out, err = run(rm + ["--root", os.path.join(tmp, "r2"), "--modes", "mxfp4", "--dry-run", "--trainer", fake, "--"] + targs, env=env)
-    check(rc == 0 and "already finished" not in out and "-p mxfp4" in out, "main.log without the final val line: not finished", out)
+    for cut, what in [("s:10 vl:", "val"), ("s:10 hellaswag:", "eval")]:
+        open(os.path.join(d, "main.log"), "w").write("".join(l for l in lines if not l.startswith(cut)))
+        rc, out, err = run(rm + ["--root", os.path.join(tmp, "r2"), "--modes", "mxfp4", "--dry-run", "--trainer", fake, "--"] + targs, env=env)
+        check(rc == 0 and "already finished" not in out and "-p mxfp4" in out, f"main.log without the final {what} line: not finished", out)
 
     # other trainer flags for a started run: refused
     rc, out, err = run(rm + ["--root", root, "--modes", "bf16", "--trainer", fake, "--", "-x", "12", "-n", "2", "-v", "5", "-s", "0"], env=env)
