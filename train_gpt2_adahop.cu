@@ -131,7 +131,14 @@ typedef struct {
     int precision, path, stochastic_grads, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
     int recompute_fch;   // keep one layer's fc (gate/up) output and recompute it in the backward pass
     int producers_emit;  // -Q fused: the kernels that make a linear's input also write its quantized operands
+    int lm_head;         // -H 1: the LM head is one more linear in the run's precision (AdaHOP included)
 } LinearOptions;
+
+// the widest output or input of a low-precision linear: the block linears', or the padded vocabulary with -H 1
+static int lowp_widest_linear(const ModelConfig* c, const LinearOptions* lo) {
+    int w = model_widest_linear(c);
+    return lo->lm_head && c->padded_vocab_size > w ? c->padded_vocab_size : w;
+}
 
 static void staging_layout(int BT, size_t offs[6]) {
     // inputs, targets, tokens, offsets (BT+1), positions; offs[5] = total ints
@@ -150,10 +157,10 @@ static size_t model_device_bytes(const ModelConfig* c, int B, int T, const Linea
     size_t stats = (size_t)c->num_layers * (4 + c->num_heads) * B * T + (3 + (size_t)c->num_heads) * B * T;   // norms, losses, lse, delta
     size_t lowp = 0;
     if (lo->precision != PREC_BF16) {
-        size_t N = (size_t)B * T, C = c->channels, max_elems = N * model_widest_linear(c);
+        size_t N = (size_t)B * T, C = c->channels, wide = lowp_widest_linear(c, lo), max_elems = N * wide;
         lowp = 2 * max_elems * 17 / 32 + 2 * max_elems * (lo->path == GEMM_PATH_FAST ? 1 : 2)   // workspace operands
-             + (max_elems / 64 + N + model_widest_linear(c)) * sizeof(float)                    // OE column-sum partials
-             + (lo->path == GEMM_PATH_FAST ? C * model_widest_linear(c) * sizeof(float) : 0)  // unit-scale dW product
+             + (max_elems / 64 + N + wide) * sizeof(float)                                       // OE column-sum partials
+             + (lo->path == GEMM_PATH_FAST ? C * wide * sizeof(float) : 0)                       // unit-scale dW product
              + (size_t)c->num_layers * (2 * C + c->hidden) * N * 17 / 32;   // saved x^T of qkv, fc, fcproj (attproj reads atty)
     }
     size_t rope = c->family == FAMILY_LLAMA ? (size_t)c->max_seq_len * (c->channels / c->num_heads) : 0;   // cos, sin
@@ -180,16 +187,17 @@ static const FamilyTensors family_tensors[NUM_FAMILIES] = {
 };
 
 // the low-precision state: strategies (and the buffers that share them across ranks), scratch, and the saved dW
-// operand of every linear
+// operand of every linear (with -H 1 the LM head is the last one)
 static void model_build_linears(Model* m, const LinearOptions* lo, uint64_t seed) {
     const ModelConfig* c = &m->config;
-    int L = c->num_layers, N = m->max_B * m->max_T, widest = model_widest_linear(c);
+    int L = c->num_layers, N = m->max_B * m->max_T, widest = lowp_widest_linear(c, lo);
     adahop_init(&m->adahop, lo->precision, L, lo->calib_steps, lo->calib_strategy, lo->reclass_every, lo->reclass_window, lo->oe_k);
+    if (lo->lm_head) { adahop_include_head(&m->adahop); }
     if (c->family == FAMILY_LLAMA) { m->adahop.linear_names = llama_linear_names; }
     size_t words = adahop_state_words(&m->adahop);
     m->adahop_words = (int32_t*)malloc_check(words * sizeof(int32_t));
     m->adahop_words_dev = (int32_t*)device_malloc(words * sizeof(int32_t), "AdaHOP state");
-    int num_linears = NUM_LINEAR_KINDS * L;
+    int num_linears = m->adahop.num_linears;
     m->saved = (LinearSaved*)calloc_check((size_t)num_linears, sizeof(LinearSaved));
     AdahopPass pass = {&m->ws, &m->adahop, 0, 0, false, m->stream};
     m->pass = pass;
@@ -202,13 +210,15 @@ static void model_build_linears(Model* m, const LinearOptions* lo, uint64_t seed
         linear_shape(c, kind, &cin, &cout);
         stats_floats += (size_t)L * (2 * (size_t)N + 2 * cin + 2 * cout);
     }
+    if (lo->lm_head) { stats_floats += 2 * (size_t)N + 2 * (size_t)c->channels + 2 * (size_t)c->padded_vocab_size; }
     // the largest FP32 dW output is C x widest: every linear has C inputs or C outputs and at most widest of the other
     adahop_workspace_init(&m->ws, (size_t)N * widest, max_rows, max_rows, (size_t)c->channels * widest, lo->path, lo->stochastic_grads, lo->oe_k, seed,
                           NUM_TENSORS * num_linears, stats_floats);
     for (int i = 0; i < num_linears; i++) {
         int cin, cout, kind = i % NUM_LINEAR_KINDS;
         linear_shape(c, kind, &cin, &cout);
-        m->saved[i].input_kept = kind == LIN_ATTPROJ;   // atty: attention's output, kept in BF16 for every layer
+        // atty (attention's output) and the LM head's input (the final norm's output) are kept in BF16 anyway
+        m->saved[i].input_kept = kind == LIN_ATTPROJ || (lo->lm_head && i == adahop_head_index(&m->adahop));
         if (!m->saved[i].input_kept) { m->saved[i].x_t = mx_operand_alloc(cin, N); }
         if (lo->precision == PREC_ADAHOP) {
             m->saved[i].x_channel_idx = (int*)device_malloc((size_t)lo->oe_k * sizeof(int), "saved OE indices");
@@ -227,6 +237,11 @@ static void model_build(Model* m, DataParallel* dp, const ModelConfig* c, const 
     m->max_B = B; m->max_T = T;
     if (T > c->max_seq_len) { die("sequence length T=%d exceeds the model's max_seq_len %d", T, c->max_seq_len); }
     flash_attention_check_shape(T, c->num_heads, c->num_kv_heads, c->channels / c->num_heads);
+    if (lo->lm_head && (size_t)B * T * c->padded_vocab_size > INT_MAX) {   // the workspace counts an operand's values in int
+        die("flag -H: the LM head's operands hold B*T x padded vocab = %d x %d values, more than 2^31 - 1: use -b %d or "
+            "less at T=%d (-d keeps the total batch)", B * T, c->padded_vocab_size,
+            (int)(INT_MAX / ((size_t)T * c->padded_vocab_size)), T);
+    }
     size_t free_b, total_b, need = model_device_bytes(c, B, T, lo, dp->world_size);
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b) {
@@ -321,7 +336,7 @@ static void model_free(Model* m) {
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { cudaCheck(cudaFree(m->acts.t[i])); }
     if (m->config.family == FAMILY_LLAMA) { rope_table_free(&m->rope); }
     if (m->adahop.precision != PREC_BF16) {
-        for (int i = 0; i < NUM_LINEAR_KINDS * m->config.num_layers; i++) {
+        for (int i = 0; i < m->adahop.num_linears; i++) {
             mx_operand_free(&m->saved[i].x_t);
             cudaCheck(cudaFree(m->saved[i].x_channel_idx));
         }
@@ -388,6 +403,14 @@ static AdahopLinear block_linear(Model* m, int l, int kind) {
     size_t w_off = (size_t)l * cin * cout, b_off = (size_t)l * cout;
     AdahopLinear lin = {&m->pass, m->saved + index, index, cin, cout, m->w[wt] + w_off, bt < 0 ? NULL : m->w[bt] + b_off,
                         m->g[wt] + w_off, bt < 0 ? NULL : m->g[bt] + b_off};
+    return lin;
+}
+
+// the LM head as an AdaHOP linear (-H 1): logits [N x padded vocab] = x W_head^T, x the final norm's output
+static AdahopLinear head_linear(Model* m) {
+    const ModelConfig* c = &m->config;
+    int head = family_tensors[c->family].head, index = adahop_head_index(&m->adahop);
+    AdahopLinear lin = {&m->pass, m->saved + index, index, c->channels, c->padded_vocab_size, m->w[head], NULL, m->g[head], NULL};
     return lin;
 }
 
@@ -500,8 +523,13 @@ static void model_forward(Model* m, const int* inputs, const int* targets, int B
     size_t offs[6];
     staging_layout(N, offs);
     Activations* a = &m->acts;
-    linear_forward(a->t[A_LOGITS], a->t[A_LNF], m->w[family_tensors[c->family].head], NULL, N, c->channels,
-                   c->padded_vocab_size, m->stream);
+    if (m->adahop.has_head) {
+        AdahopLinear head = head_linear(m);
+        adahop_linear_forward(&head, a->t[A_LOGITS], a->t[A_LNF], N, bw, NULL);
+    } else {
+        linear_forward(a->t[A_LOGITS], a->t[A_LNF], m->w[family_tensors[c->family].head], NULL, N, c->channels,
+                       c->padded_vocab_size, m->stream);
+    }
     if (targets) {
         softmax_crossentropy(a->t[A_LOGITS], a->losses, m->staging_dev + offs[1], N, c->vocab_size, c->padded_vocab_size,
                              dloss, m->stream);
@@ -655,8 +683,14 @@ static void model_backward(Model* m, int B, int T) {
     size_t offs[6];
     staging_layout(N, offs);
     Activations* a = &m->acts;
-    linear_backward(a->t[A_DC], m->g[ft->head], NULL, m->scratch, a->t[A_LOGITS], a->t[A_LNF], m->w[ft->head], N,
-                    c->channels, c->padded_vocab_size, m->stream);
+    if (m->adahop.has_head) {
+        AdahopLinear head = head_linear(m);
+        LinearInput lnf = {a->t[A_LNF], NULL, NULL};
+        adahop_linear_backward(&head, a->t[A_DC], a->t[A_LOGITS], N, &lnf, m->scratch);
+    } else {
+        linear_backward(a->t[A_DC], m->g[ft->head], NULL, m->scratch, a->t[A_LOGITS], a->t[A_LNF], m->w[ft->head], N,
+                        c->channels, c->padded_vocab_size, m->stream);
+    }
     cudaCheck(cudaMemsetAsync(a->t[A_DRES], 0, (size_t)N * c->channels * sizeof(floatX), m->stream));
     if (c->family == FAMILY_LLAMA) { llama_blocks_backward(m, B, T); }
     else { gpt2_blocks_backward(m, B, T); }
@@ -791,6 +825,8 @@ static void usage(const char* prog) {
            "             quantized operands; so far the MLP activation for the MLP's last linear, fast path) | separate\n"
            "             (a quantization pass per operand); results are identical; separate is the default while it is\n"
            "             the faster (dev/RESULTS.md, fused operands) (default separate)\n"
+           "  -H <0|1>   the LM head too (logits and their two backward GEMMs) in the -p precision, as one more AdaHOP\n"
+           "             linear; mxfp4 / hadamard / adahop only, B x T x padded vocab below 2^31 (default 0: BF16)\n"
            "Memory:\n"
            "  -A <0|1>   recompute the MLP's pre-activation (fc / gate-up output) in the backward pass instead of keeping\n"
            "             it for every layer: saves (layers - 1) x B x T x its width BF16 values, costs one more fc\n"
@@ -856,6 +892,7 @@ static Options parse_options(int argc, char** argv) {
             case 'W': o.lin.reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'K': o.lin.oe_k = (int)parse_int(f, v, 1, 4096); break;
             case 'A': o.lin.recompute_fch = (int)parse_int(f, v, 0, 1); break;
+            case 'H': o.lin.lm_head = (int)parse_int(f, v, 0, 1); break;
             case 'Q':
                 if (strcmp(v, "fused") == 0) { o.lin.producers_emit = 1; }
                 else if (strcmp(v, "separate") == 0) { o.lin.producers_emit = 0; }
@@ -879,6 +916,7 @@ static Options parse_options(int argc, char** argv) {
         die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", o.lin.reclass_window, o.lin.reclass_every);
     }
     if (o.lin.precision != PREC_BF16 && o.T % 32 != 0) { die("flag -t: MXFP4 needs T (%d) to be a multiple of 32", o.T); }
+    if (o.lin.lm_head && o.lin.precision == PREC_BF16) { die("flag -H: the LM head in low precision needs -p mxfp4, hadamard or adahop"); }
     return o;
 }
 
@@ -1032,7 +1070,7 @@ static RunAgreement run_agreement_of(const Options* o, const ModelConfig* c, con
     a.weight_decay = agreement_double(o->weight_decay); a.grad_clip = agreement_double(o->grad_clip);
     a.precision = l->precision; a.gemm_path = l->path; a.stochastic_grads = l->stochastic_grads;
     a.calib_steps = l->calib_steps; a.calib_strategy = l->calib_strategy; a.reclass_every = l->reclass_every;
-    a.reclass_window = l->reclass_window; a.oe_k = l->oe_k; a.recompute_fch = l->recompute_fch; a.overlap = o->overlap;
+    a.reclass_window = l->reclass_window; a.oe_k = l->oe_k; a.recompute_fch = l->recompute_fch; a.lm_head = l->lm_head; a.overlap = o->overlap;
     a.skip_loss_z = agreement_double(o->skip_loss_z); a.skip_norm_z = agreement_double(o->skip_norm_z);   // -L, -Z: an extra norm all-reduce
     a.seed = (int64_t)o->seed;
     a.resume_step = resumed ? resumed->step : 0;
@@ -1068,6 +1106,7 @@ static void json_run_event(FILE* fp, const Model* m, const Options* o, int micro
     jsonl_int(&j, "tokens_per_step", o->total_batch);  jsonl_int(&j, "micro_steps", micro_steps);
     jsonl_int(&j, "world_size", m->dp->world_size);
     jsonl_string(&j, "precision", precision_names[o->lin.precision]);
+    jsonl_int(&j, "lm_head_lowp", o->lin.lm_head);
     jsonl_int(&j, "seed", (long long)o->seed);
     jsonl_int(&j, "start_step", start_step);  jsonl_int(&j, "max_steps", o->max_steps);
     jsonl_number(&j, "flops_per_token", flops_per_token);
@@ -1243,9 +1282,10 @@ int main(int argc, char** argv) {
     if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
     printf("saved inputs of the block linears: %.2f GiB\n", model_saved_input_bytes(&model) / 1073741824.0);
     static const char* path_names[2] = {"exact", "fast"};
-    printf("block linears: %s%s%s, stochastic rounding of gradients %s%s\n", precision_names[o.lin.precision],
-           o.lin.precision == PREC_BF16 ? "" : ", MXFP4 GEMM path ", o.lin.precision == PREC_BF16 ? "" : path_names[o.lin.path],
-           o.lin.stochastic_grads ? "on" : "off", o.lin.recompute_fch ? ", MLP pre-activation recomputed in the backward (-A 1)" : "");
+    printf("block linears%s: %s%s%s, stochastic rounding of gradients %s%s\n", o.lin.lm_head ? " and the LM head (-H 1)" : "",
+           precision_names[o.lin.precision], o.lin.precision == PREC_BF16 ? "" : ", MXFP4 GEMM path ",
+           o.lin.precision == PREC_BF16 ? "" : path_names[o.lin.path], o.lin.stochastic_grads ? "on" : "off",
+           o.lin.recompute_fch ? ", MLP pre-activation recomputed in the backward (-A 1)" : "");
     if (o.lin.precision == PREC_ADAHOP) {
         printf("AdaHOP: %d calibration steps of %s MXFP4, re-classification every %d steps over %d steps, OE k=%d\n",
                o.lin.calib_steps, adahop_strategy_names[o.lin.calib_strategy], o.lin.reclass_every, o.lin.reclass_window, o.lin.oe_k);

@@ -8,7 +8,8 @@
 // the patterns of x, W and dY of every linear with adahop_record(); after the update it calls adahop_end_step(),
 // which votes at the end of calibration (step calib_steps - 1) and at every re-classification point
 // (step kR - 1 with kR > calib_steps). The log lines name the 1-based step just finished (the trainers print
-// "step s/max" with s = step + 1). A linear's index is layer * NUM_LINEAR_KINDS + kind.
+// "step s/max" with s = step + 1). A linear's index is layer * NUM_LINEAR_KINDS + kind; with adahop_include_head the
+// LM head is one more linear after the blocks, index num_layers * NUM_LINEAR_KINDS (logged as "layer <num_layers> lm_head").
 #ifndef LLMC_ADAHOP_H
 #define LLMC_ADAHOP_H
 
@@ -34,6 +35,7 @@ static const char* const adahop_gemm_names[NUM_GEMMS] = {"fwd", "dx", "dw"};
 
 typedef struct {
     int precision, num_layers, num_linears, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
+    int has_head;     // 1: the LM head is linear num_layers * NUM_LINEAR_KINDS (adahop_include_head)
     int calibrated;   // 1 once the first vote is done (adahop precision); before it every GEMM runs calib_strategy
     int* votes;       // [num_linears][NUM_TENSORS][NUM_PATTERNS] patterns recorded since the last vote
     int* pattern;     // [num_linears][NUM_TENSORS] pattern of the last vote (PATTERN_NONE before the first)
@@ -140,6 +142,24 @@ static inline void adahop_init(AdahopState* st, int precision, int num_layers, i
     for (int i = 0; i < st->num_linears * NUM_GEMMS; i++) { st->strategy[i] = STRAT_PLAIN; }
 }
 
+// adds the LM head as one more linear after the blocks (a fresh state from adahop_init: nothing recorded yet)
+static inline void adahop_include_head(AdahopState* st) {
+    if (st->has_head) { die("adahop_include_head: the state has its LM head already"); }
+    int n = st->num_linears + 1;
+    st->votes = (int*)realloc(st->votes, (size_t)n * NUM_TENSORS * NUM_PATTERNS * sizeof(int));
+    st->pattern = (int*)realloc(st->pattern, (size_t)n * NUM_TENSORS * sizeof(int));
+    st->strategy = (int*)realloc(st->strategy, (size_t)n * NUM_GEMMS * sizeof(int));
+    if (!st->votes || !st->pattern || !st->strategy) { die("adahop_include_head: out of host memory"); }
+    memset(st->votes + (size_t)st->num_linears * NUM_TENSORS * NUM_PATTERNS, 0, NUM_TENSORS * NUM_PATTERNS * sizeof(int));
+    memset(st->pattern + (size_t)st->num_linears * NUM_TENSORS, 0, NUM_TENSORS * sizeof(int));
+    for (int g = 0; g < NUM_GEMMS; g++) { st->strategy[st->num_linears * NUM_GEMMS + g] = STRAT_PLAIN; }
+    st->num_linears = n;
+    st->has_head = 1;
+}
+
+// index of the LM head's linear (adahop_include_head)
+static inline int adahop_head_index(const AdahopState* st) { return st->num_layers * NUM_LINEAR_KINDS; }
+
 // frees the arrays of st
 static inline void adahop_free(AdahopState* st) {
     free(st->votes);
@@ -201,10 +221,24 @@ static inline void adahop_effective_strategies(const AdahopState* st, int* out) 
 }
 
 #define ADAHOP_CHANGE_TEXT_MAX 128
-// one strategy change in the logs' words: "layer <l> <linear> <gemm>: <before> -> <after>"
+// one strategy change in the logs' words: "layer <l> <linear> <gemm>: <before> -> <after>" (the LM head: layer
+// num_layers, linear "lm_head")
 static inline void adahop_change_text(const AdahopState* st, int linear, int gemm, int before, int after, char* buf, size_t n) {
-    snprintf(buf, n, "layer %d %s %s: %s -> %s", linear / NUM_LINEAR_KINDS, st->linear_names[linear % NUM_LINEAR_KINDS],
-             adahop_gemm_names[gemm], adahop_strategy_names[before], adahop_strategy_names[after]);
+    const char* name = linear == adahop_head_index(st) ? "lm_head" : st->linear_names[linear % NUM_LINEAR_KINDS];
+    snprintf(buf, n, "layer %d %s %s: %s -> %s", linear / NUM_LINEAR_KINDS, name, adahop_gemm_names[gemm],
+             adahop_strategy_names[before], adahop_strategy_names[after]);
+}
+
+// the table cell of a linear: strategy codes of fwd/dx/dw, a space, voted patterns of x/W/dY; counts each strategy
+static inline void adahop_table_cell(const AdahopState* st, int lin, char cell[NUM_GEMMS + NUM_TENSORS + 2], int counts[NUM_STRATEGIES]) {
+    for (int g = 0; g < NUM_GEMMS; g++) {
+        int s = adahop_strategy_of(st, lin, g);
+        cell[g] = adahop_strategy_codes[s];
+        counts[s]++;
+    }
+    cell[NUM_GEMMS] = ' ';
+    for (int t = 0; t < NUM_TENSORS; t++) { cell[NUM_GEMMS + 1 + t] = adahop_pattern_codes[st->pattern[lin * NUM_TENSORS + t]]; }
+    cell[NUM_GEMMS + NUM_TENSORS + 1] = '\0';
 }
 
 // votes every (linear, tensor), derives the strategies, clears the votes; logs and counts the changed GEMMs
@@ -243,8 +277,8 @@ static inline int adahop_end_step(AdahopState* st, int step, FILE* log) {
     return adahop_is_vote_step(st, step) ? adahop_vote(st, step, log) : 0;
 }
 
-// prints one line per layer (per linear: strategy codes of fwd/dx/dw, voted patterns of x/W/dY), a legend,
-// and how many GEMMs run each strategy
+// prints one line per layer (per linear: strategy codes of fwd/dx/dw, voted patterns of x/W/dY), the LM head's
+// line when it is a linear of the state, a legend, and how many GEMMs run each strategy
 static inline void adahop_print_table(const AdahopState* st, FILE* fp) {
     int counts[NUM_STRATEGIES] = {0};
     fprintf(fp, "adahop strategies (%s%s):\nlayer", precision_names[st->precision],
@@ -254,19 +288,16 @@ static inline void adahop_print_table(const AdahopState* st, FILE* fp) {
     for (int l = 0; l < st->num_layers; l++) {
         fprintf(fp, "%5d", l);
         for (int k = 0; k < NUM_LINEAR_KINDS; k++) {
-            int lin = l * NUM_LINEAR_KINDS + k;
             char cell[NUM_GEMMS + NUM_TENSORS + 2];
-            for (int g = 0; g < NUM_GEMMS; g++) {
-                int s = adahop_strategy_of(st, lin, g);
-                cell[g] = adahop_strategy_codes[s];
-                counts[s]++;
-            }
-            cell[NUM_GEMMS] = ' ';
-            for (int t = 0; t < NUM_TENSORS; t++) { cell[NUM_GEMMS + 1 + t] = adahop_pattern_codes[st->pattern[lin * NUM_TENSORS + t]]; }
-            cell[NUM_GEMMS + NUM_TENSORS + 1] = '\0';
+            adahop_table_cell(st, l * NUM_LINEAR_KINDS + k, cell, counts);
             fprintf(fp, " | %s", cell);
         }
         fprintf(fp, "\n");
+    }
+    if (st->has_head) {
+        char cell[NUM_GEMMS + NUM_TENSORS + 2];
+        adahop_table_cell(st, adahop_head_index(st), cell, counts);
+        fprintf(fp, "lm_head | %s\n", cell);
     }
     fprintf(fp, "legend: fwd/dx/dw strategy P=plain I=iht R=iht+oe rows of A C=iht+oe cols of B B=bf16, "
                 "then voted pattern of x/W/dY N=none R=row C=column\ncounts:");
@@ -324,9 +355,13 @@ static inline void adahop_load(AdahopState* st, const int32_t* words, size_t n) 
     static const char* const fields[ADAHOP_HEADER_WORDS - 1] = {"magic", "precision", "num_layers",
         "calibration steps (-w)", "calibration strategy (-C)", "re-classification interval (-R)", "re-classification window (-W)",
         "outlier extraction k (-K)"};
-    if (n != adahop_state_words(st)) {
-        die("adahop_load: the saved AdaHOP state has %zu words, this run needs %zu (a different model depth?)", n,
-            adahop_state_words(st));
+    size_t one_linear = NUM_TENSORS * NUM_PATTERNS + NUM_TENSORS + NUM_GEMMS, want_n = adahop_state_words(st);
+    if (n != want_n && (n + one_linear == want_n || n == want_n + one_linear)) {
+        die("adahop_load: the saved AdaHOP state %s the LM head, this run %s: resume with the same -H", n > want_n ? "has" : "lacks",
+            st->has_head ? "has it" : "does not");
+    }
+    if (n != want_n) {
+        die("adahop_load: the saved AdaHOP state has %zu words, this run needs %zu (a different model depth?)", n, want_n);
     }
     int32_t want[ADAHOP_HEADER_WORDS];
     adahop_header(st, want);

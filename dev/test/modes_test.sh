@@ -4,6 +4,7 @@
 # AdaHOP runs with a 5-step calibration and a re-classification at step 8, so the strategy table is exercised.
 # mxfp4 and adahop then run with -Q fused (producers write their linear's operands) and -Q separate (a quantization
 # pass per operand, the default): their step-10 checkpoints must be equal byte for byte, strategy changes included.
+# Then the LM head in low precision (-H 1): see below.
 # usage: modes_test.sh [INIT]   INIT is the trainer's -e: d12 (GPT-2 124M, the default) or e.g. llama:d12
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,5 +45,38 @@ for mode in mxfp4 adahop; do   # the step-10 checkpoints (weights, AdamW state, 
     fi
     rm -rf "$out/ck_${mode}_fused" "$out/ck_${mode}_separate"
 done
+# -H 1: the LM head runs through AdaHOP too. Its loss stays within 3% of bf16, differs from the same run with a
+# BF16 head (the head really is quantized), adahop prints the head's table line; a checkpoint with the head does
+# not resume without it, and -H refuses bf16 and a micro-batch whose logits exceed 2^31 values, before the first step.
+for mode in hadamard adahop; do
+    log="$out/${mode}_head.txt"
+    rm -rf "$out/ck_${mode}_head"
+    if ./train_gpt2_adahop "${common[@]}" -p "$mode" -H 1 -o "$out/ck_${mode}_head" -n 10 > "$log" 2>&1; then
+        head_loss=$(sed -n 's/^step *10\/10 | loss \([0-9.]*\).*/\1/p' "$log")
+    else
+        echo "$mode -H 1: FAILED"; tail -5 "$log"; head_loss=""
+    fi
+    if awk -v a="${head_loss:-nan}" -v b="${final[bf16]:-nan}" -v c="${final[$mode]:-nan}" \
+        'BEGIN { exit !(a == a + 0 && b == b + 0 && a - b < 0.03 * b && b - a < 0.03 * b && a != c) }'; then
+        pass=$((pass + 1)); echo "ok   $mode -H 1 step-10 loss $head_loss vs bf16 ${final[bf16]}, BF16 head ${final[$mode]}"
+    else
+        fail=$((fail + 1)); echo "FAIL $mode -H 1 step-10 loss ${head_loss:-none}: needs to be within 3% of bf16 ${final[bf16]:-none} and differ from ${final[$mode]:-none}"
+    fi
+done
+if grep -q "^lm_head | " "$out/adahop_head.txt"; then pass=$((pass + 1)); echo "ok   adahop -H 1 prints the head's strategy line: $(grep "^lm_head | " "$out/adahop_head.txt" | tail -1)"
+else fail=$((fail + 1)); echo "FAIL adahop -H 1: no lm_head line in the strategy table"; fi
+expect_error() {   # what, expected message, trainer flags...
+    local what=$1 msg=$2; shift 2
+    local log="$out/error.txt"
+    if ! ./train_gpt2_adahop "$@" > "$log" 2>&1 && grep -q "$msg" "$log" && ! grep -q "^step *1/" "$log"; then
+        pass=$((pass + 1)); echo "ok   $what: $(grep "$msg" "$log" | head -1)"
+    else
+        fail=$((fail + 1)); echo "FAIL $what: expected an error '$msg' before the first step"; tail -3 "$log"
+    fi
+}
+expect_error "resume of a -H 1 checkpoint with -H 0" "resume with the same -H" "${common[@]}" -x 12 -p adahop -H 0 -o "$out/ck_adahop_head" -y 1
+expect_error "-H 1 with -p bf16" "flag -H" "${common[@]}" -p bf16 -H 1
+expect_error "-H 1 with 48 x 1024 x padded vocab logits" "flag -H: the LM head's operands" "${common[@]}" -b 48 -p adahop -H 1
+rm -rf "$out/ck_hadamard_head" "$out/ck_adahop_head"
 echo "modes_test $init: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,6 +1,7 @@
 // Tests of the AdaHOP controller (llmc/adahop.h): precision names, the fixed strategies of bf16 / mxfp4 /
 // hadamard, majority votes with ties, the calibration boundary, the re-classification windows for several
-// intervals and windows, the change log, the dW OE-rows rule, the strategy table, save/load round trips that
+// intervals and windows, the change log, the dW OE-rows rule, the strategy table, the LM head as one more linear
+// (votes, log, table, save/load), save/load round trips that
 // continue with identical decisions, the strategy checksum, and the clear errors of bad settings and mismatched
 // saved states.
 //
@@ -211,6 +212,42 @@ static void test_table(void) {
     adahop_free(&st);
 }
 
+static void change_log_fn(AdahopState* st, FILE* fp) { adahop_end_step(st, 0, fp); }
+
+// the LM head as one more linear (adahop_include_head): index num_layers * 4, votes and strategies like a block
+// linear's, logged as "layer <num_layers> lm_head", its own table line, saved and loaded with the rest
+static void test_head(void) {
+    AdahopState st;
+    adahop_init(&st, PREC_ADAHOP, 2, 1, STRAT_PLAIN, 0, 1, 4);
+    adahop_include_head(&st);
+    int head = adahop_head_index(&st);
+    CHECK(st.has_head == 1 && st.num_linears == 9 && head == 8, "2 layers + head: 9 linears, head index %d", head);
+    CHECK(adahop_strategy_of(&st, head, GEMM_FWD) == STRAT_PLAIN && adahop_strategy_of(&st, head, GEMM_DW) == STRAT_PLAIN
+          && st.pattern[head * NUM_TENSORS + TENSOR_DY] == PATTERN_NONE, "the head starts in calibration, plain, pattern none");
+    vote3(&st, head, PATTERN_COL, PATTERN_NONE, PATTERN_NONE);   // x Column (outlier channels), W None, dY None
+    char buf[4096];
+    capture(buf, sizeof(buf), change_log_fn, &st);
+    CHECK(adahop_strategy_of(&st, head, GEMM_FWD) == STRAT_IHT && adahop_strategy_of(&st, head, GEMM_DX) == STRAT_IHT
+          && adahop_strategy_of(&st, head, GEMM_DW) == STRAT_IHT_OE_ROWS_B, "the head's vote: fwd and dX IHT, dW OE on x's channels");
+    CHECK(strstr(buf, "adahop step 1 layer 2 lm_head dw: plain -> iht+oe_rows_b\n")
+          && strstr(buf, "adahop step 1 layer 1 fcproj dw: plain -> iht\n"), "change log names the head 'layer 2 lm_head':\n%s", buf);
+    capture(buf, sizeof(buf), print_table_fn, &st);
+    CHECK(strstr(buf, "    1 | III NNN | III NNN | III NNN | III NNN\nlm_head | IIC CNN\n")
+          && strstr(buf, "counts: iht 26, iht+oe_rows_a 0, iht+oe_rows_b 1, bf16 0, plain 0\n"), "table with the head's line:\n%s", buf);
+    size_t n = adahop_state_words(&st);
+    int32_t* words = (int32_t*)malloc_check(n * sizeof(int32_t));
+    adahop_save(&st, words);
+    AdahopState back;
+    adahop_init(&back, PREC_ADAHOP, 2, 1, STRAT_PLAIN, 0, 1, 4);
+    adahop_include_head(&back);
+    adahop_load(&back, words, n);
+    CHECK(n == adahop_state_words(&back) && adahop_strategy_checksum(&back) == adahop_strategy_checksum(&st)
+          && adahop_strategy_of(&back, head, GEMM_DW) == STRAT_IHT_OE_ROWS_B, "save / load with the head: %zu words, same strategies", n);
+    free(words);
+    adahop_free(&back);
+    adahop_free(&st);
+}
+
 // a deterministic pseudo-random pattern stream
 static int next_pattern(uint32_t* s) { *s = *s * 1664525u + 1013904223u; return (int)((*s >> 16) % NUM_PATTERNS); }
 
@@ -301,6 +338,24 @@ static void load_into(int precision, int layers, int calib, int calib_strategy, 
 }
 
 static void load_layers(void) { load_into(PREC_ADAHOP, 3, 30, STRAT_PLAIN, 100, 5, 64); }
+// saved_words (no head) into a state with the head, and a state with the head into one without
+static void load_head_missing(void) {
+    AdahopState st;
+    adahop_init(&st, PREC_ADAHOP, 2, 30, STRAT_PLAIN, 100, 5, 64);
+    adahop_include_head(&st);
+    adahop_load(&st, saved_words, saved_n);
+}
+static void load_head_extra(void) {
+    AdahopState with, without;
+    adahop_init(&with, PREC_ADAHOP, 2, 30, STRAT_PLAIN, 100, 5, 64);
+    adahop_include_head(&with);
+    size_t n = adahop_state_words(&with);
+    int32_t* words = (int32_t*)malloc_check(n * sizeof(int32_t));
+    adahop_save(&with, words);
+    adahop_init(&without, PREC_ADAHOP, 2, 30, STRAT_PLAIN, 100, 5, 64);
+    adahop_load(&without, words, n);
+}
+static void head_twice(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP, 1, 30, STRAT_PLAIN, 10, 5, 64); adahop_include_head(&st); adahop_include_head(&st); }
 static void load_precision(void) { load_into(PREC_HADAMARD, 2, 30, STRAT_PLAIN, 100, 5, 64); }
 static void load_calib(void) { load_into(PREC_ADAHOP, 2, 20, STRAT_PLAIN, 100, 5, 64); }
 static void load_reclass(void) { load_into(PREC_ADAHOP, 2, 30, STRAT_PLAIN, 50, 5, 64); }
@@ -325,6 +380,11 @@ static void record_pattern(void) { AdahopState st; adahop_init(&st, PREC_ADAHOP,
 static void test_errors(void) {
     make_saved();
     CHECK(child_fails_with(load_layers, "has 129 words, this run needs 189"), "a different depth dies");
+    CHECK(child_fails_with(load_head_missing, "the saved AdaHOP state lacks the LM head, this run has it: resume with the same -H"),
+          "a state without the head into a run with it dies");
+    CHECK(child_fails_with(load_head_extra, "the saved AdaHOP state has the LM head, this run does not: resume with the same -H"),
+          "a state with the head into a run without it dies");
+    CHECK(child_fails_with(head_twice, "has its LM head already"), "adding the head twice dies");
     CHECK(child_fails_with(load_precision, "has precision 3, this run 2"), "a different precision dies");
     CHECK(child_fails_with(load_calib, "calibration steps (-w) 30, this run 20"), "a different calibration dies");
     CHECK(child_fails_with(load_calib_strategy, "calibration strategy (-C) 4, this run 0"), "a different -C dies");
@@ -359,6 +419,7 @@ int main(void) {
     test_change_log();
     test_dw_rule();
     test_table();
+    test_head();
     test_round_trip();
     test_checksum();
     test_errors();
