@@ -114,7 +114,7 @@ while [ $i -lt ${#pass[@]} ]; do
         v) is_uint "$v" || die_usage "trainer flag -v '$v' is not a non-negative integer"; val_every=$((10#$v)) ;;
         n) is_uint "$v" || die_usage "trainer flag -n '$v' is not a non-negative integer"; ckpt_every=$((10#$v)) ;;
         E) with_evals=1 ;;
-        i|j|e|b|t|d|l|u|q|c|k|m|s|g|z|V|P|S|w|C|R|W|K|A|Q|N|L|Z) ;;
+        i|j|e|b|t|d|l|u|q|c|k|m|s|g|z|V|P|S|w|C|R|W|K|A|Q|H|N|L|Z) ;;
         *) die_usage "unknown trainer flag $f (see the trainer's -h)" ;;
     esac
     i=$((i + 2))

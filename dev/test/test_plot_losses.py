@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU test of scripts/plot_losses.py and scripts/run_modes.sh (no GPU).
+"""CPU test of scripts/plot_losses.py, scripts/run_modes.sh and scripts/long_runs.sh (no GPU).
 
 plot_losses.py: synthetic logs of 5 runs (bf16, mxfp4, hadamard, adahop with seed 1337, bf16 with seed 42):
 adahop has only a main.jsonl, hadamard a main.jsonl and a main.log with other numbers (main.jsonl must win),
@@ -483,6 +483,32 @@ def test_run_modes(tmp):
           "--minutes pieces add up to exactly one uninterrupted run (main.log and main.jsonl)")
 
 
+def test_long_runs(tmp):
+    """scripts/long_runs.sh: each set's runs and flags through run_modes.sh --dry-run; --modes picks runs; bad sets"""
+    fake = os.path.join(tmp, "fake_trainer.py")   # written by test_run_modes; --dry-run never starts it
+    lr = ["bash", os.path.join(ROOT, "scripts", "long_runs.sh")]
+    env = {"DATA": "/d", "EVALS": "/e"}
+    rc, out, err = run(lr + ["llama", tmp, "--dry-run", "--trainer", fake], env=env)
+    cmds = [l for l in out.splitlines() if "fake_trainer.py" in l]
+    flags = "-e llama:d12 -b 64 -t 1024 -d 524288 -x 600 -l 6e-4 -u 30 -q 0.1 -v 50 -m -1 -n 100 -s 0 -E /e -V 200 " \
+            "-i /d/long_train_\\*.bin -j /d/long_val_\\*.bin"
+    runs = [("bf16", 1337), ("mxfp4", 1337), ("hadamard", 1337), ("adahop", 1337), ("bf16", 42)]
+    check(rc == 0 and len(cmds) == 5 and all(flags in c and f"-p {m} -r {s} -o {tmp}/llama/{m}_s{s} -y 1" in c
+                                             for c, (m, s) in zip(cmds, runs)), "long_runs.sh llama: the 5 runs with the set's flags", out + err)
+    rc, out, err = run(lr + ["gpt2_head", tmp, "--dry-run", "--trainer", fake], env=env)
+    cmds = [l for l in out.splitlines() if "fake_trainer.py" in l]
+    check(rc == 0 and len(cmds) == 1 and "-e d12 -b 32 -H 1 " in cmds[0] and "-p adahop -r 1337" in cmds[0],
+          "long_runs.sh gpt2_head: adahop with -H 1 at B=32", out + err)
+    rc, out, err = run(lr + ["llama_frozen", tmp, "--dry-run", "--trainer", fake], env=env)
+    check(rc == 0 and out.count("fake_trainer.py") == 1 and "-b 64 -R 0 " in out, "long_runs.sh llama_frozen: adahop with -R 0", out + err)
+    rc, out, err = run(lr + ["gpt2", tmp, "--modes", "adahop", "--dry-run", "--trainer", fake], env=env)
+    check(rc == 0 and out.count("fake_trainer.py") == 1 and "-p adahop -r 1337" in out, "long_runs.sh gpt2 --modes adahop: that run alone", out + err)
+    rc, out, err = run(lr + ["gpt3", tmp], env=env)
+    check(rc == 2 and "unknown SET 'gpt3'" in err, "long_runs.sh: an unknown set is refused (exit 2)", err)
+    rc, out, err = run(lr + ["-h"])
+    check(rc == 0 and "llama_head" in out, "long_runs.sh -h lists the sets")
+
+
 def main():
     try:
         import matplotlib  # noqa: F401
@@ -495,6 +521,7 @@ def main():
     try:
         test_plot(tmp, have_mpl)
         test_run_modes(tmp)
+        test_long_runs(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return summary("test_plot_losses")

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The long loss runs of dev/RESULTS.md ("Loss at 0.3B tokens"): one named set of runs, each 600 steps of 524,288
+# tokens (315M tokens, 2.3 epochs of the corpus below), T=1024, validation on all 5M held-out tokens every 50 steps,
+# the downstream evals every 200 steps, checkpoints every 100 steps; run_modes.sh trains the set's modes in
+# resumable pieces (same seed and data order per mode), so call this again until it exits 0.
+#
+# The corpus (once; CORPUS = the folder of the raw text, ../shared/data/text in this project's workplace): the
+# held-out Gutenberg books first, so the 5M validation tokens are those 1.24M plus the first 3.76M of the training
+# books; 136M training tokens remain (Gutenberg 00-04 and the four Debian texts):
+#   python3 dev/data/tokenize_text.py $CORPUS/gutenberg_val.txt.xz $CORPUS/gutenberg_train_0*.txt.xz \
+#       $CORPUS/debian_*.txt.xz --val-tokens 5000000 --out-dir data/long --prefix long
+#   python3 dev/data/prepare_evals.py --ranks data/gpt2.tiktoken --out data/evals --hellaswag ... (its -h)
+set -uo pipefail
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+usage() {
+    cat <<EOF
+Usage: scripts/long_runs.sh SET ROOT [run_modes.sh options, e.g. --minutes 9 --modes bf16]
+
+Trains the runs of SET in ROOT/SET/<mode>_s<seed> through scripts/run_modes.sh; call again until it exits 0.
+  SET   gpt2          GPT-2 d12, B=64: bf16 (seeds 1337 and 42), mxfp4, hadamard, adahop
+        llama         LLaMA-small llama:d12, B=64: the same five runs
+        gpt2_frozen   GPT-2 d12 adahop with -R 0: strategies frozen after the calibration vote
+        llama_frozen  llama:d12 adahop with -R 0
+        gpt2_head     GPT-2 d12 adahop with -H 1 (the LM head through AdaHOP too), B=32 (-H needs B*T*50304 < 2^31)
+        llama_head    llama:d12 adahop with -H 1, B=32
+        d24           GPT-2 d24, B=32: bf16 and adahop
+  ROOT  parent of the sets' folders
+Environment: DATA folder of long_train_*.bin / long_val_*.bin (default data/long), EVALS folder of the eval files
+(default data/evals). Every other argument goes to run_modes.sh (see its -h), before its '--'; a --modes there
+replaces the set's selection, --seed2 included (e.g. 'llama ROOT --modes bf16 --seed2 42' trains both bf16 runs,
+'llama ROOT --modes adahop' only adahop), and the set's flags stay.
+Exit status: run_modes.sh's (0 all finished, 3 runs remain, 1 a trainer failed, 2 bad usage).
+EOF
+}
+
+[ $# -ge 1 ] && { [ "$1" = -h ] || [ "$1" = --help ]; } && { usage; exit 0; }
+[ $# -ge 2 ] || { usage >&2; exit 2; }
+set_name=$1 root=$2
+shift 2
+data=${DATA:-data/long} evals=${EVALS:-data/evals}
+common=(-t 1024 -d 524288 -x 600 -l 6e-4 -u 30 -q 0.1 -v 50 -m -1 -n 100 -s 0 -E "$evals" -V 200
+        -i "$data/long_train_*.bin" -j "$data/long_val_*.bin")
+case $set_name in
+    gpt2)         sel=(--seed2 42); flags=(-e d12 -b 64) ;;
+    llama)        sel=(--seed2 42); flags=(-e llama:d12 -b 64) ;;
+    gpt2_frozen)  sel=(--modes adahop); flags=(-e d12 -b 64 -R 0) ;;
+    llama_frozen) sel=(--modes adahop); flags=(-e llama:d12 -b 64 -R 0) ;;
+    gpt2_head)    sel=(--modes adahop); flags=(-e d12 -b 32 -H 1) ;;
+    llama_head)   sel=(--modes adahop); flags=(-e llama:d12 -b 32 -H 1) ;;
+    d24)          sel=(--modes bf16,adahop); flags=(-e d24 -b 32) ;;
+    *) echo "long_runs.sh: error: unknown SET '$set_name' (see -h)" >&2; exit 2 ;;
+esac
+# the caller's --modes picks runs of the set: the set's own selection (and its --seed2) then steps aside
+for a in "$@"; do if [ "$a" = --modes ]; then sel=(); fi; done
+exec "$SCRIPT_DIR/run_modes.sh" --root "$root/$set_name" "${sel[@]}" "$@" -- "${flags[@]}" "${common[@]}"
