@@ -22,6 +22,8 @@ Trains the runs of SET in ROOT/SET/<mode>_s<seed> through scripts/run_modes.sh; 
         llama         LLaMA-small llama:d12, B=64: the same five runs
         gpt2_frozen   GPT-2 d12 adahop with -R 0: strategies frozen after the calibration vote
         llama_frozen  llama:d12 adahop with -R 0
+        gpt2_ciht     GPT-2 d12 adahop with -C iht: the calibration steps in IHT instead of plain MXFP4
+        llama_ciht    llama:d12 adahop with -C iht
         gpt2_head     GPT-2 d12 adahop with -H 1 (the LM head through AdaHOP too), B=32 (-H needs B*T*50304 < 2^31)
         llama_head    llama:d12 adahop with -H 1, B=32
         d24           GPT-2 d24, B=32: bf16 and adahop
@@ -46,6 +48,8 @@ case $set_name in
     llama)        sel=(--seed2 42); flags=(-e llama:d12 -b 64) ;;
     gpt2_frozen)  sel=(--modes adahop); flags=(-e d12 -b 64 -R 0) ;;
     llama_frozen) sel=(--modes adahop); flags=(-e llama:d12 -b 64 -R 0) ;;
+    gpt2_ciht)    sel=(--modes adahop); flags=(-e d12 -b 64 -C iht) ;;
+    llama_ciht)   sel=(--modes adahop); flags=(-e llama:d12 -b 64 -C iht) ;;
     gpt2_head)    sel=(--modes adahop); flags=(-e d12 -b 32 -H 1) ;;
     llama_head)   sel=(--modes adahop); flags=(-e llama:d12 -b 32 -H 1) ;;
     d24)          sel=(--modes bf16,adahop); flags=(-e d24 -b 32) ;;

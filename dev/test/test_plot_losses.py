@@ -501,6 +501,8 @@ def test_long_runs(tmp):
           "long_runs.sh gpt2_head: adahop with -H 1 at B=32", out + err)
     rc, out, err = run(lr + ["llama_frozen", tmp, "--dry-run", "--trainer", fake], env=env)
     check(rc == 0 and out.count("fake_trainer.py") == 1 and "-b 64 -R 0 " in out, "long_runs.sh llama_frozen: adahop with -R 0", out + err)
+    rc, out, err = run(lr + ["gpt2_ciht", tmp, "--dry-run", "--trainer", fake], env=env)
+    check(rc == 0 and out.count("fake_trainer.py") == 1 and "-b 64 -C iht " in out, "long_runs.sh gpt2_ciht: adahop with -C iht", out + err)
     rc, out, err = run(lr + ["gpt2", tmp, "--modes", "adahop", "--dry-run", "--trainer", fake], env=env)
     check(rc == 0 and out.count("fake_trainer.py") == 1 and "-p adahop -r 1337" in out, "long_runs.sh gpt2 --modes adahop: that run alone", out + err)
     rc, out, err = run(lr + ["gpt3", tmp], env=env)
