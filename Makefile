@@ -9,7 +9,8 @@ export PYTHON
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CFLAGS = -O2 -std=gnu11 -Wall -Wextra -I.
 OMPFLAGS = $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
-NVCCFLAGS = -O3 -std=c++17 -I. -gencode arch=compute_90,code=sm_90 -Xcompiler -Wall -Xcompiler -fopenmp
+GENCODE = -gencode arch=compute_90,code=sm_90
+NVCCFLAGS = -O3 -std=c++17 -I. $(GENCODE) -Xcompiler -Wall -Xcompiler -fopenmp
 NVLIBS = -lcublasLt -lcublas -lgomp
 # the data-parallel layer (llmc/nccl_dp.cuh) links NCCL, and OpenMPI when mpicc works (optional: without it,
 # ranks meet through a rendezvous file); only the programs that use it get these flags
@@ -33,7 +34,8 @@ CUDA_ROOT = $(abspath $(dir $(shell command -v $(NVCC)))..)
 PROFILER = $(if $(wildcard $(CUDA_ROOT)/include/cupti.h $(CUDA_ROOT)/extras/CUPTI/include/cupti.h),$(BUILD)/libkernel_profile.so $(BUILD)/test_kernel_profile)
 CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/test_mxfp4_gpu $(BUILD)/bench_mxfp4 \
                 $(BUILD)/test_adahop_linear_gpu $(BUILD)/test_flash_attention $(BUILD)/bench_attention $(BUILD)/test_nccl_dp \
-                $(BUILD)/bench_fp8_scaling $(BUILD)/test_llama_kernels $(BUILD)/test_fused_operands $(BUILD)/bench_fused_operands $(BUILD)/model_logits_gpu
+                $(BUILD)/bench_fp8_scaling $(BUILD)/test_llama_kernels $(BUILD)/test_fused_operands $(BUILD)/bench_fused_operands $(BUILD)/model_logits_gpu \
+                $(BUILD)/test_flash_wgmma
 
 .PHONY: all cpu cuda test test-cpu test-python test-gpu test-profiler test-gpu-if-present skip-summary train clean
 all: cpu cuda
@@ -75,6 +77,8 @@ test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_
 $(BUILD)/model_logits_gpu: train_gpt2_adahop.cu dev/test/logits_file.h
 $(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) $(wildcard dev/test/*.h dev/cuda/*.cuh) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
+# the wgmma instances of the flash attention kernels (llmc/wgmma.cuh) need the sm_90a target
+$(BUILD)/test_flash_wgmma: GENCODE = -gencode arch=compute_90a,code=sm_90a
 # the CUPTI kernel profiler that dev/profile_step.sh loads into the trainer (CUDA_INJECTION64_PATH), and its CPU test
 $(BUILD)/libkernel_profile.so: dev/cuda/kernel_profile.c | $(BUILD)
 	$(CC) $(CFLAGS) -fPIC -shared -I$(CUDA_ROOT)/include -I$(CUDA_ROOT)/extras/CUPTI/include $< -o $@ \

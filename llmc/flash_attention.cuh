@@ -9,10 +9,16 @@
 // Tiles live in shared memory as [rows][HS] BF16 with the 16-byte chunks of row r XOR-swizzled by r % 8, so
 // that ldmatrix reads of 8 rows at one column hit 8 different bank groups. A warp owns 16-row MMA tiles; an
 // accumulator acc[m][n][e] holds row 16 m + lane / 4 + 8 (e / 2) and column 8 n + 2 (lane % 4) + e % 2.
+//
+// Every kernel has a second instance, WG = true, whose products run on Hopper's warpgroup MMA (llmc/wgmma.cuh;
+// sm_90a code only): head size 64, 64-row tiles, the CTA's 4 warps one warpgroup; the accumulator layout is the
+// same, so everything around the products is shared. flash_attention_forward / _backward run the mma.sync
+// instances; dev/cuda/test_flash_wgmma.cu tests and times the wgmma ones (flash_attention_*_hs<64, true>).
 #ifndef LLMC_FLASH_ATTENTION_CUH
 #define LLMC_FLASH_ATTENTION_CUH
 
 #include "cuda_common.cuh"
+#include "wgmma.cuh"
 
 #define FLASH_WARPS 4
 #define FLASH_THREADS (FLASH_WARPS * 32)
@@ -20,14 +26,14 @@
 
 #define FLASH_BWD_TILE 64   // rows of both tiles of the backward kernels
 
-// forward tiles per head size (the fastest on Hopper that fit in 255 registers, build/bench_attention): 16-row MMA tiles per warp (the query
-// tile has 64 fwd_mt rows) and rows of the key tile
-template <int HS> struct FlashConfig {
-    static constexpr int fwd_mt = HS == 64 ? 2 : 1;
-    static constexpr int fwd_bn = HS == 64 ? 128 : 64;
+// forward tiles per head size and MMA (the fastest on Hopper that fit in 255 registers, build/bench_attention and
+// build/test_flash_wgmma): 16-row MMA tiles per warp (the query tile has 64 fwd_mt rows) and rows of the key tile
+template <int HS, bool WG> struct FlashConfig {
+    static constexpr int fwd_mt = HS == 64 && !WG ? 2 : 1;
+    static constexpr int fwd_bn = HS == 64 && !WG ? 128 : 64;
 };
 
-extern __shared__ __align__(16) unsigned char flash_smem[];
+extern __shared__ __align__(1024) unsigned char flash_smem[];   // 1024: wgmma's swizzle pattern repeats every 8 rows
 
 // ----------------------------------------------------------------------------
 // PTX wrappers
@@ -138,6 +144,21 @@ __device__ __forceinline__ void mma_pb(float (&acc)[MT][HS / 8][4], const uint32
     }
 }
 
+// the products on mma.sync (rows a_row0.. of tile a: this warp's) or on wgmma (WG: the warpgroup's 64 rows of tile a,
+// HS = N = K = 64, MT = 1)
+template <int HS, int MT, int N, bool WG>
+__device__ __forceinline__ void flash_abt(float (&acc)[MT][N / 8][4], const floatX* a, int a_row0, const floatX* b) {
+    if constexpr (WG) { static_assert(HS == 64 && MT == 1 && N == 64, "wgmma tiles are 64 x 64"); wgmma_abt64(acc, a, b); }
+    else { mma_abt<HS, MT, N>(acc, a, a_row0, b); }
+}
+template <int HS, int MT, int K, bool WG>
+__device__ __forceinline__ void flash_pb(float (&acc)[MT][HS / 8][4], const uint32_t (&p)[MT][K / 16][4], const floatX* b) {
+    if constexpr (WG) { static_assert(HS == 64 && MT == 1 && K == 64, "wgmma tiles are 64 x 64"); wgmma_pb64(acc, p, b); }
+    else { mma_pb<HS, MT, K>(acc, p, b); }
+}
+// after cp_async_wait and before the __syncthreads that publishes the tiles: wgmma reads through the async proxy
+template <bool WG> __device__ __forceinline__ void flash_tiles_landed() { if constexpr (WG) { fence_proxy_async(); } }
+
 // the BF16 A fragments of an accumulator (the C layout of n8 tiles 2j, 2j + 1 is the A layout of k16 step j)
 template <int MT, int N>
 __device__ __forceinline__ void to_a_fragments(uint32_t (&p)[MT][N / 16][4], const float (&s)[MT][N / 8][4]) {
@@ -223,10 +244,10 @@ __device__ __forceinline__ void load_kv_tile(floatX* sk, floatX* sv, const Flash
     cp_async_commit();
 }
 
-template <int HS, int MT, bool GQA>
+template <int HS, int MT, bool GQA, bool WG>
 __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH,
                                                                       int NKV, float scale_log2) {
-    constexpr int BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS>::fwd_bn;
+    constexpr int BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS, WG>::fwd_bn;
     floatX* sq = (floatX*)flash_smem;
     floatX* sk = sq + BM * HS;            // 2 buffers
     floatX* sv = sk + 2 * BN * HS;        // 2 buffers
@@ -242,11 +263,12 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
     for (int m = 0; m < MT; m++) { mrow[m][0] = mrow[m][1] = -INFINITY; lrow[m][0] = lrow[m][1] = 0.0f; }
     for (int j = 0; j < ntiles; j++) {
         if (j + 1 < ntiles) { load_kv_tile<HS, BN>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+        flash_tiles_landed<WG>();
         __syncthreads();
         int k0 = j * BN;
-        if (k0 <= wq0 + 16 * MT - 1) {   // some key of the tile is visible to this warp
+        if (WG || k0 <= wq0 + 16 * MT - 1) {   // some key of the tile is visible to this warp (wgmma: to the warpgroup)
             float s[MT][BN / 8][4] = {};
-            mma_abt<HS, MT, BN>(s, sq, warp * 16 * MT, sk + j % 2 * BN * HS);
+            flash_abt<HS, MT, BN, WG>(s, sq, warp * 16 * MT, sk + j % 2 * BN * HS);
             if (k0 + BN - 1 > wq0) { causal_mask<MT, BN, false>(s, wq0, k0); }
             // tile 0 holds key 0, visible to every row: the row max is finite from the first tile on
             #pragma unroll
@@ -276,7 +298,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
             }
             uint32_t p[MT][BN / 16][4];
             to_a_fragments<MT, BN>(p, s);
-            mma_pb<HS, MT, BN>(o, p, sv + j % 2 * BN * HS);
+            flash_pb<HS, MT, BN, WG>(o, p, sv + j % 2 * BN * HS);
         }
         __syncthreads();
     }
@@ -320,7 +342,7 @@ __global__ void flash_backward_delta_kernel(float* delta, const floatX* dout, co
 // over the query tiles from the diagonal to T (q, dO, lse, delta double-buffered), recomputing P^T = exp(scale
 // k q^T - lse) and dS^T = P^T (v dO^T - delta). Traffic: reads the tile's k, v once and the group's q, dO, lse,
 // delta from the diagonal on (mostly from L2); writes the k, v slices of dqkv.
-template <int HS, bool GQA>
+template <int HS, bool GQA, bool WG>
 __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
                                                                             const float* lse, const float* delta, int T, int NH,
                                                                             int NKV, float scale_log2) {
@@ -352,15 +374,16 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
     float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
     for (int i = 0; i < group * ntiles; i++) {   // head-major: the fixed summation order of dk, dv over the group
         if (i + 1 < group * ntiles) { load_q(i + 1); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+        flash_tiles_landed<WG>();
         __syncthreads();
         int q0 = (i0 + (GQA ? i % ntiles : i)) * BN;
         const floatX* sqi = sq + i % 2 * BN * HS;
         const floatX* sdoi = sdo + i % 2 * BN * HS;
-        if (q0 + BN - 1 >= wk0) {   // some query of the tile sees a key of this warp
+        if (WG || q0 + BN - 1 >= wk0) {   // some query of the tile sees a key of this warp (wgmma: of the warpgroup)
             float s[1][BN / 8][4] = {}, dp[1][BN / 8][4] = {};
-            mma_abt<HS, 1, BN>(s, sk, warp * 16, sqi);
+            flash_abt<HS, 1, BN, WG>(s, sk, warp * 16, sqi);
             if (q0 < wk0 + 15) { causal_mask<1, BN, true>(s, wk0, q0); }
-            mma_abt<HS, 1, BN>(dp, sv, warp * 16, sdoi);
+            flash_abt<HS, 1, BN, WG>(dp, sv, warp * 16, sdoi);
             // rows past T have q = dO = lse = delta = 0: P = 1 there but dS = 0 and P dO = 0
             #pragma unroll
             for (int n = 0; n < BN / 8; n++) {
@@ -374,9 +397,9 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
             }
             uint32_t f[1][BN / 16][4];
             to_a_fragments<1, BN>(f, s);
-            mma_pb<HS, 1, BN>(dv, f, sdoi);
+            flash_pb<HS, 1, BN, WG>(dv, f, sdoi);
             to_a_fragments<1, BN>(f, dp);
-            mma_pb<HS, 1, BN>(dk, f, sqi);
+            flash_pb<HS, 1, BN, WG>(dk, f, sqi);
         }
         __syncthreads();
     }
@@ -388,7 +411,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
 // dq of one 64-query tile of one (b, h): loops over the key tiles of kv head h / (NH / NKV) up to the diagonal
 // (k, v double-buffered), recomputing P = exp(scale q k^T - lse) and dS = P (dO v^T - delta). Traffic: reads the
 // tile's q, dO, lse, delta once and k, v up to the diagonal (mostly from L2); writes the q slice of dqkv.
-template <int HS, bool GQA>
+template <int HS, bool GQA, bool WG>
 __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
                                                                           const float* lse, const float* delta, int T, int NH,
                                                                           int NKV, float scale_log2) {
@@ -415,14 +438,15 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
     float dq[1][HS / 8][4] = {};
     for (int j = 0; j < ntiles; j++) {
         if (j + 1 < ntiles) { load_kv_tile<HS, BN>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+        flash_tiles_landed<WG>();
         __syncthreads();
         int k0 = j * BN;
         const floatX* skj = sk + j % 2 * BN * HS;
-        if (k0 <= wq0 + 15) {   // some key of the tile is visible to this warp
+        if (WG || k0 <= wq0 + 15) {   // some key of the tile is visible to this warp (wgmma: to the warpgroup)
             float s[1][BN / 8][4] = {}, dp[1][BN / 8][4] = {};
-            mma_abt<HS, 1, BN>(s, sq, warp * 16, skj);
+            flash_abt<HS, 1, BN, WG>(s, sq, warp * 16, skj);
             if (k0 + BN - 1 > wq0) { causal_mask<1, BN, false>(s, wq0, k0); }
-            mma_abt<HS, 1, BN>(dp, sdo, warp * 16, sv + j % 2 * BN * HS);
+            flash_abt<HS, 1, BN, WG>(dp, sdo, warp * 16, sv + j % 2 * BN * HS);
             #pragma unroll
             for (int n = 0; n < BN / 8; n++) {
                 #pragma unroll
@@ -433,7 +457,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
             }
             uint32_t f[1][BN / 16][4];
             to_a_fragments<1, BN>(f, dp);
-            mma_pb<HS, 1, BN>(dq, f, skj);
+            flash_pb<HS, 1, BN, WG>(dq, f, skj);
         }
         __syncthreads();
     }
@@ -469,18 +493,18 @@ static inline void flash_set_smem(Kernel kernel, int bytes) {
     if (ndone < 16) { done[ndone++] = (const void*)kernel; }
 }
 
-template <int HS>
+template <int HS, bool WG>
 static inline void flash_attention_forward_hs(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int NKV,
                                               cudaStream_t stream) {
-    constexpr int MT = FlashConfig<HS>::fwd_mt, BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS>::fwd_bn;
+    constexpr int MT = FlashConfig<HS, WG>::fwd_mt, BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS, WG>::fwd_bn;
     int smem = (BM + 4 * BN) * HS * (int)sizeof(floatX);
-    auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false> : flash_forward_kernel<HS, MT, true>;
+    auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false, WG> : flash_forward_kernel<HS, MT, true, WG>;
     flash_set_smem(kernel, smem);
     kernel<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH, NKV, FLASH_LOG2E / sqrtf((float)HS));
     cudaCheckLaunch();
 }
 
-template <int HS>
+template <int HS, bool WG>
 static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const floatX* qkv, const floatX* out,
                                                const float* lse, int B, int T, int NH, int NKV, cudaStream_t stream) {
     constexpr int BM = FLASH_WARPS * 16, BN = FLASH_BWD_TILE;
@@ -488,12 +512,12 @@ static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const
     flash_backward_delta_kernel<HS><<<ceil_div((long)B * T * NH * HS / 8, 256), 256, 0, stream>>>(delta, dout, out, B, T, NH);
     cudaCheckLaunch();
     int smem_kv = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX) + 4 * BN * (int)sizeof(float);
-    auto dkdv = NKV == NH ? flash_backward_dkdv_kernel<HS, false> : flash_backward_dkdv_kernel<HS, true>;
+    auto dkdv = NKV == NH ? flash_backward_dkdv_kernel<HS, false, WG> : flash_backward_dkdv_kernel<HS, true, WG>;
     flash_set_smem(dkdv, smem_kv);
     dkdv<<<dim3(ceil_div(T, BM), NKV, B), FLASH_THREADS, smem_kv, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2);
     cudaCheckLaunch();
     int smem_q = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX);
-    auto dq = NKV == NH ? flash_backward_dq_kernel<HS, false> : flash_backward_dq_kernel<HS, true>;
+    auto dq = NKV == NH ? flash_backward_dq_kernel<HS, false, WG> : flash_backward_dq_kernel<HS, true, WG>;
     flash_set_smem(dq, smem_q);
     dq<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem_q, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2);
     cudaCheckLaunch();
@@ -504,8 +528,8 @@ static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const
 static inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int NKV, int HS,
                                            cudaStream_t stream) {
     flash_attention_check_shape(T, NH, NKV, HS);
-    if (HS == 64) { flash_attention_forward_hs<64>(out, lse, qkv, B, T, NH, NKV, stream); }
-    else { flash_attention_forward_hs<128>(out, lse, qkv, B, T, NH, NKV, stream); }
+    if (HS == 64) { flash_attention_forward_hs<64, false>(out, lse, qkv, B, T, NH, NKV, stream); }
+    else { flash_attention_forward_hs<128, false>(out, lse, qkv, B, T, NH, NKV, stream); }
 }
 
 // dqkv [B, T, (NH + 2 NKV) HS] (overwritten; dk, dv of a kv head summed over its NH / NKV query heads) from dout
@@ -515,8 +539,8 @@ static inline void flash_attention_backward(floatX* dqkv, float* scratch_delta, 
                                             const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS,
                                             cudaStream_t stream) {
     flash_attention_check_shape(T, NH, NKV, HS);
-    if (HS == 64) { flash_attention_backward_hs<64>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
-    else { flash_attention_backward_hs<128>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
+    if (HS == 64) { flash_attention_backward_hs<64, false>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
+    else { flash_attention_backward_hs<128, false>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
 }
 
 #endif

@@ -15,8 +15,9 @@ echo "== kernels vs CPU reference"
 ./build/test_kernels || failed+=(test_kernels)
 ./build/test_llama_kernels || failed+=(test_llama_kernels)
 
-echo "== flash attention vs CPU reference and the cuBLASLt attention"
+echo "== flash attention vs CPU reference and the cuBLASLt attention; its wgmma instances (sm_90a) vs the CPU reference and the mma.sync ones"
 ./build/test_flash_attention || failed+=(test_flash_attention)
+./build/test_flash_wgmma || failed+=(test_flash_wgmma)
 
 echo "== NCCL data-parallel layer at world size 1 and at the GPU count: collectives and ZeRO-1 AdamW vs the unsharded update"
 bash dev/test/nccl_dp_test.sh || failed+=(test_nccl_dp)
