@@ -145,16 +145,26 @@ __device__ __forceinline__ void mma_pb(float (&acc)[MT][HS / 8][4], const uint32
 }
 
 // the products on mma.sync (rows a_row0.. of tile a: this warp's) or on wgmma (WG: the warpgroup's 64 rows of tile a,
-// HS = N = K = 64, MT = 1)
+// HS = N = K = 64, MT = 1). The wgmma ones run asynchronously: their accumulators and P fragments are read or written
+// only after flash_wait; several issued products overlap.
 template <int HS, int MT, int N, bool WG>
 __device__ __forceinline__ void flash_abt(float (&acc)[MT][N / 8][4], const floatX* a, int a_row0, const floatX* b) {
-    if constexpr (WG) { static_assert(HS == 64 && MT == 1 && N == 64, "wgmma tiles are 64 x 64"); wgmma_abt64(acc, a, b); }
+    if constexpr (WG) { static_assert(HS == 64 && MT == 1 && N == 64, "wgmma tiles are 64 x 64"); wgmma_abt64_issue(acc, a, b); }
     else { mma_abt<HS, MT, N>(acc, a, a_row0, b); }
 }
 template <int HS, int MT, int K, bool WG>
-__device__ __forceinline__ void flash_pb(float (&acc)[MT][HS / 8][4], const uint32_t (&p)[MT][K / 16][4], const floatX* b) {
-    if constexpr (WG) { static_assert(HS == 64 && MT == 1 && K == 64, "wgmma tiles are 64 x 64"); wgmma_pb64(acc, p, b); }
+__device__ __forceinline__ void flash_pb(float (&acc)[MT][HS / 8][4], uint32_t (&p)[MT][K / 16][4], const floatX* b) {
+    if constexpr (WG) { static_assert(HS == 64 && MT == 1 && K == 64, "wgmma tiles are 64 x 64"); wgmma_pb64_issue(acc, p, b); }
     else { mma_pb<HS, MT, K>(acc, p, b); }
+}
+// waits for the issued wgmma products (WG); the registers they write or read, `regs`, are pinned after the wait
+template <bool WG, class... Regs> __device__ __forceinline__ void flash_wait(Regs&... regs) {
+    if constexpr (WG) { wgmma_wait_all(); (wgmma_fence_operand(regs), ...); }
+}
+// pins accumulators (WG) before the first of several products is issued: their zeroing then precedes it, and no
+// register write sits between two wgmma issues (which would make the compiler wait for the first)
+template <bool WG, class... Regs> __device__ __forceinline__ void flash_pin(Regs&... regs) {
+    if constexpr (WG) { (wgmma_fence_operand(regs), ...); }
 }
 // after cp_async_wait and before the __syncthreads that publishes the tiles: wgmma reads through the async proxy
 template <bool WG> __device__ __forceinline__ void flash_tiles_landed() { if constexpr (WG) { fence_proxy_async(); } }
@@ -269,6 +279,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
         if (WG || k0 <= wq0 + 16 * MT - 1) {   // some key of the tile is visible to this warp (wgmma: to the warpgroup)
             float s[MT][BN / 8][4] = {};
             flash_abt<HS, MT, BN, WG>(s, sq, warp * 16 * MT, sk + j % 2 * BN * HS);
+            flash_wait<WG>(s);
             if (k0 + BN - 1 > wq0) { causal_mask<MT, BN, false>(s, wq0, k0); }
             // tile 0 holds key 0, visible to every row: the row max is finite from the first tile on
             #pragma unroll
@@ -299,6 +310,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
             uint32_t p[MT][BN / 16][4];
             to_a_fragments<MT, BN>(p, s);
             flash_pb<HS, MT, BN, WG>(o, p, sv + j % 2 * BN * HS);
+            flash_wait<WG>(o, p);
         }
         __syncthreads();
     }
@@ -381,9 +393,11 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
         const floatX* sdoi = sdo + i % 2 * BN * HS;
         if (WG || q0 + BN - 1 >= wk0) {   // some query of the tile sees a key of this warp (wgmma: of the warpgroup)
             float s[1][BN / 8][4] = {}, dp[1][BN / 8][4] = {};
+            flash_pin<WG>(s, dp);
             flash_abt<HS, 1, BN, WG>(s, sk, warp * 16, sqi);
-            if (q0 < wk0 + 15) { causal_mask<1, BN, true>(s, wk0, q0); }
             flash_abt<HS, 1, BN, WG>(dp, sv, warp * 16, sdoi);
+            flash_wait<WG>(s, dp);
+            if (q0 < wk0 + 15) { causal_mask<1, BN, true>(s, wk0, q0); }
             // rows past T have q = dO = lse = delta = 0: P = 1 there but dS = 0 and P dO = 0
             #pragma unroll
             for (int n = 0; n < BN / 8; n++) {
@@ -395,11 +409,12 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
                     dp[0][n][e] = p * (dp[0][n][e] - sdelta[c]);
                 }
             }
-            uint32_t f[1][BN / 16][4];
-            to_a_fragments<1, BN>(f, s);
-            flash_pb<HS, 1, BN, WG>(dv, f, sdoi);
-            to_a_fragments<1, BN>(f, dp);
-            flash_pb<HS, 1, BN, WG>(dk, f, sqi);
+            uint32_t fp[1][BN / 16][4], fds[1][BN / 16][4];
+            to_a_fragments<1, BN>(fp, s);
+            to_a_fragments<1, BN>(fds, dp);
+            flash_pb<HS, 1, BN, WG>(dv, fp, sdoi);
+            flash_pb<HS, 1, BN, WG>(dk, fds, sqi);
+            flash_wait<WG>(dv, dk, fp, fds);
         }
         __syncthreads();
     }
@@ -444,9 +459,11 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
         const floatX* skj = sk + j % 2 * BN * HS;
         if (WG || k0 <= wq0 + 15) {   // some key of the tile is visible to this warp (wgmma: to the warpgroup)
             float s[1][BN / 8][4] = {}, dp[1][BN / 8][4] = {};
+            flash_pin<WG>(s, dp);
             flash_abt<HS, 1, BN, WG>(s, sq, warp * 16, skj);
-            if (k0 + BN - 1 > wq0) { causal_mask<1, BN, false>(s, wq0, k0); }
             flash_abt<HS, 1, BN, WG>(dp, sdo, warp * 16, sv + j % 2 * BN * HS);
+            flash_wait<WG>(s, dp);
+            if (k0 + BN - 1 > wq0) { causal_mask<1, BN, false>(s, wq0, k0); }
             #pragma unroll
             for (int n = 0; n < BN / 8; n++) {
                 #pragma unroll
@@ -458,6 +475,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
             uint32_t f[1][BN / 16][4];
             to_a_fragments<1, BN>(f, dp);
             flash_pb<HS, 1, BN, WG>(dq, f, skj);
+            flash_wait<WG>(dq, f);
         }
         __syncthreads();
     }

@@ -29,6 +29,19 @@ __device__ __forceinline__ void wgmma_wait_all() { WGMMA_ASM("wgmma.wait_group.s
 __device__ __forceinline__ void fence_proxy_async() { WGMMA_ASM("fence.proxy.async.shared::cta;\n"); }
 #undef WGMMA_ASM
 
+// pins the registers of an accumulator or of A fragments at this point: the compiler moves no read or write of them
+// across it (before wgmma_fence, so that their last writes precede the wgmma; after a wait, so that their reads follow it)
+__device__ __forceinline__ void wgmma_fence_operand(float (&acc)[1][8][4]) {
+    float* d = &acc[0][0][0];
+    #pragma unroll
+    for (int i = 0; i < 32; i++) { asm volatile("" : "+f"(d[i])::"memory"); }
+}
+__device__ __forceinline__ void wgmma_fence_operand(uint32_t (&p)[1][4][4]) {
+    uint32_t* r = &p[0][0][0];
+    #pragma unroll
+    for (int i = 0; i < 16; i++) { asm volatile("" : "+r"(r[i])::"memory"); }
+}
+
 // d[32] += A B^T, m64n64k16: A [64 x 16] and B [64 x 16], both K-major tiles in shared memory (descriptors)
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b) {
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL
@@ -53,27 +66,30 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_nmajor(float (&d)[32], const 
 #endif
 }
 
-// acc [64 x 64] += A B^T with K = 64: A the 64 rows of tile a, B the 64 rows of tile b (both [64][64], K-major; the
-// accumulator of warp w holds rows 16 w .. 16 w + 15 in the mma.sync C layout)
-__device__ __forceinline__ void wgmma_abt64(float (&acc)[1][8][4], const void* a, const void* b) {
+// issues acc [64 x 64] += A B^T with K = 64 as one wgmma group: A the 64 rows of tile a, B the 64 rows of tile b (both
+// [64][64], K-major; the accumulator of warp w holds rows 16 w .. 16 w + 15 in the mma.sync C layout). acc is
+// written asynchronously: untouched until wgmma_wait_all.
+__device__ __forceinline__ void wgmma_abt64_issue(float (&acc)[1][8][4], const void* a, const void* b) {
     uint64_t da = wgmma_desc(a, 16, 1024), db = wgmma_desc(b, 16, 1024);
     float(&d)[32] = *reinterpret_cast<float(*)[32]>(&acc[0][0][0]);
+    wgmma_fence_operand(acc);
     wgmma_fence();
     #pragma unroll
     for (int k = 0; k < 4; k++) { wgmma_m64n64k16_ss(d, da + 2 * k, db + 2 * k); }   // 16 columns = 32 bytes a step
     wgmma_commit();
-    wgmma_wait_all();
 }
 
-// acc [64 x 64] += P B with K = 64: P as BF16 A fragments of 64 columns, B tile b [64][64] (k rows, N-major)
-__device__ __forceinline__ void wgmma_pb64(float (&acc)[1][8][4], const uint32_t (&p)[1][4][4], const void* b) {
+// issues acc [64 x 64] += P B with K = 64 as one wgmma group: P as BF16 A fragments of 64 columns, B tile b [64][64]
+// (k rows, N-major). acc and p: untouched until wgmma_wait_all.
+__device__ __forceinline__ void wgmma_pb64_issue(float (&acc)[1][8][4], uint32_t (&p)[1][4][4], const void* b) {
     uint64_t db = wgmma_desc(b, 1024, 1024);
     float(&d)[32] = *reinterpret_cast<float(*)[32]>(&acc[0][0][0]);
+    wgmma_fence_operand(acc);
+    wgmma_fence_operand(p);
     wgmma_fence();
     #pragma unroll
     for (int k = 0; k < 4; k++) { wgmma_m64n64k16_rs_nmajor(d, p[0][k], db + 128 * k); }   // 16 rows = 2048 bytes a step
     wgmma_commit();
-    wgmma_wait_all();
 }
 
 #endif
