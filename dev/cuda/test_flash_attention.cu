@@ -1,6 +1,5 @@
-// Flash attention (llmc/flash_attention.cuh) against the FP32 CPU reference (attention_gqa_*_cpu of llmc/gpt2_cpu.h,
-// plus a CPU lse here) and, for NKV = NH, against the cuBLASLt baseline (attention_cublaslt.cuh), on fresh random
-// inputs rounded to BF16 before both sides see them: multi-head (GPT-2) and grouped-query (NKV < NH, down to one
+// Flash attention (llmc/flash_attention.cuh) against the FP32 CPU reference (dev/cuda/attention_reference.cuh) and,
+// for NKV = NH, against the cuBLASLt baseline (attention_cublaslt.cuh), on fresh random inputs rounded to BF16 before both sides see them: multi-head (GPT-2) and grouped-query (NKV < NH, down to one
 // kv head), head sizes 64 and 128, T not a multiple of the tiles, large-magnitude and all-zero inputs.
 // Tolerance per element: |got - want| <= atol + rtol |want|, with atol relative to the largest |want| of the
 // tensor: out 1e-2 (rtol 1/64), dqkv 2e-2 (rtol 1/32), lse 2e-5 (FP32, rtol 0); against the cuBLASLt attention,
@@ -10,36 +9,7 @@
 #include "llmc/matmul.cuh"
 #include "dev/cuda/attention_cublaslt.cuh"
 #include "llmc/flash_attention.cuh"
-#include "llmc/gpt2_cpu.h"
-#include "dev/cuda/test_compare.cuh"
-
-// lse[b, h, t] = log sum_{t2 <= t} exp(scale q_t . k_t2), k of kv head h / (NH / NKV), the dot products as in
-// attention_gqa_forward_cpu
-static void lse_cpu(float* lse, const float* qkv, int B, int T, int NH, int NKV, int hs) {
-    size_t stride = (size_t)(NH + 2 * NKV) * hs;
-    float scale = 1.0f / sqrtf((float)hs);
-    #pragma omp parallel for collapse(3)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            for (int t = 0; t < T; t++) {
-                const float* q = qkv + ((size_t)b * T + t) * stride + h * hs;
-                float* s = (float*)malloc_check((size_t)(t + 1) * sizeof(float));
-                float mx = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float* k = qkv + ((size_t)b * T + t2) * stride + (NH + h / (NH / NKV)) * hs;
-                    float dot = 0.0f;
-                    for (int i = 0; i < hs; i++) { dot += q[i] * k[i]; }
-                    s[t2] = dot * scale;
-                    mx = fmaxf(mx, s[t2]);
-                }
-                double sum = 0.0;
-                for (int t2 = 0; t2 <= t; t2++) { sum += exp((double)s[t2] - mx); }
-                lse[((size_t)b * NH + h) * T + t] = (float)(mx + log(sum));
-                free(s);
-            }
-        }
-    }
-}
+#include "dev/cuda/attention_reference.cuh"
 
 // out and dqkv of the cuBLASLt baseline, downloaded
 static void gpu_reference(float** out, float** dqkv, const floatX* d_qkv, const floatX* d_dout, int B, int T, int C, int NH) {
@@ -59,15 +29,11 @@ static void gpu_reference(float** out, float** dqkv, const floatX* d_qkv, const 
 static void test_flash(int B, int T, int NH, int NKV, int HS, float scale) {
     int C = NH * HS;
     printf("flash attention B=%d T=%d NH=%d NKV=%d HS=%d input scale %g\n", B, T, NH, NKV, HS, scale);
-    size_t nqkv = (size_t)B * T * (NH + 2 * NKV) * HS, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
-    size_t nlse = (size_t)B * NH * T;
-    float *qkv = scale == 0.0f ? host_zeros(nqkv) : host_random(nqkv, scale), *out = host_zeros(nout), *att = host_zeros(natt);
-    float *lse = host_zeros(nlse), *dout = host_random(nout, 1.0f), *dqkv = host_zeros(nqkv);
-    attention_gqa_forward_cpu(out, att, qkv, B, T, C, NH, NKV);
-    lse_cpu(lse, qkv, B, T, NH, NKV, HS);
-    attention_gqa_backward_cpu(dqkv, dout, qkv, att, B, T, C, NH, NKV);
+    AttentionReference ref = attention_reference(B, T, NH, NKV, HS, scale);
+    size_t nqkv = ref.nqkv, nout = ref.nout, nlse = ref.nlse;
+    const float *out = ref.out, *lse = ref.lse, *dqkv = ref.dqkv;
+    floatX *d_qkv = ref.d_qkv, *d_dout = ref.d_dout;
 
-    floatX *d_qkv = to_device_bf16(qkv, nqkv), *d_dout = to_device_bf16(dout, nout);
     floatX *d_out = (floatX*)device_malloc(nout * 2, "out"), *d_out2 = (floatX*)device_malloc(nout * 2, "out2");
     floatX *d_dqkv = (floatX*)device_malloc(nqkv * 2, "dqkv"), *d_dqkv2 = (floatX*)device_malloc(nqkv * 2, "dqkv2");
     float *d_lse = (float*)device_malloc(nlse * 4, "lse"), *d_lse2 = (float*)device_malloc(nlse * 4, "lse2");
@@ -97,9 +63,9 @@ static void test_flash(int B, int T, int NH, int NKV, int HS, float scale) {
         free(ref_out); free(ref_dqkv);
     }
 
-    free(qkv); free(out); free(att); free(lse); free(dout); free(dqkv);
-    void* bufs[] = {d_qkv, d_dout, d_out, d_out2, d_dqkv, d_dqkv2, d_lse, d_lse2, d_delta};
-    for (int i = 0; i < 9; i++) { cudaCheck(cudaFree(bufs[i])); }
+    attention_reference_free(&ref);
+    void* bufs[] = {d_out, d_out2, d_dqkv, d_dqkv2, d_lse, d_lse2, d_delta};
+    for (int i = 0; i < 7; i++) { cudaCheck(cudaFree(bufs[i])); }
 }
 
 static void forward_head_size_96(void) { flash_attention_forward(NULL, NULL, NULL, 1, 64, 1, 1, 96, 0); }

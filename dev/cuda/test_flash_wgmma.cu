@@ -1,5 +1,5 @@
 // The wgmma instances of the flash attention kernels (llmc/flash_attention.cuh, WG = true; head size 64) against the
-// FP32 CPU reference (attention_gqa_forward_cpu / _backward_cpu of llmc/gpt2_cpu.h and a CPU log-sum-exp) and
+// FP32 CPU reference (dev/cuda/attention_reference.cuh) and
 // against the mma.sync instances, on fresh random BF16 inputs: multi-head and grouped-query, T not a multiple of the
 // tiles, large magnitudes, all-zero input; two runs give identical bits. Tolerances as test_flash_attention: out 1e-2
 // of the largest |want| + 1/64 relative, dqkv 2e-2 + 1/32, lse 2e-5. With the argument "bench" it then prints the
@@ -7,33 +7,8 @@
 // Needs an sm_90 GPU; built for sm_90a (Makefile).
 #include "llmc/cuda_common.cuh"
 #include "llmc/flash_attention.cuh"
-#include "llmc/gpt2_cpu.h"
-#include "dev/cuda/test_compare.cuh"
+#include "dev/cuda/attention_reference.cuh"
 #include "dev/cuda/bench_common.cuh"
-
-// lse[b, h, t] = log sum_{t2 <= t} exp(scale q_t . k_t2) with k of kv head h / (NH / NKV)
-static void lse_cpu(float* lse, const float* qkv, int B, int T, int NH, int NKV, int hs) {
-    size_t stride = (size_t)(NH + 2 * NKV) * hs;
-    float scale = 1.0f / sqrtf((float)hs);
-    #pragma omp parallel for collapse(3)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            for (int t = 0; t < T; t++) {
-                const float* q = qkv + ((size_t)b * T + t) * stride + h * hs;
-                double mx = -INFINITY, sum = 0.0;
-                for (int pass = 0; pass < 2; pass++) {
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        const float* k = qkv + ((size_t)b * T + t2) * stride + (NH + h / (NH / NKV)) * hs;
-                        float dot = 0.0f;
-                        for (int i = 0; i < hs; i++) { dot += q[i] * k[i]; }
-                        if (pass == 0) { mx = fmax(mx, dot * scale); } else { sum += exp((double)(dot * scale) - mx); }
-                    }
-                }
-                lse[((size_t)b * NH + h) * T + t] = (float)(mx + log(sum));
-            }
-        }
-    }
-}
 
 // out, lse, dqkv of one instance (wgmma or mma.sync), run twice: the two runs must give identical bits
 template <bool WG>
@@ -58,34 +33,32 @@ static void run_instance(floatX* d_out, float* d_lse, floatX* d_dqkv, const floa
 }
 
 static void test_wgmma(int B, int T, int NH, int NKV, float scale) {
-    const int HS = 64, C = NH * HS;
     printf("wgmma attention B=%d T=%d NH=%d NKV=%d input scale %g\n", B, T, NH, NKV, scale);
-    size_t nqkv = (size_t)B * T * (NH + 2 * NKV) * HS, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T, nlse = (size_t)B * NH * T;
-    float *qkv = scale == 0.0f ? host_zeros(nqkv) : host_random(nqkv, scale), *out = host_zeros(nout), *att = host_zeros(natt);
-    float *lse = host_zeros(nlse), *dout = host_random(nout, 1.0f), *dqkv = host_zeros(nqkv);
-    attention_gqa_forward_cpu(out, att, qkv, B, T, C, NH, NKV);
-    lse_cpu(lse, qkv, B, T, NH, NKV, HS);
-    attention_gqa_backward_cpu(dqkv, dout, qkv, att, B, T, C, NH, NKV);
-    floatX *d_qkv = to_device_bf16(qkv, nqkv), *d_dout = to_device_bf16(dout, nout);
-    floatX *d_out = (floatX*)device_malloc(nout * 2, "out"), *d_ref = (floatX*)device_malloc(nout * 2, "mma.sync out");
-    floatX *d_dqkv = (floatX*)device_malloc(nqkv * 2, "dqkv"), *d_ref_dqkv = (floatX*)device_malloc(nqkv * 2, "mma.sync dqkv");
-    float *d_lse = (float*)device_malloc(nlse * 4, "lse"), *d_ref_lse = (float*)device_malloc(nlse * 4, "mma.sync lse");
+    AttentionReference cpu = attention_reference(B, T, NH, NKV, 64, scale);
+    size_t nqkv = cpu.nqkv, nout = cpu.nout, nlse = cpu.nlse;
+    // the instances' outputs: [0] wgmma, [1] mma.sync
+    floatX *d_out[2], *d_dqkv[2];
+    float* d_lse[2];
+    for (int i = 0; i < 2; i++) {
+        d_out[i] = (floatX*)device_malloc(nout * 2, "out");
+        d_dqkv[i] = (floatX*)device_malloc(nqkv * 2, "dqkv");
+        d_lse[i] = (float*)device_malloc(nlse * 4, "lse");
+    }
     float* d_delta = (float*)device_malloc(flash_attention_delta_floats(B, T, NH) * 4, "delta");
-    run_instance<true>(d_out, d_lse, d_dqkv, d_qkv, d_dout, d_delta, B, T, NH, NKV, nout, nlse, nqkv);
-    run_instance<false>(d_ref, d_ref_lse, d_ref_dqkv, d_qkv, d_dout, d_delta, B, T, NH, NKV, nout, nlse, nqkv);
-    compare("wgmma out vs CPU", from_device_bf16(d_out, nout), out, nout, 1e-2f, 1.0f / 64);
-    compare("wgmma lse vs CPU", from_device_f32(d_lse, nlse), lse, nlse, 2e-5f, 0.0f);
-    compare("wgmma dqkv vs CPU", from_device_bf16(d_dqkv, nqkv), dqkv, nqkv, 2e-2f, 1.0f / 32);
-    float* ref = from_device_bf16(d_ref, nout);
-    compare("wgmma out vs mma.sync", from_device_bf16(d_out, nout), ref, nout, 1e-2f, 1.0f / 64);
-    float* ref_dqkv = from_device_bf16(d_ref_dqkv, nqkv);
-    compare("wgmma dqkv vs mma.sync", from_device_bf16(d_dqkv, nqkv), ref_dqkv, nqkv, 2e-2f, 1.0f / 32);
-    void *a = download(d_dqkv, nqkv * 2), *r = download(d_ref_dqkv, nqkv * 2);
+    run_instance<true>(d_out[0], d_lse[0], d_dqkv[0], cpu.d_qkv, cpu.d_dout, d_delta, B, T, NH, NKV, nout, nlse, nqkv);
+    run_instance<false>(d_out[1], d_lse[1], d_dqkv[1], cpu.d_qkv, cpu.d_dout, d_delta, B, T, NH, NKV, nout, nlse, nqkv);
+    compare("wgmma out vs CPU", from_device_bf16(d_out[0], nout), cpu.out, nout, 1e-2f, 1.0f / 64);
+    compare("wgmma lse vs CPU", from_device_f32(d_lse[0], nlse), cpu.lse, nlse, 2e-5f, 0.0f);
+    compare("wgmma dqkv vs CPU", from_device_bf16(d_dqkv[0], nqkv), cpu.dqkv, nqkv, 2e-2f, 1.0f / 32);
+    float *ref = from_device_bf16(d_out[1], nout), *ref_dqkv = from_device_bf16(d_dqkv[1], nqkv);
+    compare("wgmma out vs mma.sync", from_device_bf16(d_out[0], nout), ref, nout, 1e-2f, 1.0f / 64);
+    compare("wgmma dqkv vs mma.sync", from_device_bf16(d_dqkv[0], nqkv), ref_dqkv, nqkv, 2e-2f, 1.0f / 32);
+    void *a = download(d_dqkv[0], nqkv * 2), *r = download(d_dqkv[1], nqkv * 2);
     printf("  backward bits: wgmma %s mma.sync\n", memcmp(a, r, nqkv * 2) == 0 ? "==" : "!=");
     free(a); free(r); free(ref); free(ref_dqkv);
-    free(qkv); free(out); free(att); free(lse); free(dout); free(dqkv);
-    void* bufs[] = {d_qkv, d_dout, d_out, d_ref, d_dqkv, d_ref_dqkv, d_lse, d_ref_lse, d_delta};
-    for (int i = 0; i < 9; i++) { cudaCheck(cudaFree(bufs[i])); }
+    attention_reference_free(&cpu);
+    for (int i = 0; i < 2; i++) { cudaCheck(cudaFree(d_out[i])); cudaCheck(cudaFree(d_dqkv[i])); cudaCheck(cudaFree(d_lse[i])); }
+    cudaCheck(cudaFree(d_delta));
 }
 
 // forward and backward ms of both instances at the GPT-2 shapes (T = 1024, head size 64); TFLOP/s of the causal half
