@@ -1,6 +1,7 @@
 // Flash attention (llmc/flash_attention.cuh) against the FP32 CPU reference (dev/cuda/attention_reference.cuh) and,
-// for NKV = NH, against the cuBLASLt baseline (attention_cublaslt.cuh), on fresh random inputs rounded to BF16 before both sides see them: multi-head (GPT-2) and grouped-query (NKV < NH, down to one
-// kv head), head sizes 64 and 128, T not a multiple of the tiles, large-magnitude and all-zero inputs.
+// for NKV = NH, against the cuBLASLt baseline (attention_cublaslt.cuh), on fresh random inputs rounded to BF16 before
+// both sides see them: multi-head (GPT-2) and grouped-query (NKV < NH, down to one kv head), head sizes 64 and 128,
+// T not a multiple of the tiles, large-magnitude and all-zero inputs.
 // Tolerance per element: |got - want| <= atol + rtol |want|, with atol relative to the largest |want| of the
 // tensor: out 1e-2 (rtol 1/64), dqkv 2e-2 (rtol 1/32), lse 2e-5 (FP32, rtol 0); against the cuBLASLt attention,
 // whose BF16 probabilities carry their own rounding, out 1e-2 and dqkv 2e-2 with rtol 1/32. Also: the forward and
