@@ -6,7 +6,8 @@
 # Usage: dev/bench_modes.sh [model:batch ...]   (model = a trainer -e preset: d12, llama:d12, ...; a bare depth N
 # means dN; default d12:64 d24:32 d48:16; STEPS=15, MODES="bf16 mxfp4 hadamard adahop"; a mode written MODE+A runs
 # with -A 1, the MLP pre-activation recomputed in the backward pass, MODE+F with -Q fused, the operands emitted by
-# their producers, e.g. MODES="bf16 adahop adahop+F adahop+A").
+# their producers, MODE+H with -H 1, the LM head through AdaHOP too (B*T*50304 < 2^31: B <= 41), e.g.
+# MODES="bf16 adahop adahop+F adahop+A", or MODES="bf16 adahop adahop+H" dev/bench_modes.sh d12:32 llama:d12:32).
 # The table goes to the terminal and, when every run succeeded, to dev/results/bench_modes.md (RESULTS=folder
 # elsewhere); a failed run is a FAILED row and exit status 1. MFU = the trainer's model FLOPs per token x tok/s / its
 # GPU peak (989 TFLOP/s), the same model work in every mode.
@@ -20,8 +21,8 @@ configs=("$@")
 steps=${STEPS:-15}
 modes=(${MODES:-bf16 mxfp4 hadamard adahop})
 for mode in "${modes[@]}"; do
-    [[ $mode =~ ^(bf16|mxfp4|hadamard|adahop)(\+A|\+F)*$ ]] ||
-        { echo "bench_modes.sh: mode '$mode' is not bf16, mxfp4, hadamard or adahop with optional +A / +F" >&2; exit 2; }
+    [[ $mode =~ ^(bf16|mxfp4|hadamard|adahop)(\+A|\+F|\+H)*$ ]] ||
+        { echo "bench_modes.sh: mode '$mode' is not bf16, mxfp4, hadamard or adahop with optional +A / +F / +H" >&2; exit 2; }
 done
 failed=0
 out=${OUT:-build}/bench_modes
@@ -39,6 +40,7 @@ for cfg in "${configs[@]}"; do
         flags=(-p "${mode%%+*}")
         [[ $mode == *+A* ]] && flags+=(-A 1)
         [[ $mode == *+F* ]] && flags+=(-Q fused)
+        [[ $mode == *+H* ]] && flags+=(-H 1)
         if ! ./train_gpt2_adahop -e "$model" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -w 3 -R 0 "${flags[@]}" > "$log" 2>&1; then
             echo "$model $mode FAILED:"; tail -n 3 "$log"
             echo "| $model | $b | $mode | FAILED | - | - | - | - | - | - |" >> "$table"
