@@ -7,7 +7,7 @@
 # means dN; default d12:64 d24:32 d48:16; STEPS=15, MODES="bf16 mxfp4 hadamard adahop"; a mode written MODE+A runs
 # with -A 1, the MLP pre-activation recomputed in the backward pass, MODE+F with -Q fused, the operands emitted by
 # their producers, MODE+H with -H 1, the LM head through AdaHOP too (B*T*50304 < 2^31: B <= 41), e.g.
-# MODES="bf16 adahop adahop+F adahop+A", or MODES="bf16 adahop adahop+H" dev/bench_modes.sh d12:32 llama:d12:32).
+# MODES="bf16 adahop adahop+F adahop+A", or MODES="bf16 adahop adahop+H" RESULTS=build dev/bench_modes.sh d12:32 llama:d12:32).
 # The table goes to the terminal and, when every run succeeded, to dev/results/bench_modes.md (RESULTS=folder
 # elsewhere); a failed run is a FAILED row and exit status 1. MFU = the trainer's model FLOPs per token x tok/s / its
 # GPU peak (989 TFLOP/s), the same model work in every mode.
