@@ -2,8 +2,8 @@
 // descriptor of such a tile, the fences and waits, and the m64n64k16 products with A in shared memory or in
 // registers. The tiles are [rows][64] BF16 with the 16-byte chunks of row r XOR-swizzled by r % 8 on a 1024-byte
 // aligned base, which is wgmma's 128-byte swizzle (llmc/flash_attention.cuh loads them so). The instructions exist
-// only in sm_90a code: built for another target the wrappers trap, and the host must not launch a kernel using them
-// (FLASH_WGMMA, set by the Makefile with the sm_90a target).
+// only in sm_90a code: built for another target the wrappers trap, so a kernel using them runs only from a binary
+// built for sm_90a (the Makefile builds dev/cuda/test_flash_wgmma.cu so).
 #ifndef LLMC_WGMMA_CUH
 #define LLMC_WGMMA_CUH
 
