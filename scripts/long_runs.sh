@@ -4,7 +4,7 @@
 # the downstream evals every 200 steps, checkpoints every 100 steps; run_modes.sh trains the set's modes in
 # resumable pieces (same seed and data order per mode), so call this again until it exits 0.
 #
-# The corpus (once; CORPUS = the folder of the raw text, ../shared/data/text in this project's workplace): the
+# The corpus (once; CORPUS = the folder of the raw text files named below): the
 # held-out Gutenberg books first, so the 5M validation tokens are those 1.24M plus the first 3.76M of the training
 # books; 136M training tokens remain (Gutenberg 00-04 and the four Debian texts):
 #   python3 dev/data/tokenize_text.py $CORPUS/gutenberg_val.txt.xz $CORPUS/gutenberg_train_0*.txt.xz \
