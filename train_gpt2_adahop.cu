@@ -523,7 +523,7 @@ static void model_forward(Model* m, const int* inputs, const int* targets, int B
     size_t offs[6];
     staging_layout(N, offs);
     Activations* a = &m->acts;
-    if (m->adahop.has_head) {
+    if (adahop_has_head(&m->adahop)) {
         AdahopLinear head = head_linear(m);
         adahop_linear_forward(&head, a->t[A_LOGITS], a->t[A_LNF], N, bw, NULL);
     } else {
@@ -683,7 +683,7 @@ static void model_backward(Model* m, int B, int T) {
     size_t offs[6];
     staging_layout(N, offs);
     Activations* a = &m->acts;
-    if (m->adahop.has_head) {
+    if (adahop_has_head(&m->adahop)) {
         AdahopLinear head = head_linear(m);
         LinearInput lnf = {a->t[A_LNF], NULL, NULL};
         adahop_linear_backward(&head, a->t[A_DC], a->t[A_LOGITS], N, &lnf, m->scratch);

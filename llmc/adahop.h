@@ -35,7 +35,6 @@ static const char* const adahop_gemm_names[NUM_GEMMS] = {"fwd", "dx", "dw"};
 
 typedef struct {
     int precision, num_layers, num_linears, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
-    int has_head;     // 1: the LM head is linear num_layers * NUM_LINEAR_KINDS (adahop_include_head)
     int calibrated;   // 1 once the first vote is done (adahop precision); before it every GEMM runs calib_strategy
     int* votes;       // [num_linears][NUM_TENSORS][NUM_PATTERNS] patterns recorded since the last vote
     int* pattern;     // [num_linears][NUM_TENSORS] pattern of the last vote (PATTERN_NONE before the first)
@@ -142,9 +141,12 @@ static inline void adahop_init(AdahopState* st, int precision, int num_layers, i
     for (int i = 0; i < st->num_linears * NUM_GEMMS; i++) { st->strategy[i] = STRAT_PLAIN; }
 }
 
+// 1 if the LM head is a linear of the state (adahop_include_head): linear num_layers * NUM_LINEAR_KINDS, after the blocks
+static inline int adahop_has_head(const AdahopState* st) { return st->num_linears > st->num_layers * NUM_LINEAR_KINDS; }
+
 // adds the LM head as one more linear after the blocks (a fresh state from adahop_init: nothing recorded yet)
 static inline void adahop_include_head(AdahopState* st) {
-    if (st->has_head) { die("adahop_include_head: the state has its LM head already"); }
+    if (adahop_has_head(st)) { die("adahop_include_head: the state has its LM head already"); }
     int n = st->num_linears + 1;
     st->votes = (int*)realloc(st->votes, (size_t)n * NUM_TENSORS * NUM_PATTERNS * sizeof(int));
     st->pattern = (int*)realloc(st->pattern, (size_t)n * NUM_TENSORS * sizeof(int));
@@ -154,7 +156,6 @@ static inline void adahop_include_head(AdahopState* st) {
     memset(st->pattern + (size_t)st->num_linears * NUM_TENSORS, 0, NUM_TENSORS * sizeof(int));
     for (int g = 0; g < NUM_GEMMS; g++) { st->strategy[st->num_linears * NUM_GEMMS + g] = STRAT_PLAIN; }
     st->num_linears = n;
-    st->has_head = 1;
 }
 
 // index of the LM head's linear (adahop_include_head)
@@ -294,7 +295,7 @@ static inline void adahop_print_table(const AdahopState* st, FILE* fp) {
         }
         fprintf(fp, "\n");
     }
-    if (st->has_head) {
+    if (adahop_has_head(st)) {
         char cell[NUM_GEMMS + NUM_TENSORS + 2];
         adahop_table_cell(st, adahop_head_index(st), cell, counts);
         fprintf(fp, "lm_head | %s\n", cell);
@@ -358,7 +359,7 @@ static inline void adahop_load(AdahopState* st, const int32_t* words, size_t n) 
     size_t one_linear = NUM_TENSORS * NUM_PATTERNS + NUM_TENSORS + NUM_GEMMS, want_n = adahop_state_words(st);
     if (n != want_n && (n + one_linear == want_n || n == want_n + one_linear)) {
         die("adahop_load: the saved AdaHOP state %s the LM head, this run %s: resume with the same -H", n > want_n ? "has" : "lacks",
-            st->has_head ? "has it" : "does not");
+            adahop_has_head(st) ? "has it" : "does not");
     }
     if (n != want_n) {
         die("adahop_load: the saved AdaHOP state has %zu words, this run needs %zu (a different model depth?)", n, want_n);

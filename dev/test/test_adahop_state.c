@@ -221,7 +221,7 @@ static void test_head(void) {
     adahop_init(&st, PREC_ADAHOP, 2, 1, STRAT_PLAIN, 0, 1, 4);
     adahop_include_head(&st);
     int head = adahop_head_index(&st);
-    CHECK(st.has_head == 1 && st.num_linears == 9 && head == 8, "2 layers + head: 9 linears, head index %d", head);
+    CHECK(adahop_has_head(&st) == 1 && st.num_linears == 9 && head == 8, "2 layers + head: 9 linears, head index %d", head);
     CHECK(adahop_strategy_of(&st, head, GEMM_FWD) == STRAT_PLAIN && adahop_strategy_of(&st, head, GEMM_DW) == STRAT_PLAIN
           && st.pattern[head * NUM_TENSORS + TENSOR_DY] == PATTERN_NONE, "the head starts in calibration, plain, pattern none");
     vote3(&st, head, PATTERN_COL, PATTERN_NONE, PATTERN_NONE);   // x Column (outlier channels), W None, dY None
