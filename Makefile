@@ -1,4 +1,4 @@
-# Build and test. `make test` runs every CPU test, compiles and links every CUDA program for sm_90 (in parallel,
+# Build and test. `make test` runs every CPU test, compiles and links every CUDA program for sm_90a (in parallel,
 # JOBS at a time), on a machine with an NVIDIA GPU runs the GPU tests too, and ends with the list of tests it
 # skipped and why. `make train` trains on the embedded data.
 CC ?= gcc
@@ -9,7 +9,8 @@ export PYTHON
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CFLAGS = -O2 -std=gnu11 -Wall -Wextra -I.
 OMPFLAGS = $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
-GENCODE = -gencode arch=compute_90,code=sm_90
+# sm_90a: Hopper with its architecture-specific instructions (wgmma: llmc/wgmma.cuh); the binaries run on H100 / H200
+GENCODE = -gencode arch=compute_90a,code=sm_90a
 NVCCFLAGS = -O3 -std=c++17 -I. $(GENCODE) -Xcompiler -Wall -Xcompiler -fopenmp
 NVLIBS = -lcublasLt -lcublas -lgomp
 # the data-parallel layer (llmc/nccl_dp.cuh) links NCCL, and OpenMPI when mpicc works (optional: without it,
@@ -77,8 +78,6 @@ test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_
 $(BUILD)/model_logits_gpu: train_gpt2_adahop.cu dev/test/logits_file.h
 $(BUILD)/%: dev/cuda/%.cu $(HOST_HEADERS) $(CUDA_HEADERS) $(wildcard dev/test/*.h dev/cuda/*.cuh) | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
-# the wgmma instances of the flash attention kernels (llmc/wgmma.cuh) need the sm_90a target
-$(BUILD)/test_flash_wgmma: GENCODE = -gencode arch=compute_90a,code=sm_90a
 # the CUPTI kernel profiler that dev/profile_step.sh loads into the trainer (CUDA_INJECTION64_PATH), and its CPU test
 $(BUILD)/libkernel_profile.so: dev/cuda/kernel_profile.c | $(BUILD)
 	$(CC) $(CFLAGS) -fPIC -shared -I$(CUDA_ROOT)/include -I$(CUDA_ROOT)/extras/CUPTI/include $< -o $@ \
@@ -143,7 +142,7 @@ test-profiler: $(PROFILER) | $(BUILD)
 
 test-gpu-if-present: | $(BUILD)
 	@if nvidia-smi -L >/dev/null 2>&1; then $(MAKE) --no-print-directory test-gpu; \
-	 else echo "GPU tests: no NVIDIA GPU here (the CUDA programs were compiled and linked for sm_90)" | tee $(SKIP_LOG)_gpu.txt; fi
+	 else echo "GPU tests: no NVIDIA GPU here (the CUDA programs were compiled and linked for sm_90a)" | tee $(SKIP_LOG)_gpu.txt; fi
 
 skip-summary:
 	@if cat $(SKIP_LOG)_*.txt 2>/dev/null | grep -q .; then echo "== skipped:"; cat $(SKIP_LOG)_*.txt | sed 's/^/  /'; \

@@ -12,8 +12,9 @@
 //
 // Every kernel has a second instance, WG = true, whose products run on Hopper's warpgroup MMA (llmc/wgmma.cuh;
 // sm_90a code only): head size 64, 64-row tiles, the CTA's 4 warps one warpgroup; the accumulator layout is the
-// same, so everything around the products is shared. flash_attention_forward / _backward run the mma.sync
-// instances; dev/cuda/test_flash_wgmma.cu tests and times the wgmma ones (flash_attention_*_hs<64, true>).
+// same, so everything around the products is shared. flash_attention_forward / _backward run the wgmma instances
+// for head size 64 when the binary holds sm_90a code (flash_wgmma_available), else the mma.sync ones;
+// dev/cuda/test_flash_wgmma.cu tests and times both (flash_attention_*_hs<64, WG>).
 #ifndef LLMC_FLASH_ATTENTION_CUH
 #define LLMC_FLASH_ATTENTION_CUH
 
@@ -498,6 +499,30 @@ static inline void flash_attention_check_shape(int T, int NH, int NKV, int HS) {
     if (why != NULL) { die("flash attention: %s (T=%d, NH=%d, NKV=%d, HS=%d)", why, T, NH, NKV, HS); }
 }
 
+// writes 1 into *out when this device code is sm_90a (wgmma), else 0
+__global__ void flash_sm90a_probe_kernel(int* out) {
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+    *out = 1;
+#else
+    *out = 0;
+#endif
+}
+
+// whether the wgmma instances can run: the device code of this binary for the current GPU is sm_90a (asked once, with
+// a synchronizing probe kernel)
+static inline bool flash_wgmma_available(void) {
+    static int available = -1;
+    if (available < 0) {
+        int* d;
+        cudaCheck(cudaMalloc(&d, sizeof(int)));
+        flash_sm90a_probe_kernel<<<1, 1>>>(d);
+        cudaCheckLaunch();
+        cudaCheck(cudaMemcpy(&available, d, sizeof(int), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaFree(d));
+    }
+    return available == 1;
+}
+
 // floats of the backward's scratch_delta: one per (b, h, t)
 static inline size_t flash_attention_delta_floats(int B, int T, int NH) { return (size_t)B * NH * T; }
 
@@ -546,8 +571,9 @@ static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const
 static inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int NKV, int HS,
                                            cudaStream_t stream) {
     flash_attention_check_shape(T, NH, NKV, HS);
-    if (HS == 64) { flash_attention_forward_hs<64, false>(out, lse, qkv, B, T, NH, NKV, stream); }
-    else { flash_attention_forward_hs<128, false>(out, lse, qkv, B, T, NH, NKV, stream); }
+    if (HS == 128) { flash_attention_forward_hs<128, false>(out, lse, qkv, B, T, NH, NKV, stream); }
+    else if (flash_wgmma_available()) { flash_attention_forward_hs<64, true>(out, lse, qkv, B, T, NH, NKV, stream); }
+    else { flash_attention_forward_hs<64, false>(out, lse, qkv, B, T, NH, NKV, stream); }
 }
 
 // dqkv [B, T, (NH + 2 NKV) HS] (overwritten; dk, dv of a kv head summed over its NH / NKV query heads) from dout
@@ -557,8 +583,9 @@ static inline void flash_attention_backward(floatX* dqkv, float* scratch_delta, 
                                             const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS,
                                             cudaStream_t stream) {
     flash_attention_check_shape(T, NH, NKV, HS);
-    if (HS == 64) { flash_attention_backward_hs<64, false>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
-    else { flash_attention_backward_hs<128, false>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
+    if (HS == 128) { flash_attention_backward_hs<128, false>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
+    else if (flash_wgmma_available()) { flash_attention_backward_hs<64, true>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
+    else { flash_attention_backward_hs<64, false>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
 }
 
 #endif

@@ -3,7 +3,7 @@
 // registers. The tiles are [rows][64] BF16 with the 16-byte chunks of row r XOR-swizzled by r % 8 on a 1024-byte
 // aligned base, which is wgmma's 128-byte swizzle (llmc/flash_attention.cuh loads them so). The instructions exist
 // only in sm_90a code: built for another target the wrappers trap, so a kernel using them runs only from a binary
-// built for sm_90a (the Makefile builds dev/cuda/test_flash_wgmma.cu so).
+// built for sm_90a (the Makefile builds every CUDA program so; flash_wgmma_available asks at run time).
 #ifndef LLMC_WGMMA_CUH
 #define LLMC_WGMMA_CUH
 
