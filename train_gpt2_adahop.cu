@@ -237,6 +237,7 @@ static void model_build(Model* m, DataParallel* dp, const ModelConfig* c, const 
     m->max_B = B; m->max_T = T;
     if (T > c->max_seq_len) { die("sequence length T=%d exceeds the model's max_seq_len %d", T, c->max_seq_len); }
     flash_attention_check_shape(T, c->num_heads, c->num_kv_heads, c->channels / c->num_heads);
+    flash_wgmma_available();   // its one synchronizing probe here, not in the first training step
     if (lo->lm_head && (size_t)B * T * c->padded_vocab_size > INT_MAX) {   // the workspace counts an operand's values in int
         die("flag -H: the LM head's operands hold B*T x padded vocab = %d x %d values, more than 2^31 - 1: use -b %d or "
             "less at T=%d (-d keeps the total batch)", B * T, c->padded_vocab_size,
