@@ -1,5 +1,5 @@
 // Dense GEMMs through cuBLASLt (BF16 or scaled low-precision operands, FP32 accumulation, BF16 or FP32 output,
-// optional bias epilogue, strided batches) and the BF16 linear layer built on them.
+// optional bias and GELU epilogues, strided batches) and the BF16 linear layer built on them.
 #ifndef LLMC_MATMUL_CUH
 #define LLMC_MATMUL_CUH
 
@@ -15,7 +15,7 @@ static const size_t cublaslt_workspace_size = 32 * 1024 * 1024;
 // cuBLASLt's first choice per GEMM configuration, asked once: the heuristic query costs more host time than a small
 // GEMM takes on the GPU, and its answer does not change (the same algorithm runs either way)
 typedef struct {
-    int m, n, k, trans_a, trans_b, ab_type, d_type, has_bias, scale_mode, batch_count;
+    int m, n, k, trans_a, trans_b, ab_type, d_type, has_bias, scale_mode, batch_count, epilogue;
     long stride_a, stride_b, stride_d;
 } GemmKey;
 #define GEMM_ALGO_CACHE_SIZE 512
@@ -50,6 +50,14 @@ static inline void matmul_free(void) {
 struct GemmBatch { int count; long stride_a, stride_b, stride_d; };
 static const GemmBatch gemm_single = {1, 0, 0, 0};
 
+// what cuBLASLt applies to the product P = op(A) op(B) before writing D; aux is BF16 [m x n] with leading dimension m,
+// like a BF16 D. cuBLASLt's GELU is the tanh approximation, computed in FP32 (not bit for bit llmc/gelu.cuh's).
+typedef enum {
+    GEMM_EPILOGUE_NONE,    // D = P (+ bias)
+    GEMM_EPILOGUE_GELU,    // D = gelu(P + bias), and aux = P + bias (the pre-activation, for the backward)
+    GEMM_EPILOGUE_DGELU,   // D = P * gelu'(aux): the backward through a GELU whose pre-activation is aux
+} GemmEpilogue;
+
 typedef struct {
     void* d; cudaDataType_t d_type;
     const void* a; const void* b; cudaDataType_t ab_type;
@@ -60,6 +68,8 @@ typedef struct {
     GemmBatch batch;
     int32_t scale_mode;                  // -1: unscaled; else a cublasLtMatmulMatrixScale_t for A and B
     const void* a_scale; const void* b_scale;
+    GemmEpilogue epilogue;               // GELU / DGELU: BF16 D, no beta, no batches; DGELU: no bias
+    void* aux;                           // the epilogue's pre-activation (written by GELU, read by DGELU)
 } GemmSpec;
 
 static inline GemmKey gemm_key(const GemmSpec* g) {
@@ -69,6 +79,7 @@ static inline GemmKey gemm_key(const GemmSpec* g) {
     key.ab_type = (int)g->ab_type; key.d_type = (int)g->d_type; key.has_bias = g->bias != NULL;
     key.scale_mode = g->scale_mode; key.batch_count = g->batch.count;
     key.stride_a = g->batch.stride_a; key.stride_b = g->batch.stride_b; key.stride_d = g->batch.stride_d;
+    key.epilogue = (int)g->epilogue;
     return key;
 }
 
@@ -92,12 +103,19 @@ static inline GemmPlan gemm_plan_create(const GemmSpec* g) {
     cublasCheck(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    cublasLtEpilogue_t epi = g->bias != NULL ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (g->epilogue == GEMM_EPILOGUE_GELU) { epi = g->bias != NULL ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX; }
+    if (g->epilogue == GEMM_EPILOGUE_DGELU) { epi = CUBLASLT_EPILOGUE_DGELU; }
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (g->bias != NULL) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         cudaDataType_t bias_type = CUDA_R_16BF;
-        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof(g->bias)));
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    }
+    if (g->epilogue != GEMM_EPILOGUE_NONE) {
+        int64_t aux_ld = g->m;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof(g->aux)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
     }
     if (g->scale_mode >= 0) {
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &g->scale_mode, sizeof(int32_t)));
@@ -169,6 +187,12 @@ static inline bool cublaslt_gemm_try(const GemmSpec* g, cudaStream_t stream) {
 
 // runs the GEMM g, or stops with a message when cuBLASLt has no algorithm for it
 static inline void cublaslt_gemm(const GemmSpec* g, cudaStream_t stream) {
+    if (g->epilogue != GEMM_EPILOGUE_NONE &&
+        (g->d_type != CUDA_R_16BF || g->beta != 0.0f || g->batch.count != 1 || g->m % 8 != 0 || g->aux == NULL ||
+         (g->epilogue == GEMM_EPILOGUE_DGELU && g->bias != NULL))) {
+        die("GEMM with a GELU epilogue: needs a BF16 output, beta 0, one batch, m (%d) a multiple of 8, an aux buffer and, "
+            "for the backward, no bias", g->m);
+    }
     if (!cublaslt_gemm_try(g, stream)) {
         die("cuBLASLt has no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d batch=%d, operand type %d, scale mode %d "
             "(low-precision types need a GPU that supports them and sizes that are multiples of 16)",
@@ -177,11 +201,17 @@ static inline void cublaslt_gemm(const GemmSpec* g, cudaStream_t stream) {
 }
 
 // BF16 operands: D (BF16, or FP32 when d_fp32) = op(A) op(B) (+ beta D) (+ bias), see cublaslt_gemm
+static inline GemmSpec matmul_spec(void* d, bool d_fp32, const floatX* a, const floatX* b, const floatX* bias,
+                                   int m, int n, int k, bool trans_a, bool trans_b, float beta, GemmBatch batch) {
+    GemmSpec g = {d, d_fp32 ? CUDA_R_32F : CUDA_R_16BF, a, b, CUDA_R_16BF, bias, m, n, k, trans_a, trans_b, beta, batch,
+                  -1, NULL, NULL, GEMM_EPILOGUE_NONE, NULL};
+    return g;
+}
+
 static inline void matmul(void* d, bool d_fp32, const floatX* a, const floatX* b, const floatX* bias,
                           int m, int n, int k, bool trans_a, bool trans_b, float beta, GemmBatch batch,
                           cudaStream_t stream) {
-    GemmSpec g = {d, d_fp32 ? CUDA_R_32F : CUDA_R_16BF, a, b, CUDA_R_16BF, bias, m, n, k, trans_a, trans_b, beta, batch,
-                  -1, NULL, NULL};
+    GemmSpec g = matmul_spec(d, d_fp32, a, b, bias, m, n, k, trans_a, trans_b, beta, batch);
     cublaslt_gemm(&g, stream);
 }
 

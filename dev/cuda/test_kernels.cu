@@ -107,6 +107,73 @@ static void test_linear(int N, int IC, int OC) {
     cudaFree(d_inp); cudaFree(d_w); cudaFree(d_bias); cudaFree(d_out); cudaFree(d_dout); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_db);
 }
 
+// rows 0..rows-1 of a [rows+1 x cols] host tensor got (freed) compared with compare_abs; its last row must be all NaN
+static void compare_rows_nan_last(const char* what, float* got, const float* want, int rows, int cols, double atol, float rtol) {
+    int nan_last = 0;
+    for (int j = 0; j < cols; j++) { nan_last += isnan(got[(size_t)rows * cols + j]); }
+    printf("  %-38s last row NaN in %d of %d\n", what, nan_last, cols);
+    CHECK(nan_last == cols, "%s: a NaN input row gave %d NaN outputs of %d", what, nan_last, cols);
+    compare_abs(what, got, want, (size_t)rows * cols, atol, rtol);
+}
+
+// The fc linear with cuBLASLt's GELU epilogues (llmc/matmul.cuh), as the trainer runs GPT-2 in bf16: forward
+// act = gelu(inp W^T + bias) with the pre-activation in aux, backward dinp = (dout W) * gelu'(pre) against the FP32
+// CPU reference fed the same BF16 pre-activation. cuBLASLt's GELU (FP32 tanh form) is not ours (the sigmoid form of
+// llmc/gelu.cuh), so fused and unfused paths differ by BF16 rounding, not bit for bit: act and dinp take the linear's
+// tolerance times max |gelu'| (1.13) plus the BF16 rtol. scale multiplies the input; nan_row puts NaN in the last
+// input row (and the last row of dout), which must come out NaN there and leave the other rows exact.
+static void test_linear_gelu(int N, int IC, int OC, float scale, bool nan_row) {
+    printf("linear + GELU epilogue N=%d IC=%d OC=%d input scale %g%s\n", N, IC, OC, scale, nan_row ? ", NaN row" : "");
+    size_t ni = (size_t)N * IC, no = (size_t)N * OC, nw = (size_t)OC * IC;
+    float *inp = host_random(ni, scale), *w = host_random(nw, 0.05f), *bias = host_random(OC, 0.1f);
+    if (nan_row) { for (int j = 0; j < IC; j++) { inp[(size_t)(N - 1) * IC + j] = NAN; } }
+    float *pre = host_zeros(no), *act = host_zeros(no);
+    matmul_forward_cpu(pre, inp, w, bias, 1, N, IC, OC);
+    gelu_forward_cpu(act, pre, no);
+    floatX *d_inp = to_device_bf16(inp, ni), *d_w = to_device_bf16(w, nw), *d_bias = to_device_bf16(bias, OC);
+    floatX *d_pre = (floatX*)device_malloc(no * sizeof(floatX), "pre"), *d_act = (floatX*)device_malloc(no * sizeof(floatX), "act");
+    GemmSpec fwd = matmul_spec(d_act, false, d_w, d_inp, d_bias, OC, N, IC, true, false, 0.0f, gemm_single);
+    fwd.epilogue = GEMM_EPILOGUE_GELU;
+    fwd.aux = d_pre;
+    cublaslt_gemm(&fwd, 0);
+    double atol = 2e-3 * sqrt((double)IC) * 0.05 * scale;
+    int rows = nan_row ? N - 1 : N;
+    if (nan_row) {
+        compare_rows_nan_last("forward pre-activation (aux)", from_device_bf16(d_pre, no), pre, rows, OC, atol, 1.0f / 64);
+        compare_rows_nan_last("forward gelu", from_device_bf16(d_act, no), act, rows, OC, 1.13 * atol, 1.0f / 64);
+    } else {
+        compare_abs("forward pre-activation (aux)", from_device_bf16(d_pre, no), pre, no, atol, 1.0f / 64);
+        compare_abs("forward gelu", from_device_bf16(d_act, no), act, no, 1.13 * atol, 1.0f / 64);
+        // the unfused path (plain GEMM, then llmc/gelu.cuh) on the same device inputs, for the size of the difference
+        floatX *d_pre2 = (floatX*)device_malloc(no * sizeof(floatX), "pre2"), *d_act2 = (floatX*)device_malloc(no * sizeof(floatX), "act2");
+        linear_forward(d_pre2, d_inp, d_w, d_bias, N, IC, OC, 0);
+        gelu_forward(d_act2, d_pre2, (long)no, 0);
+        float* unfused = from_device_bf16(d_act2, no);
+        compare_abs("forward gelu against the unfused path", from_device_bf16(d_act, no), unfused, no, 1.13 * atol, 1.0f / 64);
+        free(unfused);
+        cudaFree(d_pre2); cudaFree(d_act2);
+    }
+
+    // backward through a GELU in front of this linear: gpre [N x IC] is that GELU's (BF16) pre-activation
+    float *dout = host_random(no, 1.0f), *gpre = host_random(ni, 3.0f), *dlin = host_zeros(ni), *dx = host_zeros(ni);
+    float *dw = host_zeros(nw), *db = host_zeros(OC);
+    if (nan_row) { for (int j = 0; j < OC; j++) { dout[(size_t)(N - 1) * OC + j] = NAN; } }
+    matmul_backward_cpu(dlin, dw, db, dout, inp, w, 1, N, IC, OC);
+    gelu_backward_cpu(dx, gpre, dlin, ni);
+    floatX *d_dout = to_device_bf16(dout, no), *d_gpre = to_device_bf16(gpre, ni);
+    floatX* d_dx = (floatX*)device_malloc(ni * sizeof(floatX), "dx");
+    GemmSpec bwd = matmul_spec(d_dx, false, d_w, d_dout, NULL, IC, N, OC, false, false, 0.0f, gemm_single);
+    bwd.epilogue = GEMM_EPILOGUE_DGELU;
+    bwd.aux = d_gpre;
+    cublaslt_gemm(&bwd, 0);
+    double atol_b = 1.13 * 2e-3 * sqrt((double)OC) * 0.05;
+    if (nan_row) { compare_rows_nan_last("backward dinp * gelu'", from_device_bf16(d_dx, ni), dx, rows, IC, atol_b, 1.0f / 64); }
+    else { compare_abs("backward dinp * gelu'", from_device_bf16(d_dx, ni), dx, ni, atol_b, 1.0f / 64); }
+    free(inp); free(w); free(bias); free(pre); free(act); free(dout); free(gpre); free(dlin); free(dx); free(dw); free(db);
+    cudaFree(d_inp); cudaFree(d_w); cudaFree(d_bias); cudaFree(d_pre); cudaFree(d_act); cudaFree(d_dout); cudaFree(d_gpre);
+    cudaFree(d_dx);
+}
+
 static void test_attention(int B, int T, int C, int NH, float scale) {
     printf("attention B=%d T=%d C=%d NH=%d input scale %g\n", B, T, C, NH, scale);
     size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
@@ -269,6 +336,12 @@ int main(void) {
     test_linear(64, 64, 192);
     test_linear(512, 768, 2304);
     test_linear(200, 3072, 768);
+    test_linear_gelu(37, 64, 192, 1.0f, false);
+    test_linear_gelu(512, 768, 3072, 1.0f, false);
+    test_linear_gelu(200, 3072, 768, 1.0f, false);
+    test_linear_gelu(64, 768, 3072, 0.0f, false);
+    test_linear_gelu(64, 768, 3072, 300.0f, false);
+    test_linear_gelu(65, 256, 1024, 1.0f, true);
     test_attention(2, 64, 128, 4, 1.0f);
     test_attention(1, 24, 64, 2, 6.0f);
     test_attention(2, 256, 768, 12, 2.0f);
