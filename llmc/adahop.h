@@ -135,27 +135,21 @@ static inline void adahop_init(AdahopState* st, int precision, int num_layers, i
     st->reclass_window = reclass_window;
     st->oe_k = oe_k;
     st->linear_names = adahop_linear_names;
-    st->votes = (int*)calloc_check((size_t)st->num_linears * NUM_TENSORS * NUM_PATTERNS, sizeof(int));
-    st->pattern = (int*)calloc_check((size_t)st->num_linears * NUM_TENSORS, sizeof(int));   // PATTERN_NONE
-    st->strategy = (int*)malloc_check((size_t)st->num_linears * NUM_GEMMS * sizeof(int));
-    for (int i = 0; i < st->num_linears * NUM_GEMMS; i++) { st->strategy[i] = STRAT_PLAIN; }
+    int room = st->num_linears + 1;   // the arrays have room for the LM head (adahop_include_head)
+    st->votes = (int*)calloc_check((size_t)room * NUM_TENSORS * NUM_PATTERNS, sizeof(int));
+    st->pattern = (int*)calloc_check((size_t)room * NUM_TENSORS, sizeof(int));   // PATTERN_NONE
+    st->strategy = (int*)malloc_check((size_t)room * NUM_GEMMS * sizeof(int));
+    for (int i = 0; i < room * NUM_GEMMS; i++) { st->strategy[i] = STRAT_PLAIN; }
 }
 
 // 1 if the LM head is a linear of the state (adahop_include_head): linear num_layers * NUM_LINEAR_KINDS, after the blocks
 static inline int adahop_has_head(const AdahopState* st) { return st->num_linears > st->num_layers * NUM_LINEAR_KINDS; }
 
-// adds the LM head as one more linear after the blocks (a fresh state from adahop_init: nothing recorded yet)
+// adds the LM head as one more linear after the blocks, in the room adahop_init left for it (its votes, pattern and
+// strategies are those of a fresh linear)
 static inline void adahop_include_head(AdahopState* st) {
     if (adahop_has_head(st)) { die("adahop_include_head: the state has its LM head already"); }
-    int n = st->num_linears + 1;
-    st->votes = (int*)realloc(st->votes, (size_t)n * NUM_TENSORS * NUM_PATTERNS * sizeof(int));
-    st->pattern = (int*)realloc(st->pattern, (size_t)n * NUM_TENSORS * sizeof(int));
-    st->strategy = (int*)realloc(st->strategy, (size_t)n * NUM_GEMMS * sizeof(int));
-    if (!st->votes || !st->pattern || !st->strategy) { die("adahop_include_head: out of host memory"); }
-    memset(st->votes + (size_t)st->num_linears * NUM_TENSORS * NUM_PATTERNS, 0, NUM_TENSORS * NUM_PATTERNS * sizeof(int));
-    memset(st->pattern + (size_t)st->num_linears * NUM_TENSORS, 0, NUM_TENSORS * sizeof(int));
-    for (int g = 0; g < NUM_GEMMS; g++) { st->strategy[st->num_linears * NUM_GEMMS + g] = STRAT_PLAIN; }
-    st->num_linears = n;
+    st->num_linears++;
 }
 
 // index of the LM head's linear (adahop_include_head)
