@@ -106,7 +106,9 @@ static inline GemmPlan gemm_plan_create(const GemmSpec* g) {
     cublasLtEpilogue_t epi = g->bias != NULL ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (g->epilogue == GEMM_EPILOGUE_GELU) { epi = g->bias != NULL ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX; }
     if (g->epilogue == GEMM_EPILOGUE_DGELU) { epi = CUBLASLT_EPILOGUE_DGELU; }
-    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    }
     if (g->bias != NULL) {
         cudaDataType_t bias_type = CUDA_R_16BF;
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof(g->bias)));
