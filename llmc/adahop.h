@@ -36,6 +36,7 @@ static const char* const adahop_gemm_names[NUM_GEMMS] = {"fwd", "dx", "dw"};
 typedef struct {
     int precision, num_layers, num_linears, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
     int calibrated;   // 1 once the first vote is done (adahop precision); before it every GEMM runs calib_strategy
+    // per linear, allocated for num_layers * NUM_LINEAR_KINDS + 1 (room for the LM head, adahop_include_head):
     int* votes;       // [num_linears][NUM_TENSORS][NUM_PATTERNS] patterns recorded since the last vote
     int* pattern;     // [num_linears][NUM_TENSORS] pattern of the last vote (PATTERN_NONE before the first)
     int* strategy;    // [num_linears][NUM_GEMMS] voted strategy, dW rule applied (STRAT_PLAIN before the first)

@@ -116,7 +116,7 @@ static void compare_rows_nan_last(const char* what, float* got, const float* wan
     compare_abs(what, got, want, (size_t)rows * cols, atol, rtol);
 }
 
-// The fc linear with cuBLASLt's GELU epilogues (llmc/matmul.cuh), as the trainer runs GPT-2 in bf16: forward
+// The fc linear with cuBLASLt's GELU epilogues (llmc/matmul.cuh; GPT-2's MLP shapes, not yet used by the trainer): forward
 // act = gelu(inp W^T + bias) with the pre-activation in aux, backward dinp = (dout W) * gelu'(pre) against the FP32
 // CPU reference fed the same BF16 pre-activation. cuBLASLt's GELU (FP32 tanh form) is not ours (the sigmoid form of
 // llmc/gelu.cuh), so fused and unfused paths differ by BF16 rounding, not bit for bit: act and dinp take the linear's
