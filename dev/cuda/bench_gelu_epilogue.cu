@@ -12,13 +12,15 @@
 
 // "tile T stages S splitK K cluster C" of an algorithm, into buf
 static const char* algo_config(const cublasLtMatmulAlgo_t* algo, char* buf, size_t n) {
-    int32_t tile = 0, stages = 0, splitk = 0, cluster = 0;
+    uint32_t tile = 0, stages = 0;
+    int32_t splitk = 0;
+    uint16_t cluster = 0;
     size_t written;
     cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &written));
     cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &written));
     cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &written));
     cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster), &written));
-    snprintf(buf, n, "tile %d stages %d splitK %d cluster %d", tile, stages, splitk, cluster);
+    snprintf(buf, n, "tile %u stages %u splitK %d cluster %u", tile, stages, splitk, (unsigned)cluster);
     return buf;
 }
 
