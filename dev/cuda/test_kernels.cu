@@ -12,6 +12,7 @@
 #include "llmc/gelu.cuh"
 #include "llmc/outliers.cuh"
 #include "llmc/classifier.cuh"
+#include "dev/cuda/classifier_vec.cuh"
 #include "llmc/adamw.cuh"
 #include "llmc/gpt2_cpu.h"
 #include "dev/cuda/test_compare.cuh"
@@ -217,10 +218,14 @@ static void test_gelu(size_t n) {
     cudaFree(d_x); cudaFree(d_y); cudaFree(d_d);
 }
 
-static void test_classifier(int N, int V, int Vp, bool poison_nan) {
-    printf("softmax cross-entropy N=%d V=%d Vp=%d%s\n", N, V, Vp, poison_nan ? " (one NaN logit)" : "");
+typedef void (*CrossEntropyFn)(floatX* logits, float* losses, const int* targets, int N, int V, int Vp, float dloss,
+                               cudaStream_t stream);
+
+// the cross-entropy `ce` (named `name`) on logits spread * N(0, 1) in BF16 (spread 0: all zero)
+static void test_classifier(const char* name, CrossEntropyFn ce, int N, int V, int Vp, float spread, bool poison_nan) {
+    printf("%s N=%d V=%d Vp=%d logits %g * N(0,1)%s\n", name, N, V, Vp, spread, poison_nan ? " (one NaN logit)" : "");
     size_t n = (size_t)N * Vp;
-    float *logits = host_random(n, 4.0f), *probs = host_zeros(n), *losses = host_zeros(N), *dlog = host_zeros(n), *dl = host_zeros(N);
+    float *logits = host_random(n, spread), *probs = host_zeros(n), *losses = host_zeros(N), *dlog = host_zeros(n), *dl = host_zeros(N);
     for (int r = 0; r < N; r++) { for (int j = V; j < Vp; j++) { logits[(size_t)r * Vp + j] = 1e4f; } }  // padding must be ignored
     int* targets = (int*)malloc_check(N * sizeof(int));
     for (int r = 0; r < N; r++) { targets[r] = (int)rng_below(&rng, V); }
@@ -234,7 +239,7 @@ static void test_classifier(int N, int V, int Vp, bool poison_nan) {
     float* prior = host_random(N, 1.0f);
     float* d_losses = to_device_f32(prior, N);   // losses accumulate over micro-steps
     for (int r = 0; r < N; r++) { losses[r] += prior[r]; }
-    softmax_crossentropy(d_logits, d_losses, d_targets, N, V, Vp, dloss, 0);
+    ce(d_logits, d_losses, d_targets, N, V, Vp, dloss, 0);
     float* got = from_device_f32(d_losses, N);
     if (poison_nan) {
         CHECK(isnan(got[0]) && !isnan(got[1]), "a NaN logit gives a NaN loss for its row only (got %g, %g)", got[0], got[1]);
@@ -348,9 +353,16 @@ int main(void) {
     test_gelu(8 * 1000);
     test_channel_recompute(96, 768, 64);
     test_channel_recompute(200, 3072, 7);
-    test_classifier(64, 1000, 1024, false);
-    test_classifier(8, 50257, 50304, false);
-    test_classifier(4, 100, 128, true);
+    struct { const char* name; CrossEntropyFn ce; } ces[] = {{"softmax_crossentropy", softmax_crossentropy},
+                                                               {"softmax_crossentropy_vec", softmax_crossentropy_vec}};
+    for (int i = 0; i < 2; i++) {
+        test_classifier(ces[i].name, ces[i].ce, 64, 1000, 1024, 4.0f, false);
+        test_classifier(ces[i].name, ces[i].ce, 8, 50257, 50304, 4.0f, false);
+        test_classifier(ces[i].name, ces[i].ce, 4, 50304, 50304, 80.0f, false);   // no padding; most exponentials underflow
+        test_classifier(ces[i].name, ces[i].ce, 16, 7, 8, 4.0f, false);           // fewer 16-byte vectors than threads
+        test_classifier(ces[i].name, ces[i].ce, 4, 3000, 3072, 0.0f, false);      // all equal: loss ln(V)
+        test_classifier(ces[i].name, ces[i].ce, 4, 100, 128, 4.0f, true);
+    }
     test_adamw_and_norm(1000003);
     test_determinism(4096, 768);
     matmul_free();
