@@ -110,6 +110,7 @@ test-cpu: cpu $(BUILD)/train_gpt2_asan
 	@echo "== CPU reference trains a tiny model"; bash dev/test/cpu_train_smoke.sh
 	@echo "== CPU reference trains in every precision mode"; bash dev/test/cpu_modes_smoke.sh
 	@echo "== AdaHOP linear: PyTorch oracle vs C reference"; bash dev/test/adahop_cases.sh
+	@echo "== dev/ab_trainers.sh with fake trainers"; bash dev/test/ab_trainers_test.sh
 	@echo "== fuzzed shards, checkpoints, tokenizer files and flags vs the CPU trainer under ASan + UBSan"; \
 	 $(PYTHON) dev/test/fuzz_trainer.py --trainer $(BUILD)/train_gpt2_asan
 	@echo "== SIGTERM and a kill -9 loop during checkpointing, each resumed with -y 1 (CPU trainer, spike skipping on)"; \

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by the benchmarks that write a table to dev/results/ (dev/bench_modes.sh, dev/bench_gpt2.sh).
+# Sourced by the benchmarks (dev/bench_modes.sh, dev/bench_gpt2.sh, dev/ab_trainers.sh).
 
 # bench_stamp CMD...: the line under a table's title that says what produced it: the command, the commit, the GPU
 # and the date. A checkout whose files differ from HEAD (tracked or untracked, outside dev/results) is marked
@@ -20,4 +20,12 @@ bench_mfu() {
     sed -n 's/^model FLOPs per token \([0-9.e+]*\) .*MFU against \([0-9.]*\) TFLOP\/s.*/\1 \2/p' "$1" 2>/dev/null |
         awk -v t="${2:-0}" 'NR == 1 && t > 0 && $1 > 0 && $2 > 0 { printf "%.1f%%", 100 * t * $1 / ($2 * 1e12); found = 1 }
                             END { if (!found) print "-" }'
+}
+
+# bench_tok_mean LOG TOKENS: a trainer log's mean tok/s over its step lines from step 6 on (after AdaHOP's 3
+# calibration steps and the first steps' warm-up), TOKENS per step; prints nothing when LOG has no such step
+bench_tok_mean() {
+    awk -v tokens="$2" '/^step +[0-9]+\/[0-9]+ \| loss/ { split($2, s, "/"); if (s[1] + 0 >= 6) {
+            for (i = 1; i <= NF; i++) if ($(i + 1) == "ms") { ms += $i; n++ } } }
+        END { if (n > 0) printf "%.0f", tokens * n / (ms / 1000) }' "$1"
 }

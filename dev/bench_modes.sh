@@ -46,9 +46,7 @@ for cfg in "${configs[@]}"; do
             echo "| $model | $b | $mode | FAILED | - | - | - | - | - | - |" >> "$table"
             failed=1; continue
         fi
-        tok=$(awk -v tokens=$((b * 1024)) '/^step +[0-9]+\/[0-9]+ \| loss/ { split($2, s, "/"); if (s[1] + 0 >= 6) {
-                  for (i = 1; i <= NF; i++) if ($(i + 1) == "ms") { ms += $i; n++ } } }
-              END { if (n > 0) printf "%.0f", tokens * n / (ms / 1000) }' "$log")
+        tok=$(bench_tok_mean "$log" $((b * 1024)))
         [ -n "$tok" ] || { echo "$model $mode: no step times in $log"; failed=1; }
         mem=$(sed -n 's/^summary:.*| \([0-9.]*\) GiB allocated.*/\1/p' "$log")
         mfu=$(bench_mfu "$log" "$tok")
