@@ -21,10 +21,11 @@ __device__ __forceinline__ void ce_load_log2(float x[8], const floatX* row, int 
 
 // One block per row: losses[row] += logsumexp(logits[row, :V]) - logits[row, target], from a running max and sum
 // of exponentials over the row's 16-byte vectors; then, when dloss != 0, the row overwritten by dloss * (softmax -
-// onehot(target)), padding columns by 0. Exponentials in base 2 (exp2f). Traffic: reads the
-// row twice (the second time mostly from L2, a few microseconds later) and writes it once, in 16-byte accesses.
-__global__ void __launch_bounds__(CE_THREADS) softmax_crossentropy_vec_kernel(floatX* logits, float* losses, const int* targets,
-                                                                          int V, int Vp, float dloss) {
+// onehot(target)), padding columns by 0. Exponentials in base 2 (exp2f). Traffic: reads the row twice (the second
+// time mostly from L2, a few microseconds later) and writes it once, in 16-byte accesses.
+__global__ void __launch_bounds__(CE_THREADS) softmax_crossentropy_vec_kernel(floatX* logits, float* losses,
+                                                                              const int* targets, int V, int Vp,
+                                                                              float dloss) {
     floatX* row = logits + (size_t)blockIdx.x * Vp;
     int target = targets[blockIdx.x], nvalid = (V + 7) / 8;   // vectors holding a real column
     float target_logit = threadIdx.x == 0 ? (float)row[target] : 0.0f;   // read before the barriers of block_reduce
@@ -73,7 +74,9 @@ __global__ void __launch_bounds__(CE_THREADS) softmax_crossentropy_vec_kernel(fl
 
 static inline void softmax_crossentropy_vec(floatX* logits, float* losses, const int* targets, int N, int V, int Vp,
                                         float dloss, cudaStream_t stream) {
-    if (Vp % 8 != 0 || V > Vp || V <= 0) { die("softmax_crossentropy_vec: V=%d, Vp=%d (Vp a multiple of 8, 0 < V <= Vp)", V, Vp); }
+    if (Vp % 8 != 0 || V > Vp || V <= 0) {
+        die("softmax_crossentropy_vec: V=%d, Vp=%d (Vp a multiple of 8, 0 < V <= Vp)", V, Vp);
+    }
     softmax_crossentropy_vec_kernel<<<N, CE_THREADS, 0, stream>>>(logits, losses, targets, V, Vp, dloss);
     cudaCheckLaunch();
 }
