@@ -33,7 +33,7 @@ for mb in "${models[@]}"; do
     for ((rep = 1; rep <= reps; rep++)); do
         line="$model B=$b round $rep:"
         for i in "${!bins[@]}"; do
-            "${bins[$i]}" -e "$model" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -w 3 -R 0 -p "$prec" > "$log" 2>&1
+            bench_train "$log" "${bins[$i]}" "$model" "$b" "$steps" -p "$prec"
             tok=$(bench_tok_mean "$log" $((b * 1024)))
             if [ -z "$tok" ]; then
                 echo "$model B=$b: ${bins[$i]} gave no step times:"; tail -n 3 "$log"; failed=1; tok=0

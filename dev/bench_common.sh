@@ -29,3 +29,11 @@ bench_tok_mean() {
             for (i = 1; i <= NF; i++) if ($(i + 1) == "ms") { ms += $i; n++ } } }
         END { if (n > 0) printf "%.0f", tokens * n / (ms / 1000) }' "$1"
 }
+
+# bench_train LOG BIN MODEL B STEPS [FLAGS...]: one timed training run of trainer BIN into LOG (T=1024, nothing
+# saved or evaluated, 3 calibration steps, re-classification off, FLAGS after), the runs every throughput figure uses
+bench_train() {
+    local log=$1 bin=$2 model=$3 b=$4 steps=$5
+    shift 5
+    "$bin" -e "$model" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -w 3 -R 0 "$@" > "$log" 2>&1
+}

@@ -41,7 +41,7 @@ for cfg in "${configs[@]}"; do
         [[ $mode == *+A* ]] && flags+=(-A 1)
         [[ $mode == *+F* ]] && flags+=(-Q fused)
         [[ $mode == *+H* ]] && flags+=(-H 1)
-        if ! ./train_gpt2_adahop -e "$model" -b "$b" -t 1024 -x "$steps" -u 0 -v 0 -s 0 -w 3 -R 0 "${flags[@]}" > "$log" 2>&1; then
+        if ! bench_train "$log" ./train_gpt2_adahop "$model" "$b" "$steps" "${flags[@]}"; then
             echo "$model $mode FAILED:"; tail -n 3 "$log"
             echo "| $model | $b | $mode | FAILED | - | - | - | - | - | - |" >> "$table"
             failed=1; continue
