@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(CE_THREADS) softmax_crossentropy_vec_kernel(fl
 }
 
 static inline void softmax_crossentropy_vec(floatX* logits, float* losses, const int* targets, int N, int V, int Vp,
-                                        float dloss, cudaStream_t stream) {
+                                            float dloss, cudaStream_t stream) {
     if (Vp % 8 != 0 || V > Vp || V <= 0) {
         die("softmax_crossentropy_vec: V=%d, Vp=%d (Vp a multiple of 8, 0 < V <= Vp)", V, Vp);
     }

@@ -355,7 +355,7 @@ int main(void) {
     test_channel_recompute(200, 3072, 7);
     struct { const char* name; CrossEntropyFn ce; } ces[] = {{"softmax_crossentropy", softmax_crossentropy},
                                                                {"softmax_crossentropy_vec", softmax_crossentropy_vec}};
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < sizeof(ces) / sizeof(ces[0]); i++) {
         test_classifier(ces[i].name, ces[i].ce, 64, 1000, 1024, 4.0f, false);
         test_classifier(ces[i].name, ces[i].ce, 8, 50257, 50304, 4.0f, false);
         test_classifier(ces[i].name, ces[i].ce, 4, 50304, 50304, 80.0f, false);   // no padding; most exponentials underflow
