@@ -419,41 +419,28 @@ static AdahopLinear head_linear(Model* m) {
 // and, in a statistics pass, records the patterns of x and W
 static void block_linear_forward(Model* m, int l, int kind, floatX* out, const floatX* x, int N, bool bw) {
     AdahopLinear lin = block_linear(m, l, kind);
-    adahop_linear_forward(&lin, out, x, N, bw, NULL, NULL);
+    adahop_linear_forward(&lin, out, x, N, bw, NULL);
 }
 
-// GPT-2's GELU comes out of the fc GEMM's epilogue (one pass writes fch and mlp_act) where mlp_act is kept (bf16
-// mode): a recomputed mlp_act would have to equal the epilogue's values bit for bit, which llmc/gelu.cuh's do not
-static bool gelu_in_fc_epilogue(const Model* m) {
-    return m->config.family == FAMILY_GPT2 && m->acts.linear_inputs_kept && !m->producers_emit;
-}
-
-// the fc (gate/up) linear of layer l on x into fch; with the GELU in its epilogue, gelu(fch) goes to act
-static void fc_forward(Model* m, int l, floatX* fch, floatX* act, const floatX* x, int N, bool bw) {
-    AdahopLinear lin = block_linear(m, l, LIN_FC);
-    adahop_linear_forward(&lin, fch, x, N, bw, NULL, gelu_in_fc_epilogue(m) ? act : NULL);
-}
-
-// the MLP of layer l on ln2 into out: the fc (gate/up) linear into fch, its activation, GELU (GPT-2) or SwiGLU (LLaMA),
-// into mlp_act, then the MLP's last linear. With producers emitting (-Q fused), the activation kernel also writes that
-// linear's quantized operands (adahop_linear_plan_emit) and writes mlp_act only where something reads it.
-static void mlp_forward(Model* m, const LayerActs* la, int l, floatX* out, int N, bool bw) {
+// the MLP activation of layer l, GELU (GPT-2) or SwiGLU (LLaMA) of fch, into mlp_act, then the MLP's last linear on it
+// into out. With producers emitting (-Q fused), the activation kernel also writes that linear's quantized operands
+// (adahop_linear_plan_emit) and writes mlp_act only where something reads it.
+static void mlp_activation_projection_forward(Model* m, const LayerActs* la, int l, floatX* out, int N, bool bw) {
     AdahopLinear lin = block_linear(m, l, LIN_FCPROJ);
     int H = m->config.hidden;
     bool llama = m->config.family == FAMILY_LLAMA;
     cudaStream_t s = m->stream;
-    fc_forward(m, l, la->fch, la->mlp_act, la->ln2, N, bw);
     OperandEmit e;
     LinearEmitted emitted;
     if (m->producers_emit && adahop_linear_plan_emit(&lin, N, bw, la->mlp_act, &e, &emitted)) {
         if (llama) { swiglu_forward_emit(&e, la->fch, N, H, s); }
         else { gelu_forward_emit(&e, la->fch, N, H, s); }
-        adahop_linear_forward(&lin, out, la->mlp_act, N, bw, &emitted, NULL);
+        adahop_linear_forward(&lin, out, la->mlp_act, N, bw, &emitted);
         return;
     }
     if (llama) { swiglu_forward(la->mlp_act, la->fch, N, H, s); }
-    else if (!gelu_in_fc_epilogue(m)) { gelu_forward(la->mlp_act, la->fch, (long)N * H, s); }
-    adahop_linear_forward(&lin, out, la->mlp_act, N, bw, NULL, NULL);
+    else { gelu_forward(la->mlp_act, la->fch, (long)N * H, s); }
+    adahop_linear_forward(&lin, out, la->mlp_act, N, bw, NULL);
 }
 
 // GPT-2's blocks on the staged micro-batch: token + position embedding, then per layer LayerNorm -> qkv ->
@@ -473,13 +460,14 @@ static void gpt2_blocks_forward(Model* m, int B, int T, bool bw) {
     for (int l = 0; l < L; l++) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
         floatX *ln1 = la.ln1, *qkv = la.qkv, *atty = la.atty, *res_in = la.res_in, *res2 = la.res2;
-        floatX *ln2 = la.ln2, *res3 = la.res3;
+        floatX *ln2 = la.ln2, *fch = la.fch, *res3 = la.res3;
         block_linear_forward(m, l, LIN_QKV, qkv, ln1, N, bw);
         flash_attention_forward(atty, la.lse, qkv, B, T, NH, NH, C / NH, s);
         // attention projection output goes to the scratch A_DC, then residual add + LayerNorm in one kernel
         block_linear_forward(m, l, LIN_ATTPROJ, a->t[A_DC], atty, N, bw);
         layernorm_forward(ln2, a->ln2_mean + l * N, a->ln2_rstd + l * N, res2, res_in, a->t[A_DC], w[P_LN2W] + l * C, w[P_LN2B] + l * C, N, C, s);
-        mlp_forward(m, &la, l, a->t[A_DC], N, bw);
+        block_linear_forward(m, l, LIN_FC, fch, ln2, N, bw);
+        mlp_activation_projection_forward(m, &la, l, a->t[A_DC], N, bw);
         // residual add, then the next layer's first LayerNorm (or the final one)
         bool last = l == L - 1;
         floatX* next_ln = last ? a->t[A_LNF] : layer_acts(a, l + 1, B, T, C, NH).ln1;
@@ -511,7 +499,8 @@ static void llama_blocks_forward(Model* m, int B, int T, bool bw) {
         flash_attention_forward(la.atty, la.lse, la.qkv, B, T, NH, NKV, C / NH, s);
         block_linear_forward(m, l, LIN_ATTPROJ, a->t[A_DC], la.atty, N, bw);
         rmsnorm_forward(la.ln2, a->ln2_rstd + l * N, la.res2, la.res_in, a->t[A_DC], w[LL_RMS2W] + l * C, N, C, LLAMA_RMS_EPS, s);
-        mlp_forward(m, &la, l, a->t[A_DC], N, bw);
+        block_linear_forward(m, l, LIN_FC, la.fch, la.ln2, N, bw);
+        mlp_activation_projection_forward(m, &la, l, a->t[A_DC], N, bw);
         // residual add, then the next layer's first RMSNorm (or the final one)
         bool last = l == L - 1;
         floatX* next_norm = last ? a->t[A_LNF] : layer_acts(a, l + 1, B, T, C, NH).ln1;
@@ -537,7 +526,7 @@ static void model_forward(Model* m, const int* inputs, const int* targets, int B
     Activations* a = &m->acts;
     if (adahop_has_head(&m->adahop)) {
         AdahopLinear head = head_linear(m);
-        adahop_linear_forward(&head, a->t[A_LOGITS], a->t[A_LNF], N, bw, NULL, NULL);
+        adahop_linear_forward(&head, a->t[A_LOGITS], a->t[A_LNF], N, bw, NULL);
     } else {
         linear_forward(a->t[A_LOGITS], a->t[A_LNF], m->w[family_tensors[c->family].head], NULL, N, c->channels,
                        c->padded_vocab_size, m->stream);
@@ -587,8 +576,7 @@ static void recompute_norm(Model* m, const LayerActs* la, int l, bool first, con
 
 // with -A 1: fch of layer l again, bit for bit as the forward pass computed it: the norm in front of the fc (gate/up)
 // linear from the residual stream into A_LN1 (free during the backward pass) unless the norms are kept, then that
-// linear, which keeps its dW operand from the forward pass (a GELU epilogue's output, kept already, goes to A_D4C,
-// which the MLP's backward overwrites next)
+// linear, which keeps its dW operand from the forward pass
 static void recompute_fch(Model* m, const LayerActs* la, int l, int N) {
     if (!m->acts.fch_recomputed) { return; }
     const floatX* x = la->ln2;
@@ -596,7 +584,7 @@ static void recompute_fch(Model* m, const LayerActs* la, int l, int N) {
         recompute_norm(m, la, l, false, NULL, 0, N, m->acts.t[A_LN1]);
         x = m->acts.t[A_LN1];
     }
-    fc_forward(m, l, la->fch, m->acts.t[A_D4C], x, N, false);
+    block_linear_forward(m, l, LIN_FC, la->fch, x, N, false);
 }
 
 // the BF16 input of linear `kind` of layer l, recomputed for its backward pass from what the forward pass kept: the
@@ -611,14 +599,13 @@ static void recompute_linear_input(const void* ctx, const int* channels, int k, 
 
 // backward of linear `kind` of layer l (llmc/adahop_linear.cuh): dinp from dout, its weight and bias gradients. Its
 // input is the kept tensor (atty; every input in bf16 mode), else recomputed when the linear asks for it.
-static void block_linear_backward(Model* m, const LayerActs* la, int l, int kind, floatX* dinp, const floatX* dout, int N,
-                                  const floatX* gelu_pre) {
+static void block_linear_backward(Model* m, const LayerActs* la, int l, int kind, floatX* dinp, const floatX* dout, int N) {
     AdahopLinear lin = block_linear(m, l, kind);
     LinearRecompute ctx = {m, la, l, kind, N};
     LinearInput in = {NULL, recompute_linear_input, &ctx};
     if (kind == LIN_ATTPROJ) { in.kept = la->atty; }
     else if (m->acts.linear_inputs_kept) { in.kept = kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->mlp_act); }
-    adahop_linear_backward(&lin, dinp, dout, N, &in, gelu_pre, m->scratch);
+    adahop_linear_backward(&lin, dinp, dout, N, &in, m->scratch);
 }
 
 // gradient bucket b (llmc/zero.h: block b, or b = L for the tensors outside the blocks) is final: with reduce_now,
@@ -644,14 +631,15 @@ static void gpt2_blocks_backward(Model* m, int B, int T) {
         floatX *qkv = la.qkv, *res_in = la.res_in, *res2 = la.res2, *fch = la.fch;
         // MLP
         recompute_fch(m, &la, l, N);
-        block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N, fch);   // d(fch): through the GELU too
-        block_linear_backward(m, &la, l, LIN_FC, dc, d4c, N, NULL);
+        block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N);
+        gelu_backward(d4c, fch, (long)N * 4 * C, s);
+        block_linear_backward(m, &la, l, LIN_FC, dc, d4c, N);
         layernorm_backward(dres, g[P_LN2W] + l * C, g[P_LN2B] + l * C, m->scratch, dc, res2, a->ln2_mean + l * N,
                            a->ln2_rstd + l * N, w[P_LN2W] + l * C, N, C, s);
         // attention
-        block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N, NULL);
+        block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N);
         flash_attention_backward(d4c, a->delta, dc, qkv, la.atty, la.lse, B, T, NH, NH, C / NH, s);
-        block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N, NULL);
+        block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N);
         layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, m->scratch, dc, res_in, a->ln1_mean + l * N,
                            a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
         model_bucket_done(m, l);
@@ -673,15 +661,15 @@ static void llama_blocks_backward(Model* m, int B, int T) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
         // MLP: d(gate, up) overwrites the gate/up activation, which nothing reads afterwards
         recompute_fch(m, &la, l, N);
-        block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N, NULL);
+        block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N);
         swiglu_backward(la.fch, d4c, la.fch, N, c->hidden, s);
-        block_linear_backward(m, &la, l, LIN_FC, dc, la.fch, N, NULL);
+        block_linear_backward(m, &la, l, LIN_FC, dc, la.fch, N);
         rmsnorm_backward(dres, g[LL_RMS2W] + l * C, m->scratch, dc, la.res2, a->ln2_rstd + l * N, w[LL_RMS2W] + l * C, N, C, s);
         // attention: d(q, k) back through RoPE (in place), then the qkv linear
-        block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N, NULL);
+        block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N);
         flash_attention_backward(d4c, a->delta, dc, la.qkv, la.atty, la.lse, B, T, NH, NKV, C / NH, s);
         rope_backward(d4c, &m->rope, B, T, NH, NKV, s);
-        block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N, NULL);
+        block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N);
         rmsnorm_backward(dres, g[LL_RMS1W] + l * C, m->scratch, dc, la.res_in, a->ln1_rstd + l * N, w[LL_RMS1W] + l * C, N, C, s);
         model_bucket_done(m, l);
     }
@@ -699,7 +687,7 @@ static void model_backward(Model* m, int B, int T) {
     if (adahop_has_head(&m->adahop)) {
         AdahopLinear head = head_linear(m);
         LinearInput lnf = {a->t[A_LNF], NULL, NULL};
-        adahop_linear_backward(&head, a->t[A_DC], a->t[A_LOGITS], N, &lnf, NULL, m->scratch);
+        adahop_linear_backward(&head, a->t[A_DC], a->t[A_LOGITS], N, &lnf, m->scratch);
     } else {
         linear_backward(a->t[A_DC], m->g[ft->head], NULL, m->scratch, a->t[A_LOGITS], a->t[A_LNF], m->w[ft->head], N,
                         c->channels, c->padded_vocab_size, m->stream);

@@ -16,7 +16,6 @@
 #include "mxfp4.cuh"
 #include "outliers.cuh"
 #include "fused_operands.cuh"
-#include "gelu.cuh"
 #include "adahop.h"
 
 enum { GEMM_PATH_EXACT = 0, GEMM_PATH_FAST = 1 };
@@ -117,22 +116,9 @@ static inline void adahop_workspace_free(AdahopWorkspace* ws) {
 }
 
 // out [M x N] (+= beta) = A B^T in BF16 operands with FP32 accumulation; the operands' layouts become
-// cuBLAS transposes (cuBLAS computes out^T = B A^T in column-major terms). epi (may be NULL) asks cuBLASLt's epilogue
-// for more in the same pass (llmc/matmul.cuh).
-typedef struct {
-    floatX* gelu_out;          // [M x N] gelu(out), out then the pre-activation (BF16 out)
-    const floatX* dgelu_pre;   // out = (A B^T) * gelu'(dgelu_pre [M x N]) (BF16 out, no bias)
-    float* a_sums;             // [M] overwritten with the sums of A's rows (FP32 out, no bias): a bias gradient
-} GemmExtras;
-
-static inline void gemm_nt_bf16(void* out, bool out_fp32, float beta, Operand a, Operand b, const floatX* bias,
-                                const GemmExtras* epi, cudaStream_t s) {
-    GemmSpec g = matmul_spec(out, out_fp32, b.data, a.data, bias, b.rows, a.rows, a.K, !b.transposed, a.transposed, beta,
-                             gemm_single);
-    if (epi && epi->gelu_out) { g.epilogue = GEMM_EPILOGUE_GELU; g.d = epi->gelu_out; g.aux = out; }
-    if (epi && epi->dgelu_pre) { g.epilogue = GEMM_EPILOGUE_DGELU; g.aux = (void*)epi->dgelu_pre; }
-    if (epi && epi->a_sums) { g.epilogue = GEMM_EPILOGUE_BGRADB; g.b_sums = epi->a_sums; }
-    cublaslt_gemm(&g, s);
+// cuBLAS transposes (cuBLAS computes out^T = B A^T in column-major terms).
+static inline void gemm_nt_bf16(void* out, bool out_fp32, float beta, Operand a, Operand b, const floatX* bias, cudaStream_t s) {
+    matmul(out, out_fp32, b.data, a.data, bias, b.rows, a.rows, a.K, !b.transposed, a.transposed, beta, gemm_single, s);
 }
 
 // rows taken out by outlier extraction from an operand with `rows` rows
@@ -219,26 +205,11 @@ typedef struct {
     bool a_is_grad;           // A is a gradient: stochastic rounding when the workspace asks for it
     uint64_t seed;
     bool a_ready;             // fast path: A is in the workspace's E4M3 slot already (written by A's producer)
-    GemmExtras extras;        // what the BF16 GEMM's epilogue also does; under other strategies, separate passes after it
 } AdahopGemm;
-
-// what the extras ask for, after a GEMM whose epilogue did not do it: GELU (llmc/gelu.cuh) or the sums of A's rows
-static inline void gemm_extras_after(const AdahopGemm* g, float* colsum_scratch, cudaStream_t s) {
-    const GemmExtras* x = &g->extras;
-    long n = (long)g->a.rows * g->b.rows;
-    if (x->gelu_out) { gelu_forward(x->gelu_out, (const floatX*)g->out, n, s); }
-    if (x->dgelu_pre) { gelu_backward((floatX*)g->out, x->dgelu_pre, n, s); }
-    if (x->a_sums) {
-        if (!g->a.transposed) { die("gemm_extras_after: the sums of A's rows need A transposed in memory (a gradient dY)"); }
-        cudaCheck(cudaMemsetAsync(x->a_sums, 0, g->a.rows * sizeof(float), s));
-        bias_backward(x->a_sums, colsum_scratch, g->a.data, g->a.K, g->a.rows, s);
-    }
-}
 
 static inline void adahop_gemm(AdahopWorkspace* ws, const AdahopGemm* g, cudaStream_t s) {
     Operand a = g->a, b = g->b;
-    if ((g->extras.gelu_out || g->extras.dgelu_pre) && g->out_fp32) { die("adahop_gemm: a GELU epilogue needs a BF16 output"); }
-    if (g->strategy == STRAT_BF16) { gemm_nt_bf16(g->out, g->out_fp32, g->beta, a, b, g->bias, &g->extras, s); return; }
+    if (g->strategy == STRAT_BF16) { gemm_nt_bf16(g->out, g->out_fp32, g->beta, a, b, g->bias, s); return; }
     bool hadamard = g->strategy != STRAT_PLAIN;
     MXQuantOptions oa = {hadamard, MX_SCALE_OCP, g->a_is_grad && ws->stochastic_grads, g->seed};
     MXQuantOptions ob = {hadamard, MX_SCALE_OCP, 0, g->seed ^ 0xB};
@@ -259,16 +230,15 @@ static inline void adahop_gemm(AdahopWorkspace* ws, const AdahopGemm* g, cudaStr
         mx_gemm_exact(g->out, g->out_fp32, mxa, mxb, ws->deq_a, ws->deq_b, g->bias, g->beta, s);
     }
     if (ka > 0) {
-        gemm_nt_bf16(ws->oe_part, true, 0.0f, operand_gather_rows(ws, a, ws->oe_idx, ka, s), b, NULL, NULL, s);   // [k x N]
+        gemm_nt_bf16(ws->oe_part, true, 0.0f, operand_gather_rows(ws, a, ws->oe_idx, ka, s), b, NULL, s);   // [k x N]
         oe_scatter_add(ws, g->out, g->out_fp32, ws->oe_idx, ka, M, N, true, s);
     }
     if (kb > 0) {
         Operand ext = {g->b_rows, kb, K, false};
         if (!g->b_saved || !g->b_rows) { ext = operand_gather_rows(ws, b, idx_b, kb, s); }
-        gemm_nt_bf16(ws->oe_part, true, 0.0f, a, ext, NULL, NULL, s);   // [M x k]
+        gemm_nt_bf16(ws->oe_part, true, 0.0f, a, ext, NULL, s);   // [M x k]
         oe_scatter_add(ws, g->out, g->out_fp32, idx_b, kb, M, N, false, s);
     }
-    gemm_extras_after(g, ws->colsum_scratch, s);
 }
 
 // queues the Row / Column / None pattern of x [R x C], tensor `tensor` of `linear`: its row and column variances are
@@ -384,10 +354,9 @@ static inline bool adahop_linear_plan_emit(const AdahopLinear* lin, int N, bool 
 
 // forward: out [N x Cout] = x W^T + b; with need_backward, prepares lin->saved->x_t for the dW GEMM; in a statistics
 // pass, queues the patterns of x and W (adahop_flush_patterns records them). emitted (may be NULL) says which operands
-// x's producer wrote already (adahop_linear_plan_emit); x is read only for the others. gelu_out (may be NULL) also
-// gets gelu(out): from the GEMM's epilogue under the BF16 strategy (cuBLASLt's GELU), else from llmc/gelu.cuh.
+// x's producer wrote already (adahop_linear_plan_emit); x is read only for the others.
 static inline void adahop_linear_forward(const AdahopLinear* lin, floatX* out, const floatX* x, int N, bool need_backward,
-                                         const LinearEmitted* emitted, floatX* gelu_out) {
+                                         const LinearEmitted* emitted) {
     const AdahopPass* p = lin->pass;
     AdahopWorkspace* ws = p->ws;
     LinearSaved* saved = lin->saved;
@@ -397,7 +366,6 @@ static inline void adahop_linear_forward(const AdahopLinear* lin, floatX* out, c
     AdahopGemm fwd = {adahop_strategy_of(p->st, lin->index, GEMM_FWD), out, false, 0.0f, {x, N, Cin, false},
                       {lin->w, Cout, Cin, false}, NULL, NULL, NULL, lin->bias, false,
                       adahop_seed(ws, p->step, p->micro, lin->index, GEMM_FWD), rows_ready};
-    fwd.extras.gelu_out = gelu_out;
     adahop_gemm(ws, &fwd, s);
     int dw = adahop_strategy_of(p->st, lin->index, GEMM_DW);
     saved->dw_strategy_saved = dw;
@@ -424,12 +392,11 @@ static inline int adahop_linear_backward_reads(const LinearSaved* saved) {
     return dw == STRAT_IHT_OE_ROWS_B ? LINEAR_READS_CHANNELS : LINEAR_READS_NOTHING;
 }
 
-// backward: dw += dout^T x (FP32), then dinp = dout W; dbias += column sums of dout (from the dW GEMM's epilogue under
-// the BF16 strategy, into scratch [Cout] first). What it reads of x comes from `input`, recomputed into the dinp buffer
-// (read before dinp is written). The dW GEMM takes saved->x_t from the forward. gelu_pre (may be NULL): x is
-// gelu(gelu_pre), and dinp becomes the gradient of gelu_pre, (dout W) * gelu'(gelu_pre) (see adahop_linear_forward).
+// backward: dw += dout^T x (FP32), then dinp = dout W; dbias += column sums of dout (scratch:
+// column_sums_scratch_bytes(Cout)). What it reads of x comes from `input`, recomputed into the dinp buffer (read
+// before dinp is written). The dW GEMM takes saved->x_t from the forward.
 static inline void adahop_linear_backward(const AdahopLinear* lin, floatX* dinp, const floatX* dout, int N,
-                                          const LinearInput* input, const floatX* gelu_pre, float* scratch) {
+                                          const LinearInput* input, float* scratch) {
     const AdahopPass* p = lin->pass;
     AdahopWorkspace* ws = p->ws;
     const LinearSaved* saved = lin->saved;
@@ -448,13 +415,11 @@ static inline void adahop_linear_backward(const AdahopLinear* lin, floatX* dinp,
     bool from_saved = dw != STRAT_BF16 && !saved->input_kept;
     AdahopGemm gw = {dw, lin->dw, true, 1.0f, {dout, Cout, N, true}, {x, Cin, N, true}, from_saved ? &xt_view : NULL,
                      saved->x_channel_idx, x_channels, NULL, true, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DW)};
-    gw.extras.a_sums = lin->dbias ? scratch : NULL;
     adahop_gemm(ws, &gw, s);
-    if (lin->dbias) { vector_add(lin->dbias, scratch, Cout, s); }
     AdahopGemm gx = {adahop_strategy_of(p->st, lin->index, GEMM_DX), dinp, false, 0.0f, {dout, N, Cout, false},
                      {lin->w, Cin, Cout, true}, NULL, NULL, NULL, NULL, true, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DX)};
-    gx.extras.dgelu_pre = gelu_pre;
     adahop_gemm(ws, &gx, s);
+    if (lin->dbias) { bias_backward(lin->dbias, scratch, dout, N, Cout, s); }
     if (p->stats) { adahop_queue_pattern(ws, lin->index, TENSOR_DY, dout, N, Cout, s); }
 }
 

@@ -93,18 +93,6 @@ static inline void column_sums(float* out0, float* out1, float* scratch, const f
     cudaCheckLaunch();
 }
 
-// out[i] += x[i], i < n: a gradient summed elsewhere (a GEMM epilogue) added into its accumulator.
-// Traffic: n floats read twice, written once.
-__global__ void vector_add_kernel(float* out, const float* x, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) { out[i] += x[i]; }
-}
-
-static inline void vector_add(float* out, const float* x, int n, cudaStream_t stream) {
-    vector_add_kernel<<<ceil_div(n, 256), 256, 0, stream>>>(out, x, n);
-    cudaCheckLaunch();
-}
-
 // dbias[c] += sum over the N rows of dout[r, c]
 static inline void bias_backward(float* dbias, float* scratch, const floatX* dout, int N, int C, cudaStream_t stream) {
     column_sums<COLSUM_PLAIN>(dbias, NULL, scratch, dout, NULL, NULL, NULL, N, C, stream);

@@ -56,7 +56,6 @@ typedef enum {
     GEMM_EPILOGUE_NONE,    // D = P (+ bias)
     GEMM_EPILOGUE_GELU,    // D = gelu(P + bias), and aux = P + bias (the pre-activation, for the backward)
     GEMM_EPILOGUE_DGELU,   // D = P * gelu'(aux): the backward through a GELU whose pre-activation is aux
-    GEMM_EPILOGUE_BGRADB,  // D = P (+ beta D), and b_sums[n] = the sums of op(B) over k (FP32 D: a bias gradient)
 } GemmEpilogue;
 
 typedef struct {
@@ -71,7 +70,6 @@ typedef struct {
     const void* a_scale; const void* b_scale;
     GemmEpilogue epilogue;               // GELU / DGELU: BF16 D, no beta, no batches; DGELU: no bias
     void* aux;                           // the epilogue's pre-activation (written by GELU, read by DGELU)
-    float* b_sums;                       // BGRADB: FP32 [n] (FP32 D, no bias, no batches), overwritten
 } GemmSpec;
 
 static inline GemmKey gemm_key(const GemmSpec* g) {
@@ -108,7 +106,6 @@ static inline GemmPlan gemm_plan_create(const GemmSpec* g) {
     cublasLtEpilogue_t epi = g->bias != NULL ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (g->epilogue == GEMM_EPILOGUE_GELU) { epi = g->bias != NULL ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX; }
     if (g->epilogue == GEMM_EPILOGUE_DGELU) { epi = CUBLASLT_EPILOGUE_DGELU; }
-    if (g->epilogue == GEMM_EPILOGUE_BGRADB) { epi = CUBLASLT_EPILOGUE_BGRADB; }
     if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     }
@@ -117,9 +114,7 @@ static inline GemmPlan gemm_plan_create(const GemmSpec* g) {
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof(g->bias)));
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
     }
-    if (g->epilogue == GEMM_EPILOGUE_BGRADB) {   // the sums take D's type, FP32
-        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->b_sums, sizeof(g->b_sums)));
-    } else if (g->epilogue != GEMM_EPILOGUE_NONE) {
+    if (g->epilogue != GEMM_EPILOGUE_NONE) {
         int64_t aux_ld = g->m;
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof(g->aux)));
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
@@ -194,11 +189,7 @@ static inline bool cublaslt_gemm_try(const GemmSpec* g, cudaStream_t stream) {
 
 // runs the GEMM g, or stops with a message when cuBLASLt has no algorithm for it
 static inline void cublaslt_gemm(const GemmSpec* g, cudaStream_t stream) {
-    if (g->epilogue == GEMM_EPILOGUE_BGRADB &&
-        (g->d_type != CUDA_R_32F || g->bias != NULL || g->batch.count != 1 || g->b_sums == NULL)) {
-        die("GEMM with B's sums (a bias gradient): needs an FP32 output, no bias, one batch and an output vector");
-    }
-    if ((g->epilogue == GEMM_EPILOGUE_GELU || g->epilogue == GEMM_EPILOGUE_DGELU) &&
+    if (g->epilogue != GEMM_EPILOGUE_NONE &&
         (g->d_type != CUDA_R_16BF || g->beta != 0.0f || g->batch.count != 1 || g->m % 8 != 0 || g->aux == NULL ||
          (g->epilogue == GEMM_EPILOGUE_DGELU && g->bias != NULL))) {
         die("GEMM with a GELU epilogue: needs a BF16 output, beta 0, one batch, m (%d) a multiple of 8, an aux buffer and, "
@@ -215,7 +206,7 @@ static inline void cublaslt_gemm(const GemmSpec* g, cudaStream_t stream) {
 static inline GemmSpec matmul_spec(void* d, bool d_fp32, const floatX* a, const floatX* b, const floatX* bias,
                                    int m, int n, int k, bool trans_a, bool trans_b, float beta, GemmBatch batch) {
     GemmSpec g = {d, d_fp32 ? CUDA_R_32F : CUDA_R_16BF, a, b, CUDA_R_16BF, bias, m, n, k, trans_a, trans_b, beta, batch,
-                  -1, NULL, NULL, GEMM_EPILOGUE_NONE, NULL, NULL};
+                  -1, NULL, NULL, GEMM_EPILOGUE_NONE, NULL};
     return g;
 }
 
@@ -232,15 +223,12 @@ static inline void linear_forward(floatX* out, const floatX* inp, const floatX* 
     matmul(out, false, weight, inp, bias, OC, N, IC, true, false, 0.0f, gemm_single, s);
 }
 
-// dinp = dout W; dW += dout^T inp; db += column sums of dout (the dW GEMM's epilogue writes them into scratch [OC]).
-// dout [N x OC], inp [N x IC], W [OC x IC].
+// dinp = dout W; dW += dout^T inp; db += column sums of dout. dout [N x OC], inp [N x IC], W [OC x IC].
 static inline void linear_backward(floatX* dinp, float* dweight, float* dbias, float* scratch, const floatX* dout,
                                    const floatX* inp, const floatX* weight, int N, int IC, int OC, cudaStream_t s) {
     matmul(dinp, false, weight, dout, NULL, IC, N, OC, false, false, 0.0f, gemm_single, s);
-    GemmSpec gw = matmul_spec(dweight, true, inp, dout, NULL, IC, OC, N, false, true, 1.0f, gemm_single);
-    if (dbias) { gw.epilogue = GEMM_EPILOGUE_BGRADB; gw.b_sums = scratch; }
-    cublaslt_gemm(&gw, s);
-    if (dbias) { vector_add(dbias, scratch, OC, s); }
+    matmul(dweight, true, inp, dout, NULL, IC, OC, N, false, true, 1.0f, gemm_single, s);
+    if (dbias) { bias_backward(dbias, scratch, dout, N, OC, s); }
 }
 
 #endif

@@ -140,7 +140,7 @@ static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const flo
     cudaCheck(cudaMemset(dw, 0, (size_t)Cout * Cin * sizeof(float)));
     AdahopPass pass = {ws, &st, 0, 0, false, 0};
     AdahopLinear lin = {&pass, &saved, LIN_FC, Cin, Cout, w, NULL, dw, NULL};
-    adahop_linear_forward(&lin, y, x, N, true, NULL, NULL);
+    adahop_linear_forward(&lin, y, x, N, true, NULL);
     if (c->strategy[GEMM_DW] != STRAT_BF16 && !input_kept && comparable[GEMM_DW]) {
         CHECK(same_bytes(saved.x_t.codes, c->codes[GEMM_DW][1], (size_t)Cin * N / 2) && same_bytes(saved.x_t.scales, c->scales[GEMM_DW][1], (size_t)Cin * N / 32),
               "saved path: x^T saved at forward time differs from the reference's dW operand (strategy %d)", c->strategy[GEMM_DW]);
@@ -149,7 +149,7 @@ static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const flo
     // its OE channels (channel-major), here copied or gathered from x
     InputCopy copy = {x, N, Cin};
     LinearInput in = {NULL, copy_input, &copy};
-    adahop_linear_backward(&lin, dx, dy, N, &in, NULL, NULL);
+    adahop_linear_backward(&lin, dx, dy, N, &in, NULL);
     float* got[3] = {from_device_bf16(y, (size_t)N * Cout), from_device_bf16(dx, (size_t)N * Cin), (float*)malloc_check((size_t)Cout * Cin * sizeof(float))};
     cudaCheck(cudaMemcpy(got[2], dw, (size_t)Cout * Cin * sizeof(float), cudaMemcpyDeviceToHost));
     const float* want[3] = {c->y, c->dX, c->dW};
@@ -187,83 +187,6 @@ static void check_pattern_queue(AdahopWorkspace* ws, const char* path, const flo
     }
     CHECK(ws->num_pending == 0 && ws->host_stats_used == 0, "%s: the flush empties the queue", path);
     adahop_free(&st);
-}
-
-// relative Frobenius distance between n values got and want (host)
-static double rel_frob(const float* got, const float* want, size_t n) {
-    double d2 = 0.0, r2 = 0.0;
-    for (size_t i = 0; i < n; i++) { double d = (double)got[i] - want[i]; d2 += d * d; r2 += (double)want[i] * want[i]; }
-    return sqrt(d2 / (r2 > 0 ? r2 : 1.0));
-}
-
-// One GEMM of the case run twice, with `extras` and without, the latter followed by the passes the extras stand for
-// (llmc/gelu.cuh's GELU / GELU backward, column sums): under a quantized strategy the extras are those same passes, so
-// everything must match bit for bit; under BF16 they are cuBLASLt's epilogue, whose GEMM and GELU round differently:
-// BF16 outputs within 1e-2 relative Frobenius error (a few BF16 ulps), the FP32 outputs (dW) within 1e-5, and A's row
-// sums within FP32 summation's bound, n u sum |a| per row (u = 2^-24, n = the rows summed).
-static void check_one_extra(AdahopWorkspace* ws, const char* what, AdahopGemm g, const GemmExtras* extras, const float* a_host) {
-    int M = g.a.rows, N = g.b.rows;
-    size_t n = (size_t)M * N, out_bytes = n * (g.out_fp32 ? sizeof(float) : sizeof(floatX));
-    void* out2 = device_malloc(out_bytes, "unfused output");
-    floatX* side2 = (floatX*)device_malloc(n * sizeof(floatX), "unfused GELU output");
-    float* sums2 = (float*)device_malloc(M * sizeof(float), "unfused row sums");
-    if (g.out_fp32) { cudaCheck(cudaMemset(g.out, 0, out_bytes)); cudaCheck(cudaMemset(out2, 0, out_bytes)); }
-    AdahopGemm fused = g, plain = g;
-    fused.extras = *extras;
-    plain.out = out2;
-    adahop_gemm(ws, &fused, 0);
-    adahop_gemm(ws, &plain, 0);
-    if (extras->gelu_out) { gelu_forward(side2, (const floatX*)out2, (long)n, 0); }
-    if (extras->dgelu_pre) { gelu_backward((floatX*)out2, extras->dgelu_pre, (long)n, 0); }
-    if (extras->a_sums) {
-        cudaCheck(cudaMemset(sums2, 0, M * sizeof(float)));
-        bias_backward(sums2, ws->colsum_scratch, g.a.data, g.a.K, M, 0);
-    }
-    bool bf16 = g.strategy == STRAT_BF16;
-    float *o1 = g.out_fp32 ? from_device_f32((float*)g.out, n) : from_device_bf16((floatX*)g.out, n);
-    float *o2 = g.out_fp32 ? from_device_f32((float*)out2, n) : from_device_bf16((floatX*)out2, n);
-    double tol_out = g.out_fp32 ? 1e-5 : 1e-2, err = rel_frob(o1, o2, n);
-    bool same = memcmp(o1, o2, n * sizeof(float)) == 0;
-    CHECK(bf16 ? err <= tol_out : same, "%s, strategy %d: the GEMM's output differs from the unfused one (rel. %.2e)", what, g.strategy, err);
-    if (extras->gelu_out) {
-        float *s1 = from_device_bf16(extras->gelu_out, n), *s2 = from_device_bf16(side2, n);
-        double e = rel_frob(s1, s2, n);
-        CHECK(bf16 ? e <= 1e-2 : memcmp(s1, s2, n * sizeof(float)) == 0, "%s, strategy %d: GELU output differs (rel. %.2e)", what, g.strategy, e);
-        free(s1); free(s2);
-    }
-    if (extras->a_sums) {
-        float *s1 = from_device_f32(extras->a_sums, M), *s2 = from_device_f32(sums2, M);
-        int bad = 0;
-        for (int r = 0; r < M; r++) {
-            double abs_sum = 0.0;
-            for (int k = 0; k < g.a.K; k++) { abs_sum += fabs(a_host[(size_t)k * M + r]); }   // A is stored [K x M]
-            double bound = (double)g.a.K * ldexp(1.0, -24) * abs_sum;
-            bad += bf16 ? !(fabs((double)s1[r] - s2[r]) <= bound) : memcmp(&s1[r], &s2[r], sizeof(float)) != 0;
-        }
-        CHECK(bad == 0, "%s, strategy %d: %d row sums of A outside the bound", what, g.strategy, bad);
-        free(s1); free(s2);
-    }
-    printf("  extras %-28s strategy %d: output %s (rel. %.2e)\n", what, g.strategy, same ? "bit-identical" : "within tolerance", err);
-    free(o1); free(o2);
-    cudaCheck(cudaFree(out2)); cudaCheck(cudaFree(side2)); cudaCheck(cudaFree(sums2));
-}
-
-// adahop_gemm's extras (GemmExtras) on the case's three GEMMs under the case's strategies: the forward with its GELU,
-// dX through a GELU whose pre-activation is x (dX's shape), dW with the sums of dY's columns (the bias gradient)
-static void check_gemm_extras(AdahopWorkspace* ws, const AdahopCase* c, const floatX* x, const floatX* w, const floatX* dy) {
-    if (c->stochastic) { return; }
-    int N = c->N, Cin = c->Cin, Cout = c->Cout;
-    floatX *y = (floatX*)device_malloc((size_t)N * Cout * sizeof(floatX), "y"), *act = (floatX*)device_malloc((size_t)N * Cout * sizeof(floatX), "gelu(y)");
-    floatX* dx = (floatX*)device_malloc((size_t)N * Cin * sizeof(floatX), "dX");
-    float *dw = (float*)device_malloc((size_t)Cout * Cin * sizeof(float), "dW"), *sums = (float*)device_malloc(Cout * sizeof(float), "sums");
-    AdahopGemm fwd = {c->strategy[GEMM_FWD], y, false, 0.0f, {x, N, Cin, false}, {w, Cout, Cin, false}, NULL, NULL, NULL, NULL, false, 1};
-    AdahopGemm gx = {c->strategy[GEMM_DX], dx, false, 0.0f, {dy, N, Cout, false}, {w, Cin, Cout, true}, NULL, NULL, NULL, NULL, true, 2};
-    AdahopGemm gw = {c->strategy[GEMM_DW], dw, true, 1.0f, {dy, Cout, N, true}, {x, Cin, N, true}, NULL, NULL, NULL, NULL, true, 3};
-    GemmExtras e_fwd = {act, NULL, NULL}, e_dx = {NULL, x, NULL}, e_dw = {NULL, NULL, sums};
-    check_one_extra(ws, "forward + GELU", fwd, &e_fwd, NULL);
-    check_one_extra(ws, "dX * gelu'(x)", gx, &e_dx, NULL);
-    check_one_extra(ws, "dW + dY's column sums", gw, &e_dw, c->dY);
-    cudaCheck(cudaFree(y)); cudaCheck(cudaFree(act)); cudaCheck(cudaFree(dx)); cudaCheck(cudaFree(dw)); cudaCheck(cudaFree(sums));
 }
 
 static void run_case(const char* path, int gemm_path) {
@@ -335,7 +258,6 @@ static void run_case(const char* path, int gemm_path) {
     check_pattern_queue(&ws, path, x, w, dy, N, Cin, Cout);
     check_saved_path(&ws, &c, x, w, dy, gemm_path, false, comparable, tol);
     check_saved_path(&ws, &c, x, w, dy, gemm_path, true, comparable, tol);
-    check_gemm_extras(&ws, &c, x, w, dy);
     adahop_workspace_free(&ws);
     cudaCheck(cudaFree(x)); cudaCheck(cudaFree(w)); cudaCheck(cudaFree(dy)); cudaCheck(cudaFree(out));
     adahop_case_free(&c);
