@@ -3,6 +3,10 @@
 // dev/reference_llama.py (LLaMA; the file carries its weights): logits, loss, every parameter gradient, 10 step losses.
 // BF16 compute is compared with BF16 tolerances: relative Frobenius error per tensor (stated below), and
 // the max abs/rel errors are printed. Also checks that two identical backward passes give identical bits.
+// The step losses drift from the float64 ones as AdamW amplifies rounding (an element whose gradient is mostly
+// rounding noise still gets a full-size update); -s names the same run made by the reference in mixed precision
+// (--dtype bfloat16: FP32 weights and AdamW, BF16 products), and each step's loss may then differ by as much as that
+// BF16 engine drifts there, when that exceeds tol_loss.
 #define TESTING
 #include "train_gpt2_adahop.cu"
 #include "dev/test/reference_file.h"
@@ -11,7 +15,7 @@
 static const double tol_logits = 2e-2;   // relative Frobenius error of the (BF16) logits
 static const double tol_grads = 5e-2;    // per parameter tensor, relative Frobenius error
 static const double tol_norm = 2e-2;     // relative error of the global gradient norm
-static const double tol_loss = 5e-3;     // relative error of each loss (first one and the 10 steps)
+static const double tol_loss = 5e-3;     // relative error of each loss (first one and the 10 steps), or the -s drift
 
 // prints and checks ||got - want|| / ||want|| (and the largest elementwise errors)
 static void compare_tensor(const char* name, const float* got, const float* want, size_t n, double tol) {
@@ -59,15 +63,32 @@ static float* grads_to_host(Model* m) {
 int main(int argc, char** argv) {
     const char* model_path = "build/ref/d12_model.bin";
     const char* ref_path = "build/ref/d12_ref.bin";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-e") == 0) { model_path = argv[i + 1]; }
-        else if (strcmp(argv[i], "-r") == 0) { ref_path = argv[i + 1]; }
-        else { die("usage: %s [-e model.bin (GPT-2 only)] [-r reference.bin]", argv[0]); }
+    const char* mixed_path = NULL;
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 < argc && strcmp(argv[i], "-e") == 0) { model_path = argv[i + 1]; }
+        else if (i + 1 < argc && strcmp(argv[i], "-r") == 0) { ref_path = argv[i + 1]; }
+        else if (i + 1 < argc && strcmp(argv[i], "-s") == 0) { mixed_path = argv[i + 1]; }
+        else { die("usage: %s [-e model.bin (GPT-2 only)] [-r reference.bin] [-s mixed-precision reference.bin]", argv[0]); }
     }
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: this test needs one"); }
     ReferenceFile ref;
     reference_file_read_family(ref_path, REF_FAMILY_ANY, &ref);
+    double* tol_step = (double*)malloc_check((size_t)ref.num_steps * sizeof(double));
+    for (int step = 0; step < ref.num_steps; step++) { tol_step[step] = tol_loss; }
+    if (mixed_path) {
+        ReferenceFile mixed;
+        reference_file_read_family(mixed_path, ref.family, &mixed);
+        if (mixed.B != ref.B || mixed.T != ref.T || mixed.num_steps != ref.num_steps ||
+            memcmp(mixed.inputs, ref.inputs, (size_t)ref.B * ref.T * sizeof(int)) != 0) {
+            die("%s is not the run of %s (batch, steps or tokens differ)", mixed_path, ref_path);
+        }
+        for (int step = 0; step < ref.num_steps; step++) {
+            double drift = fabs((double)mixed.losses[step] - ref.losses[step]) / fabs((double)ref.losses[step]);
+            tol_step[step] = fmax(tol_loss, drift);
+        }
+        reference_file_free(&mixed);
+    }
     ModelConfig config;
     float* params = reference_model(&ref, model_path, &config);
     size_t n = ref.num_params;
@@ -127,14 +148,15 @@ int main(int argc, char** argv) {
         model_backward(&model, B, T);
         float norm = model_update(&model, ref.lr, ref.beta1, ref.beta2, ref.eps, ref.weight_decay, ref.grad_clip, step + 1);
         float l = model_mean_loss(&model, B, T, 1);
-        printf("  step %2d loss %.6f reference %.6f | diff %+.2e\n", step, l, ref.losses[step], l - ref.losses[step]);
-        CHECK(fabs(l - ref.losses[step]) <= tol_loss * fabs(ref.losses[step]), "step %d loss %.6f vs %.6f", step, l, ref.losses[step]);
+        printf("  step %2d loss %.6f reference %.6f | diff %+.2e (%.2f%%, tol %.2f%%)\n", step, l, ref.losses[step],
+               l - ref.losses[step], 100.0 * fabs(l - ref.losses[step]) / fabs(ref.losses[step]), 100.0 * tol_step[step]);
+        CHECK(fabs(l - ref.losses[step]) <= tol_step[step] * fabs(ref.losses[step]), "step %d loss %.6f vs %.6f", step, l, ref.losses[step]);
         if (step == 0) {
             printf("  grad norm %.6f vs reference %.6f\n", norm, ref.grad_norm);
             CHECK(fabs(norm - ref.grad_norm) <= tol_norm * ref.grad_norm, "grad norm %.6f vs %.6f", norm, ref.grad_norm);
         }
     }
-    free(params); free(lx); free(logits); free(runs[0]); free(runs[1]);
+    free(params); free(lx); free(logits); free(runs[0]); free(runs[1]); free(tol_step);
     reference_file_free(&ref);
     model_free(&model);
     matmul_free();

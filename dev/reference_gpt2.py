@@ -15,6 +15,7 @@ Example (the committed fixture, see dev/test/fixtures/README.md):
 Works with torch 1.13 (CPU) and torch 2.x (--device cuda).
 """
 import argparse
+import contextlib
 import math
 import struct
 
@@ -182,8 +183,15 @@ def run_reference(args, cfg, weights, desc, forward_fn=forward, decayed=DECAYED,
     the losses"""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    dtype = getattr(torch, args.dtype)
+    mixed = args.dtype == "bfloat16"   # FP32 weights and AdamW, BF16 products under torch.autocast
+    dtype = torch.float32 if mixed else getattr(torch, args.dtype)
     p = {n: t.to(args.device, dtype, copy=True).requires_grad_(True) for n, t in weights.items()}
+    with (torch.autocast(torch.device(args.device).type, dtype=torch.bfloat16) if mixed else contextlib.nullcontext()):
+        run_steps(args, cfg, p, desc, forward_fn, decayed, write_kw)
+
+
+def run_steps(args, cfg, p, desc, forward_fn, decayed, write_kw):
+    """run_reference's computation on the parameters p"""
     gen = torch.Generator().manual_seed(args.seed + 1)
     tokens = torch.randint(0, cfg["V"], (args.B, args.T + 1), generator=gen)
     inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
@@ -224,7 +232,9 @@ def add_run_args(ap):
     ap.add_argument("-B", type=int, default=2)
     ap.add_argument("-T", type=int, default=16)
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
-    ap.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="compute dtype of the oracle")
+    ap.add_argument("--dtype", default="float64", choices=["float32", "float64", "bfloat16"],
+                    help="compute dtype of the oracle; bfloat16: mixed precision (FP32 weights and AdamW, BF16 products "
+                         "under torch.autocast), the trajectory a BF16 engine follows, for test_gpt2cu -s")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.95)

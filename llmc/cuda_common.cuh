@@ -54,6 +54,10 @@ __device__ __forceinline__ x128 residual_add_load8(const floatX* a, const floatX
     return av;
 }
 
+// exponentials in base 2 (ex2 is one MUFU instruction): e^x = 2^(x log2(e)), ln(y) = log2(y) ln(2)
+#define LOG2E_F 1.4426950408889634f
+#define LN2_F 0.6931471805599453f
+
 __device__ __forceinline__ float warp_sum(float x) {
     for (int o = 16; o > 0; o >>= 1) { x += __shfl_xor_sync(0xffffffffu, x, o); }
     return x;

@@ -23,7 +23,6 @@
 
 #define FLASH_WARPS 4
 #define FLASH_THREADS (FLASH_WARPS * 32)
-#define FLASH_LOG2E 1.4426950408889634f
 
 #define FLASH_BWD_TILE 64   // rows of both tiles of the backward kernels
 
@@ -326,7 +325,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
             #pragma unroll
             for (int n = 0; n < HS / 8; n++) { o[m][n][2 * half] *= inv; o[m][n][2 * half + 1] *= inv; }
             int t = wq0 + 16 * m + lane / 4 + 8 * half;
-            if (t < T && lane % 4 == 0) { lse[((long)b * NH + h) * T + t] = (mrow[m][half] + log2f(l)) / FLASH_LOG2E; }
+            if (t < T && lane % 4 == 0) { lse[((long)b * NH + h) * T + t] = (mrow[m][half] + log2f(l)) / LOG2E_F; }
         }
     }
     store_rows<HS, MT>(out + (long)b * T * C + h * HS, C, o, 1.0f, wq0, T);
@@ -405,7 +404,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
                 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int c = i % 2 * BN + 8 * n + 2 * (lane % 4) + e % 2;
-                    float p = exp2_ftz(fmaf(s[0][n][e], scale_log2, -slse[c] * FLASH_LOG2E));
+                    float p = exp2_ftz(fmaf(s[0][n][e], scale_log2, -slse[c] * LOG2E_F));
                     s[0][n][e] = p;
                     dp[0][n][e] = p * (dp[0][n][e] - sdelta[c]);
                 }
@@ -420,7 +419,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
         __syncthreads();
     }
     floatX* dkb = dqkv + f.off + f.koff;
-    store_rows<HS, 1>(dkb, f.stride, dk, scale_log2 / FLASH_LOG2E, wk0, T);
+    store_rows<HS, 1>(dkb, f.stride, dk, scale_log2 / LOG2E_F, wk0, T);
     store_rows<HS, 1>(dkb + nkv * HS, f.stride, dv, 1.0f, wk0, T);
 }
 
@@ -448,7 +447,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
     float nlse[2], dlt[2];   // this thread's two rows: -lse in log2 units, delta (0 past T, where nothing is written)
     for (int half = 0; half < 2; half++) {
         int t = wq0 + lane / 4 + 8 * half;
-        nlse[half] = t < T ? -lse[rows + t] * FLASH_LOG2E : 0.0f;
+        nlse[half] = t < T ? -lse[rows + t] * LOG2E_F : 0.0f;
         dlt[half] = t < T ? delta[rows + t] : 0.0f;
     }
     float dq[1][HS / 8][4] = {};
@@ -480,7 +479,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
         }
         __syncthreads();
     }
-    store_rows<HS, 1>(dqkv + f.off, f.stride, dq, scale_log2 / FLASH_LOG2E, wq0, T);
+    store_rows<HS, 1>(dqkv + f.off, f.stride, dq, scale_log2 / LOG2E_F, wq0, T);
 }
 
 // ----------------------------------------------------------------------------
@@ -543,7 +542,7 @@ static inline void flash_attention_forward_hs(floatX* out, float* lse, const flo
     int smem = (BM + 4 * BN) * HS * (int)sizeof(floatX);
     auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false, WG> : flash_forward_kernel<HS, MT, true, WG>;
     flash_set_smem(kernel, smem);
-    kernel<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH, NKV, FLASH_LOG2E / sqrtf((float)HS));
+    kernel<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH, NKV, LOG2E_F / sqrtf((float)HS));
     cudaCheckLaunch();
 }
 
@@ -551,7 +550,7 @@ template <int HS, bool WG>
 static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const floatX* qkv, const floatX* out,
                                                const float* lse, int B, int T, int NH, int NKV, cudaStream_t stream) {
     constexpr int BM = FLASH_WARPS * 16, BN = FLASH_BWD_TILE;
-    float scale_log2 = FLASH_LOG2E / sqrtf((float)HS);
+    float scale_log2 = LOG2E_F / sqrtf((float)HS);
     flash_backward_delta_kernel<HS><<<ceil_div((long)B * T * NH * HS / 8, 256), 256, 0, stream>>>(delta, dout, out, B, T, NH);
     cudaCheckLaunch();
     int smem_kv = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX) + 4 * BN * (int)sizeof(float);

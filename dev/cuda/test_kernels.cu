@@ -12,7 +12,7 @@
 #include "llmc/gelu.cuh"
 #include "llmc/outliers.cuh"
 #include "llmc/classifier.cuh"
-#include "dev/cuda/classifier_vec.cuh"
+#include "dev/cuda/classifier_scalar.cuh"
 #include "llmc/adamw.cuh"
 #include "llmc/gpt2_cpu.h"
 #include "dev/cuda/test_compare.cuh"
@@ -354,7 +354,7 @@ int main(void) {
     test_channel_recompute(96, 768, 64);
     test_channel_recompute(200, 3072, 7);
     struct { const char* name; CrossEntropyFn ce; } ces[] = {{"softmax_crossentropy", softmax_crossentropy},
-                                                               {"softmax_crossentropy_vec", softmax_crossentropy_vec}};
+                                                               {"softmax_crossentropy_scalar", softmax_crossentropy_scalar}};
     for (size_t i = 0; i < sizeof(ces) / sizeof(ces[0]); i++) {
         test_classifier(ces[i].name, ces[i].ce, 64, 1000, 1024, 4.0f, false);
         test_classifier(ces[i].name, ces[i].ce, 8, 50257, 50304, 4.0f, false);

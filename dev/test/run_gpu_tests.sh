@@ -43,18 +43,21 @@ done
 if [ ${#cases[@]} -eq ${#specs[@]} ]; then ./build/test_adahop_linear_gpu "${cases[@]}" || failed+=(test_adahop_linear_gpu)
 else failed+=(adahop_linear_ref.py); fi
 
+# each reference twice: float64 (what is compared) and mixed precision (how far a BF16 engine's step losses drift)
+ref_args=(--preset d12 -B 4 -T 64 --device cuda --seed 1337 --lr 1e-4)
 echo "== GPT-2 124M (d12) vs PyTorch reference"
-if $PYTHON dev/reference_gpt2.py --preset d12 -B 4 -T 64 --device cuda --dtype float64 --seed 1337 --lr 1e-4 \
-        --write-model build/ref/d12_model.bin --write-ref build/ref/d12_ref.bin; then
-    ./test_gpt2cu -e build/ref/d12_model.bin -r build/ref/d12_ref.bin || failed+=(test_gpt2cu)
+if $PYTHON dev/reference_gpt2.py "${ref_args[@]}" --dtype float64 --write-model build/ref/d12_model.bin \
+        --write-ref build/ref/d12_ref.bin &&
+   $PYTHON dev/reference_gpt2.py "${ref_args[@]}" --dtype bfloat16 --write-ref build/ref/d12_ref_mixed.bin; then
+    ./test_gpt2cu -e build/ref/d12_model.bin -r build/ref/d12_ref.bin -s build/ref/d12_ref_mixed.bin || failed+=(test_gpt2cu)
 else
     failed+=(reference_gpt2.py)
 fi
 
 echo "== LLaMA-small d12 (GQA, RoPE, SwiGLU) vs PyTorch reference"
-if $PYTHON dev/reference_llama.py --preset d12 -B 4 -T 64 --device cuda --dtype float64 --seed 1337 --lr 1e-4 \
-        --write-ref build/ref/llama_d12_ref.bin; then
-    ./test_gpt2cu -r build/ref/llama_d12_ref.bin || failed+=(test_gpt2cu_llama)
+if $PYTHON dev/reference_llama.py "${ref_args[@]}" --dtype float64 --write-ref build/ref/llama_d12_ref.bin &&
+   $PYTHON dev/reference_llama.py "${ref_args[@]}" --dtype bfloat16 --write-ref build/ref/llama_d12_ref_mixed.bin; then
+    ./test_gpt2cu -r build/ref/llama_d12_ref.bin -s build/ref/llama_d12_ref_mixed.bin || failed+=(test_gpt2cu_llama)
 else
     failed+=(reference_llama.py)
 fi
