@@ -7,7 +7,8 @@ runs forward + backward once and writes a reference file (format: dev/test/refer
 
 The parameters live as the 16 tensors of llmc/gpt2_config.h (per-layer tensors stacked over layers,
 linear weights [out, in]), so gradients come out directly in our layout. Weights are made or loaded in
-float32 (exactly what the model file holds) and then cast to --dtype for the computation.
+float32 (exactly what the model file holds) and then cast to --dtype for the computation (--dtype bfloat16: kept in
+float32, with the products in BF16 under torch.autocast, as a mixed-precision engine runs them).
 
 Example (the committed fixture, see dev/test/fixtures/README.md):
   python3 dev/reference_gpt2.py --preset tiny -B 2 -T 16 --dtype float64 --seed 1337 \

@@ -10,7 +10,8 @@ zero padded vocab rows), draws one B x T batch of random tokens from the seed, r
 1): batch, logits, loss, gradient norm, all gradients, the loss before each step and, after them, the weights.
 The parameters live as the 9 tensors of llmc/llama_config.h (per-layer tensors stacked over layers, fused qkv and
 gate+up, linear weights [out, in]), so gradients come out in our layout. Weights are made in float32 and then cast
-to --dtype for the computation.
+to --dtype for the computation (--dtype bfloat16: kept in float32, with the products in BF16 under torch.autocast,
+as a mixed-precision engine runs them).
 
 Example (the committed fixture, see dev/test/fixtures/README.md):
   python3 dev/reference_llama.py --preset tiny -B 2 -T 16 --dtype float64 --seed 1337 \\
