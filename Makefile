@@ -131,6 +131,8 @@ test-python: $(PYTHON_DEPS) $(BUILD)/model_logits train_gpt2
 	 $(PYTHON) dev/test/test_export_hf.py $(RANKS_ARG)
 	@echo "== dev/test/test_evals.py (prepare_evals.py; train_gpt2 -E vs dev/eval_hf.py on the exported model)"; \
 	 $(PYTHON) dev/test/test_evals.py $(RANKS_ARG)
+	@echo "== dev/test/test_reference_mixed.py (the PyTorch oracles in mixed precision, test_gpt2cu -s's input)"; \
+	 $(PYTHON) dev/test/test_reference_mixed.py
 
 test-gpu: cuda
 	@rm -f $$TEST_SKIP_LOG
