@@ -14,7 +14,9 @@
 // sm_90a code only): head size 64, 64-row tiles, the CTA's 4 warps one warpgroup; the accumulator layout is the
 // same, so everything around the products is shared. flash_attention_forward / _backward run the wgmma instances
 // for head size 64 when the binary holds sm_90a code (flash_wgmma_available), else the mma.sync ones;
-// dev/cuda/test_flash_wgmma.cu tests and times both (flash_attention_*_hs<64, WG>).
+// dev/cuda/test_flash_wgmma.cu tests and times both (flash_attention_*_hs<64, WG>). The wgmma backward has a third
+// form, DQ = true: dq computed in the dk/dv kernel and summed over the key tiles in a fixed order (flash_dq_add), so
+// that the scores are recomputed once instead of twice; test_flash_wgmma tests and times it, the trainer does not run it.
 #ifndef LLMC_FLASH_ATTENTION_CUH
 #define LLMC_FLASH_ATTENTION_CUH
 
@@ -224,6 +226,96 @@ __device__ __forceinline__ void store_rows(floatX* dst, long stride, const float
 }
 
 // ----------------------------------------------------------------------------
+// dq inside the dk/dv kernel (DQ instances; wgmma, head size 64): every key tile's CTA adds its dS K for each query
+// tile into an FP32 accumulator, in a fixed order (key tiles qb, qb - 1, .., 0 for query tile qb) kept by a turn
+// counter per query tile; key tile 0 adds last and writes the BF16 result, so the sums are deterministic
+
+// the dq backward's scratch: FP32 accumulator [B, NH, T, 64], a turn counter per (b, h, 64-query tile), and the
+// ticket counter that hands out the CTAs' tiles (all counters zero at launch)
+struct FlashDqScratch { float* accum; int* turns; int* ticket; };
+
+// writes BF16 A fragments (this warp's 16 rows from row0, 64 columns) into a swizzled [rows][64] tile
+__device__ __forceinline__ void store_a_fragments(floatX* tile, const uint32_t (&f)[1][4][4], int row0) {
+    int lane = threadIdx.x % 32;
+    #pragma unroll
+    for (int j = 0; j < 4; j++) {
+        #pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int r = row0 + lane / 4 + 8 * (i % 2), c = 16 * j + 8 * (i / 2);
+            *reinterpret_cast<uint32_t*>(tile + swz<64>(r, c) + 2 * (lane % 4)) = f[0][j][i];
+        }
+    }
+}
+
+// the tile of this CTA in ticket order: per (b, kv head g) the key tiles from the last to the first, so that a CTA
+// waits only for CTAs that took earlier tickets (running or done); `slot`: one int of shared memory
+__device__ __forceinline__ void flash_dq_claim_tile(int* ticket, int* slot, int& kb, int& g, int& b) {
+    if (threadIdx.x == 0) { *slot = atomicAdd(ticket, 1); }
+    __syncthreads();
+    int t = *slot, nkb = gridDim.x;
+    kb = nkb - 1 - t % nkb;
+    g = t / nkb % gridDim.y;
+    b = t / nkb / gridDim.y;
+}
+
+// waits until `count` contributions to the query tile of `turn` are in (acquire), for the whole CTA
+__device__ __forceinline__ void flash_dq_wait_turn(const int* turn, int count) {
+    if (threadIdx.x == 0) {
+        int v;
+        while (true) {
+            asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(turn) : "memory");
+            if (v == count) { break; }
+            __nanosleep(32);
+        }
+    }
+    __syncthreads();
+}
+
+// publishes this CTA's contribution (every thread's writes, then the count, release)
+__device__ __forceinline__ void flash_dq_pass_turn(int* turn) {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) { asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(turn) : "memory"); }
+}
+
+// *p += (a, b) in global memory, at L2 (no return)
+__device__ __forceinline__ void red_add_f32x2(float* p, float a, float b) {
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
+
+// adds dq = dS K of key tile kb (accumulator layout, 64 rows) into query tile qb of head `head` (= b NH + h): the first
+// contributor (kb = qb) stores, the next ones add at L2, the last (kb = 0) adds the sum to its own and writes mul x
+// the total as BF16 rows of dq_out (row t at dq_out + t * stride). Traffic: 16 KB of FP32 a tile and contributor.
+__device__ __forceinline__ void flash_dq_add(const FlashDqScratch& dqs, const float (&dq)[1][8][4], long head, int T, int qb,
+                                             int kb, floatX* dq_out, long stride, float mul) {
+    int* turn = dqs.turns + head * gridDim.x + qb;   // gridDim.x: the 64-row tiles of T
+    bool first = kb == qb, last = kb == 0;
+    if (!first) { flash_dq_wait_turn(turn, qb - kb); }
+    float* acc = dqs.accum + head * T * 64;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+        int t = qb * 64 + 16 * warp + lane / 4 + 8 * half;
+        if (t >= T) { continue; }
+        #pragma unroll
+        for (int n = 0; n < 8; n++) {
+            int d = 8 * n + 2 * (lane % 4);
+            float2 v = make_float2(dq[0][n][2 * half], dq[0][n][2 * half + 1]);
+            float2* p = reinterpret_cast<float2*>(acc + (long)t * 64 + d);
+            if (last) {
+                if (!first) { float2 a = __ldcg(p); v.x = a.x + v.x; v.y = a.y + v.y; }
+                *reinterpret_cast<__nv_bfloat162*>(dq_out + (long)t * stride + d) = __floats2bfloat162_rn(v.x * mul, v.y * mul);
+            } else if (first) {
+                __stcg(p, v);
+            } else {
+                red_add_f32x2(&p->x, v.x, v.y);
+            }
+        }
+    }
+    if (!last) { flash_dq_pass_turn(turn); }
+}
+
+// ----------------------------------------------------------------------------
 // kernels; grid (tiles, NH, B), (tiles, NKV, B) for dk, dv. GQA: NKV < NH. The NKV = NH instances (GPT-2) find their
 // heads without the integer divisions by NH / NKV, whose registers the HS 64 forward lacks (with GQA it spills 12 bytes)
 
@@ -353,21 +445,26 @@ __global__ void flash_backward_delta_kernel(float* delta, const floatX* dout, co
 // dk, dv of one 64-key tile of one (b, kv head g): loops over the NH / NKV query heads of g in order and, for each,
 // over the query tiles from the diagonal to T (q, dO, lse, delta double-buffered), recomputing P^T = exp(scale
 // k q^T - lse) and dS^T = P^T (v dO^T - delta). Traffic: reads the tile's k, v once and the group's q, dO, lse,
-// delta from the diagonal on (mostly from L2); writes the k, v slices of dqkv.
-template <int HS, bool GQA, bool WG>
-__global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
+// delta from the diagonal on (mostly from L2); writes the k, v slices of dqkv. DQ (wgmma, head size 64): also dq,
+// dS K through dS^T in shared memory and flash_dq_add (the dq kernel is then not run); the tiles in ticket order;
+// at most 168 registers, so that 3 CTAs fit an SM (as its 57 KB of shared memory do).
+template <int HS, bool GQA, bool WG, bool DQ>
+__global__ void __launch_bounds__(FLASH_THREADS, DQ ? 3 : 0) flash_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
                                                                             const float* lse, const float* delta, int T, int NH,
-                                                                            int NKV, float scale_log2) {
+                                                                            int NKV, float scale_log2, FlashDqScratch dqs) {
+    static_assert(!DQ || (WG && HS == 64), "dq in the dk/dv kernel is a wgmma product of 64 x 64 tiles");
     constexpr int BM = FLASH_WARPS * 16, BN = FLASH_BWD_TILE;
     floatX* sk = (floatX*)flash_smem;
     floatX* sv = sk + BM * HS;
     floatX* sq = sv + BM * HS;                   // 2 buffers
     floatX* sdo = sq + 2 * BN * HS;              // 2 buffers
-    float* slse = (float*)(sdo + 2 * BN * HS);   // 2 buffers
+    floatX* sds = sdo + 2 * BN * HS;             // DQ: the step's dS^T [keys][queries]
+    float* slse = (float*)(sds + (DQ ? BM * BN : 0));   // 2 buffers
     float* sdelta = slse + 2 * BN;               // 2 buffers
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = blockIdx.y, b = blockIdx.z, C = NH * HS;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kb = blockIdx.x, g = blockIdx.y, b = blockIdx.z, C = NH * HS;
+    if constexpr (DQ) { flash_dq_claim_tile(dqs.ticket, (int*)(sdelta + 2 * BN), kb, g, b); }
     int nkv = GQA ? NKV : NH, group = GQA ? NH / NKV : 1, h = g * group;   // the group's query heads h .. h + group
-    int k0 = blockIdx.x * BM, wk0 = k0 + warp * 16;   // the longest tiles (first keys) start first
+    int k0 = kb * BM, wk0 = k0 + warp * 16;   // the longest tiles (first keys) start first (DQ: last)
     long rows = ((long)b * NH + h) * T;
     FlashHeads f = flash_heads<HS>(qkv, b, h, g, T, NH, nkv);   // k, v of kv head g
     const floatX* dob = dout + (long)b * T * C + h * HS;
@@ -412,9 +509,23 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
             uint32_t fp[1][BN / 16][4], fds[1][BN / 16][4];
             to_a_fragments<1, BN>(fp, s);
             to_a_fragments<1, BN>(fds, dp);
-            flash_pb<HS, 1, BN, WG>(dv, fp, sdoi);
-            flash_pb<HS, 1, BN, WG>(dk, fds, sqi);
-            flash_wait<WG>(dv, dk, fp, fds);
+            if constexpr (DQ) {
+                store_a_fragments(sds, fds, warp * 16);
+                fence_proxy_async();
+                float dq[1][HS / 8][4] = {};
+                flash_pin<WG>(dq);
+                flash_pb<HS, 1, BN, WG>(dv, fp, sdoi);
+                flash_pb<HS, 1, BN, WG>(dk, fds, sqi);
+                __syncthreads();   // every warp's rows of dS^T are in sds
+                wgmma_atb64_issue(dq, sds, sk);
+                flash_wait<WG>(dv, dk, fp, fds, dq);
+                int hg = GQA ? i / ntiles : 0;
+                flash_dq_add(dqs, dq, (long)b * NH + h + hg, T, q0 / BN, kb, dqkv + f.off + hg * HS, f.stride, scale_log2 / LOG2E_F);
+            } else {
+                flash_pb<HS, 1, BN, WG>(dv, fp, sdoi);
+                flash_pb<HS, 1, BN, WG>(dk, fds, sqi);
+                flash_wait<WG>(dv, dk, fp, fds);
+            }
         }
         __syncthreads();
     }
@@ -546,18 +657,35 @@ static inline void flash_attention_forward_hs(floatX* out, float* lse, const flo
     cudaCheckLaunch();
 }
 
-template <int HS, bool WG>
+// bytes of the DQ backward's scratch (FlashDqScratch) for head size 64
+static inline size_t flash_dq_scratch_bytes(int B, int T, int NH) {
+    return (size_t)B * NH * T * 64 * sizeof(float) + ((size_t)B * NH * ceil_div(T, FLASH_BWD_TILE) + 1) * sizeof(int);
+}
+
+// DQ: dq from the dk/dv kernel, with dq_scratch of flash_dq_scratch_bytes (its counters zeroed here); else the dq kernel
+template <int HS, bool WG, bool DQ = false>
 static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const floatX* qkv, const floatX* out,
-                                               const float* lse, int B, int T, int NH, int NKV, cudaStream_t stream) {
+                                               const float* lse, int B, int T, int NH, int NKV, cudaStream_t stream,
+                                               void* dq_scratch = NULL) {
     constexpr int BM = FLASH_WARPS * 16, BN = FLASH_BWD_TILE;
     float scale_log2 = LOG2E_F / sqrtf((float)HS);
     flash_backward_delta_kernel<HS><<<ceil_div((long)B * T * NH * HS / 8, 256), 256, 0, stream>>>(delta, dout, out, B, T, NH);
     cudaCheckLaunch();
-    int smem_kv = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX) + 4 * BN * (int)sizeof(float);
-    auto dkdv = NKV == NH ? flash_backward_dkdv_kernel<HS, false, WG> : flash_backward_dkdv_kernel<HS, true, WG>;
+    FlashDqScratch dqs = {NULL, NULL, NULL};
+    if constexpr (DQ) {
+        size_t nturns = (size_t)B * NH * ceil_div(T, BN);
+        dqs.accum = (float*)dq_scratch;
+        dqs.turns = (int*)(dqs.accum + (size_t)B * NH * T * HS);
+        dqs.ticket = dqs.turns + nturns;
+        cudaCheck(cudaMemsetAsync(dqs.turns, 0, (nturns + 1) * sizeof(int), stream));
+    }
+    int smem_kv = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX) + 4 * BN * (int)sizeof(float) +
+                  (DQ ? BM * BN * (int)sizeof(floatX) + 16 : 0);   // DQ: dS^T and the ticket slot
+    auto dkdv = NKV == NH ? flash_backward_dkdv_kernel<HS, false, WG, DQ> : flash_backward_dkdv_kernel<HS, true, WG, DQ>;
     flash_set_smem(dkdv, smem_kv);
-    dkdv<<<dim3(ceil_div(T, BM), NKV, B), FLASH_THREADS, smem_kv, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2);
+    dkdv<<<dim3(ceil_div(T, BM), NKV, B), FLASH_THREADS, smem_kv, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2, dqs);
     cudaCheckLaunch();
+    if constexpr (DQ) { return; }
     int smem_q = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX);
     auto dq = NKV == NH ? flash_backward_dq_kernel<HS, false, WG> : flash_backward_dq_kernel<HS, true, WG>;
     flash_set_smem(dq, smem_q);

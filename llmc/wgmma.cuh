@@ -1,7 +1,8 @@
 // Hopper warpgroup MMA (wgmma, sm_90a) for BF16 tiles of 64-element (128-byte) rows in shared memory: the matrix
-// descriptor of such a tile, the fences and waits, and the m64n64k16 products with A in shared memory or in
-// registers. The tiles are [rows][64] BF16 with the 16-byte chunks of row r XOR-swizzled by r % 8 on a 1024-byte
-// aligned base, which is wgmma's 128-byte swizzle (llmc/flash_attention.cuh loads them so). The instructions exist
+// descriptor of such a tile, the fences and waits, and the m64n64k16 products with A in shared memory (K-major, or
+// M-major: transposed by the instruction) or in registers. The tiles are [rows][64] BF16 with the 16-byte chunks of
+// row r XOR-swizzled by r % 8 on a 1024-byte aligned base, which is wgmma's 128-byte swizzle
+// (llmc/flash_attention.cuh loads them so). The instructions exist
 // only in sm_90a code: built for another target the wrappers trap, so a kernel using them runs only from a binary
 // built for sm_90a (the Makefile builds every CUDA program so; flash_wgmma_available asks at run time).
 #ifndef LLMC_WGMMA_CUH
@@ -66,6 +67,19 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_nmajor(float (&d)[32], const 
 #endif
 }
 
+// d[32] += A B, m64n64k16: A [64 x 16] an M-major [k][m] tile and B [16 x 64] an N-major [k][n] tile, both in
+// shared memory (descriptors) and both transposed by the instruction
+__device__ __forceinline__ void wgmma_m64n64k16_ss_tt(float (&d)[32], uint64_t a, uint64_t b) {
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+}
+
 // issues acc [64 x 64] += A B^T with K = 64 as one wgmma group: A the 64 rows of tile a, B the 64 rows of tile b (both
 // [64][64], K-major; the accumulator of warp w holds rows 16 w .. 16 w + 15 in the mma.sync C layout). acc is
 // written asynchronously: untouched until wgmma_wait_all.
@@ -89,6 +103,18 @@ __device__ __forceinline__ void wgmma_pb64_issue(float (&acc)[1][8][4], uint32_t
     wgmma_fence();
     #pragma unroll
     for (int k = 0; k < 4; k++) { wgmma_m64n64k16_rs_nmajor(d, p[0][k], db + 128 * k); }   // 16 rows = 2048 bytes a step
+    wgmma_commit();
+}
+
+// issues acc [64 x 64] += A B with K = 64 as one wgmma group: A given as its transpose, the [64][64] tile at (k rows,
+// M-major), B the [64][64] tile b (k rows, N-major). acc: untouched until wgmma_wait_all.
+__device__ __forceinline__ void wgmma_atb64_issue(float (&acc)[1][8][4], const void* at, const void* b) {
+    uint64_t da = wgmma_desc(at, 1024, 1024), db = wgmma_desc(b, 1024, 1024);
+    float(&d)[32] = *reinterpret_cast<float(*)[32]>(&acc[0][0][0]);
+    wgmma_fence_operand(acc);
+    wgmma_fence();
+    #pragma unroll
+    for (int k = 0; k < 4; k++) { wgmma_m64n64k16_ss_tt(d, da + 128 * k, db + 128 * k); }   // 16 rows = 2048 bytes a step
     wgmma_commit();
 }
 
