@@ -218,6 +218,49 @@ static void test_gelu(size_t n) {
     cudaFree(d_x); cudaFree(d_y); cudaFree(d_d);
 }
 
+// GPT-2's GELU backward fused with the fc bias's column sums (gelu_backward_bias_grad, llmc/column_sums.cuh) against
+// gelu_backward + bias_backward on the same device inputs, bit for bit (the gradient and the bias gradient, which
+// starts from random values: the sums are added), and against the CPU reference: the gradient within 1e-3 + 2^-6
+// relative as test_gelu, the bias gradient within 2^-8 of its column's sum of |g| (the GPU sums the BF16-rounded g).
+// scale multiplies the pre-activations; nan_row puts NaN in the last row of the pre-activation: NaN in that row's
+// gradient and in every bias gradient, the other rows exact.
+static void test_gelu_bias_grad(int N, int C, float scale, bool nan_row) {
+    printf("gelu backward + bias gradient N=%d C=%d pre-activation scale %g%s\n", N, C, scale, nan_row ? ", NaN row" : "");
+    size_t n = (size_t)N * C;
+    float *pre = host_random(n, scale), *d = host_random(n, 1.0f), *dbias0 = host_random(C, 1.0f);
+    if (nan_row) { for (int j = 0; j < C; j++) { pre[(size_t)(N - 1) * C + j] = NAN; } }
+    float *g = host_zeros(n), *dbias = (float*)malloc_check(C * sizeof(float)), *abs_sum = host_zeros(C);
+    gelu_backward_cpu(g, pre, d, n);
+    for (int j = 0; j < C; j++) {
+        double sum = dbias0[j];
+        for (int r = 0; r < N; r++) { sum += g[(size_t)r * C + j]; abs_sum[j] += fabsf(g[(size_t)r * C + j]); }
+        dbias[j] = (float)sum;
+    }
+    floatX *d_pre = to_device_bf16(pre, n), *d_fused = to_device_bf16(d, n), *d_unfused = to_device_bf16(d, n);
+    float *d_db_fused = to_device_f32(dbias0, C), *d_db_unfused = to_device_f32(dbias0, C);
+    gelu_backward_bias_grad(d_fused, d_db_fused, scratch, d_pre, N, C, 0);
+    gelu_backward(d_unfused, d_pre, (long)n, 0);
+    bias_backward(d_db_unfused, scratch, d_unfused, N, C, 0);
+    compare_bits("gradient: fused = gelu_backward", d_fused, d_unfused, n * sizeof(floatX));
+    compare_bits("bias gradient: fused = bias_backward", d_db_fused, d_db_unfused, C * sizeof(float));
+    double max_abs_sum = 0.0;
+    for (int j = 0; j < C; j++) { max_abs_sum = fmax(max_abs_sum, abs_sum[j]); }
+    if (nan_row) {
+        compare_rows_nan_last("gradient", from_device_bf16(d_fused, n), g, N - 1, C, 1e-3, 1.0f / 64);
+        float* got = from_device_f32(d_db_fused, C);
+        int nans = 0;
+        for (int j = 0; j < C; j++) { nans += isnan(got[j]); }
+        CHECK(nans == C, "bias gradient: a NaN row gave %d NaN sums of %d", nans, C);
+        free(got);
+    } else {
+        compare_abs("gradient", from_device_bf16(d_fused, n), g, n, 1e-3, 1.0f / 64);
+        compare_abs("bias gradient", from_device_f32(d_db_fused, C), dbias, C, max_abs_sum / 256, 1e-4f);
+    }
+    free(pre); free(d); free(dbias0); free(g); free(dbias); free(abs_sum);
+    void* bufs[] = {d_pre, d_fused, d_unfused, d_db_fused, d_db_unfused};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
+}
+
 typedef void (*CrossEntropyFn)(floatX* logits, float* losses, const int* targets, int N, int V, int Vp, float dloss,
                                cudaStream_t stream);
 
@@ -351,6 +394,11 @@ int main(void) {
     test_attention(1, 24, 64, 2, 6.0f);
     test_attention(2, 256, 768, 12, 2.0f);
     test_gelu(8 * 1000);
+    test_gelu_bias_grad(1000, 3072, 3.0f, false);
+    test_gelu_bias_grad(37, 776, 1.0f, false);      // rows fewer than the chunks, columns not a multiple of 256
+    test_gelu_bias_grad(4097, 6400, 1.0f, false);   // d48's fc width
+    test_gelu_bias_grad(300, 1024, 300.0f, false);  // huge pre-activations: gelu' is 0 or 1
+    test_gelu_bias_grad(65, 3072, 1.0f, true);
     test_channel_recompute(96, 768, 64);
     test_channel_recompute(200, 3072, 7);
     struct { const char* name; CrossEntropyFn ce; } ces[] = {{"softmax_crossentropy", softmax_crossentropy},
