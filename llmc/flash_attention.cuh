@@ -11,12 +11,14 @@
 // accumulator acc[m][n][e] holds row 16 m + lane / 4 + 8 (e / 2) and column 8 n + 2 (lane % 4) + e % 2.
 //
 // Every kernel has a second instance, WG = true, whose products run on Hopper's warpgroup MMA (llmc/wgmma.cuh;
-// sm_90a code only): head size 64, 64-row tiles, the CTA's 4 warps one warpgroup; the accumulator layout is the
-// same, so everything around the products is shared. flash_attention_forward / _backward run the wgmma instances
-// for head size 64 when the binary holds sm_90a code (flash_wgmma_available), else the mma.sync ones;
-// dev/cuda/test_flash_wgmma.cu tests and times both (flash_attention_*_hs<64, WG>). The wgmma backward has a third
-// form, DQ = true: dq computed in the dk/dv kernel and summed over the key tiles in a fixed order (flash_dq_add), so
-// that the scores are recomputed once instead of twice; test_flash_wgmma tests and times it, the trainer does not run it.
+// sm_90a code only): 64-row tiles (head size 128: as two 64-column blocks, tile_offset), the CTA's 4 warps one
+// warpgroup; the accumulator layout is the same, so everything around the products is shared.
+// flash_attention_forward / _backward run the wgmma instances for head size 64 when the binary holds sm_90a code
+// (flash_wgmma_available), else the mma.sync ones; dev/cuda/test_flash_wgmma.cu tests and times both
+// (flash_attention_*_hs<HS, WG>), the head size 128 wgmma instances there only. The wgmma backward has a third form
+// for head size 64, DQ = true: dq computed in the dk/dv kernel and summed over the key tiles in a fixed order
+// (flash_dq_add), so that the scores are recomputed once instead of twice; test_flash_wgmma tests and times it, the
+// trainer does not run it.
 #ifndef LLMC_FLASH_ATTENTION_CUH
 #define LLMC_FLASH_ATTENTION_CUH
 
@@ -87,12 +89,20 @@ __device__ __forceinline__ void ldsm4(uint32_t (&r)[4], const floatX* tile, int 
 // ----------------------------------------------------------------------------
 // block- and warp-level pieces shared by the kernels
 
-// cp.async of rows t0 .. t0 + ROWS of one head (row t at src + t * stride) into a swizzled tile; rows >= T are zeros
-template <int HS, int ROWS>
+// element offset of (row, col) in a tile of ROWS rows (col a multiple of 8): a swizzled [ROWS][HS] tile, or for the
+// wgmma instances with HS > 64 (the 128-byte swizzle spans 64 columns; llmc/wgmma.cuh) HS / 64 swizzled [ROWS][64]
+// column blocks one after the other
+template <int HS, int ROWS, bool WG> __device__ __forceinline__ int tile_offset(int row, int col) {
+    if constexpr (WG && HS > 64) { return col / 64 * ROWS * 64 + swz<64>(row, col % 64); }
+    else { return swz<HS>(row, col); }
+}
+
+// cp.async of rows t0 .. t0 + ROWS of one head (row t at src + t * stride) into a tile (tile_offset); rows >= T are zeros
+template <int HS, int ROWS, bool WG>
 __device__ __forceinline__ void load_tile(floatX* tile, const floatX* src, long stride, int t0, int T) {
     for (int i = threadIdx.x; i < ROWS * HS / 8; i += FLASH_THREADS) {
         int r = i / (HS / 8), c = i % (HS / 8) * 8, t = t0 + r;
-        cp_async16(tile + swz<HS>(r, c), src + (long)min(t, T - 1) * stride + c, t < T);
+        cp_async16(tile + tile_offset<HS, ROWS, WG>(r, c), src + (long)min(t, T - 1) * stride + c, t < T);
     }
 }
 
@@ -151,12 +161,12 @@ __device__ __forceinline__ void mma_pb(float (&acc)[MT][HS / 8][4], const uint32
 // only after flash_wait; several issued products overlap.
 template <int HS, int MT, int N, bool WG>
 __device__ __forceinline__ void flash_abt(float (&acc)[MT][N / 8][4], const floatX* a, int a_row0, const floatX* b) {
-    if constexpr (WG) { static_assert(HS == 64 && MT == 1 && N == 64, "wgmma tiles are 64 x 64"); wgmma_abt64_issue(acc, a, b); }
+    if constexpr (WG) { static_assert(MT == 1 && N == 64, "wgmma score tiles are 64 x 64"); wgmma_abt_issue<HS>(acc, a, b); }
     else { mma_abt<HS, MT, N>(acc, a, a_row0, b); }
 }
 template <int HS, int MT, int K, bool WG>
 __device__ __forceinline__ void flash_pb(float (&acc)[MT][HS / 8][4], uint32_t (&p)[MT][K / 16][4], const floatX* b) {
-    if constexpr (WG) { static_assert(HS == 64 && MT == 1 && K == 64, "wgmma tiles are 64 x 64"); wgmma_pb64_issue(acc, p, b); }
+    if constexpr (WG) { static_assert(MT == 1 && K == 64, "wgmma products take 64 x 64 P tiles"); wgmma_pb_issue<HS>(acc, p, b); }
     else { mma_pb<HS, MT, K>(acc, p, b); }
 }
 // waits for the issued wgmma products (WG); the registers they write or read, `regs`, are pinned after the wait
@@ -339,10 +349,10 @@ __device__ __forceinline__ FlashHeads flash_heads(const floatX* qkv, int b, int 
 }
 
 // key/value tile j of the heads f into the double buffers sk, sv (buffer j % 2), as one cp.async group
-template <int HS, int BN>
+template <int HS, int BN, bool WG>
 __device__ __forceinline__ void load_kv_tile(floatX* sk, floatX* sv, const FlashHeads& f, int j, int T) {
-    load_tile<HS, BN>(sk + j % 2 * BN * HS, f.k, f.stride, j * BN, T);
-    load_tile<HS, BN>(sv + j % 2 * BN * HS, f.v, f.stride, j * BN, T);
+    load_tile<HS, BN, WG>(sk + j % 2 * BN * HS, f.k, f.stride, j * BN, T);
+    load_tile<HS, BN, WG>(sv + j % 2 * BN * HS, f.v, f.stride, j * BN, T);
     cp_async_commit();
 }
 
@@ -359,12 +369,12 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
     int nkv = GQA ? NKV : NH;
     FlashHeads f = flash_heads<HS>(qkv, b, h, GQA ? h / (NH / NKV) : h, T, NH, nkv);
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    load_tile<HS, BM>(sq, f.q, f.stride, q0, T);
-    load_kv_tile<HS, BN>(sk, sv, f, 0, T);
+    load_tile<HS, BM, WG>(sq, f.q, f.stride, q0, T);
+    load_kv_tile<HS, BN, WG>(sk, sv, f, 0, T);
     float o[MT][HS / 8][4] = {}, mrow[MT][2], lrow[MT][2];   // row max (log2 units) and this thread's partial row sum
     for (int m = 0; m < MT; m++) { mrow[m][0] = mrow[m][1] = -INFINITY; lrow[m][0] = lrow[m][1] = 0.0f; }
     for (int j = 0; j < ntiles; j++) {
-        if (j + 1 < ntiles) { load_kv_tile<HS, BN>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+        if (j + 1 < ntiles) { load_kv_tile<HS, BN, WG>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
         flash_tiles_landed<WG>();
         __syncthreads();
         int k0 = j * BN;
@@ -471,14 +481,14 @@ __global__ void __launch_bounds__(FLASH_THREADS, DQ ? 3 : 0) flash_backward_dkdv
     int i0 = k0 / BN, ntiles = (T + BN - 1) / BN - i0;
     auto load_q = [&](int i) {   // step i: query tile i0 + i % ntiles of query head h + i / ntiles, into buffer i % 2
         int hg = GQA ? i / ntiles : 0, t0 = (i0 + i - hg * ntiles) * BN, buf = i % 2;
-        load_tile<HS, BN>(sq + buf * BN * HS, f.q + hg * HS, f.stride, t0, T);
-        load_tile<HS, BN>(sdo + buf * BN * HS, dob + hg * HS, C, t0, T);
+        load_tile<HS, BN, WG>(sq + buf * BN * HS, f.q + hg * HS, f.stride, t0, T);
+        load_tile<HS, BN, WG>(sdo + buf * BN * HS, dob + hg * HS, C, t0, T);
         load_row_values<BN>(slse + buf * BN, lse + rows + (long)hg * T, t0, T);
         load_row_values<BN>(sdelta + buf * BN, delta + rows + (long)hg * T, t0, T);
         cp_async_commit();
     };
-    load_tile<HS, BM>(sk, f.k, f.stride, k0, T);
-    load_tile<HS, BM>(sv, f.v, f.stride, k0, T);
+    load_tile<HS, BM, WG>(sk, f.k, f.stride, k0, T);
+    load_tile<HS, BM, WG>(sv, f.v, f.stride, k0, T);
     load_q(0);
     float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
     for (int i = 0; i < group * ntiles; i++) {   // head-major: the fixed summation order of dk, dv over the group
@@ -552,9 +562,9 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
     long rows = ((long)b * NH + h) * T;
     FlashHeads f = flash_heads<HS>(qkv, b, h, GQA ? h / (NH / NKV) : h, T, NH, nkv);
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    load_tile<HS, BM>(sq, f.q, f.stride, q0, T);
-    load_tile<HS, BM>(sdo, dout + (long)b * T * C + h * HS, C, q0, T);
-    load_kv_tile<HS, BN>(sk, sv, f, 0, T);
+    load_tile<HS, BM, WG>(sq, f.q, f.stride, q0, T);
+    load_tile<HS, BM, WG>(sdo, dout + (long)b * T * C + h * HS, C, q0, T);
+    load_kv_tile<HS, BN, WG>(sk, sv, f, 0, T);
     float nlse[2], dlt[2];   // this thread's two rows: -lse in log2 units, delta (0 past T, where nothing is written)
     for (int half = 0; half < 2; half++) {
         int t = wq0 + lane / 4 + 8 * half;
@@ -563,7 +573,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
     }
     float dq[1][HS / 8][4] = {};
     for (int j = 0; j < ntiles; j++) {
-        if (j + 1 < ntiles) { load_kv_tile<HS, BN>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+        if (j + 1 < ntiles) { load_kv_tile<HS, BN, WG>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
         flash_tiles_landed<WG>();
         __syncthreads();
         int k0 = j * BN;

@@ -32,15 +32,15 @@ __device__ __forceinline__ void fence_proxy_async() { WGMMA_ASM("fence.proxy.asy
 
 // pins the registers of an accumulator or of A fragments at this point: the compiler moves no read or write of them
 // across it (before wgmma_fence, so that their last writes precede the wgmma; after a wait, so that their reads follow it)
-__device__ __forceinline__ void wgmma_fence_operand(float (&acc)[1][8][4]) {
+template <int N> __device__ __forceinline__ void wgmma_fence_operand(float (&acc)[1][N][4]) {
     float* d = &acc[0][0][0];
     #pragma unroll
-    for (int i = 0; i < 32; i++) { asm volatile("" : "+f"(d[i])::"memory"); }
+    for (int i = 0; i < 4 * N; i++) { asm volatile("" : "+f"(d[i])::"memory"); }
 }
-__device__ __forceinline__ void wgmma_fence_operand(uint32_t (&p)[1][4][4]) {
+template <int K> __device__ __forceinline__ void wgmma_fence_operand(uint32_t (&p)[1][K][4]) {
     uint32_t* r = &p[0][0][0];
     #pragma unroll
-    for (int i = 0; i < 16; i++) { asm volatile("" : "+r"(r[i])::"memory"); }
+    for (int i = 0; i < 4 * K; i++) { asm volatile("" : "+r"(r[i])::"memory"); }
 }
 
 // d[32] += A B^T, m64n64k16: A [64 x 16] and B [64 x 16], both K-major tiles in shared memory (descriptors)
@@ -80,29 +80,42 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss_tt(float (&d)[32], uint64_t a
 #endif
 }
 
-// issues acc [64 x 64] += A B^T with K = 64 as one wgmma group: A the 64 rows of tile a, B the 64 rows of tile b (both
-// [64][64], K-major; the accumulator of warp w holds rows 16 w .. 16 w + 15 in the mma.sync C layout). acc is
+// Tiles of W = 64 HS / 64 columns (HS = 64 or 128) are 64-row tiles of W / 64 column blocks [64][64], one after the
+// other (8 KB, 512 descriptor units, apart): the 128-byte swizzle spans 64 BF16 columns.
+
+// issues acc [64 x 64] += A B^T with K = HS as one wgmma group: A the 64 rows of tile a, B the 64 rows of tile b (both
+// [64][HS], K-major; the accumulator of warp w holds rows 16 w .. 16 w + 15 in the mma.sync C layout). acc is
 // written asynchronously: untouched until wgmma_wait_all.
-__device__ __forceinline__ void wgmma_abt64_issue(float (&acc)[1][8][4], const void* a, const void* b) {
+template <int HS>
+__device__ __forceinline__ void wgmma_abt_issue(float (&acc)[1][8][4], const void* a, const void* b) {
     uint64_t da = wgmma_desc(a, 16, 1024), db = wgmma_desc(b, 16, 1024);
     float(&d)[32] = *reinterpret_cast<float(*)[32]>(&acc[0][0][0]);
     wgmma_fence_operand(acc);
     wgmma_fence();
     #pragma unroll
-    for (int k = 0; k < 4; k++) { wgmma_m64n64k16_ss(d, da + 2 * k, db + 2 * k); }   // 16 columns = 32 bytes a step
+    for (int blk = 0; blk < HS / 64; blk++) {
+        #pragma unroll
+        for (int k = 0; k < 4; k++) { wgmma_m64n64k16_ss(d, da + 512 * blk + 2 * k, db + 512 * blk + 2 * k); }   // 16 columns = 32 bytes a step
+    }
     wgmma_commit();
 }
 
-// issues acc [64 x 64] += P B with K = 64 as one wgmma group: P as BF16 A fragments of 64 columns, B tile b [64][64]
-// (k rows, N-major). acc and p: untouched until wgmma_wait_all.
-__device__ __forceinline__ void wgmma_pb64_issue(float (&acc)[1][8][4], uint32_t (&p)[1][4][4], const void* b) {
+// issues acc [64 x HS] += P B with K = 64 as one wgmma group: P as BF16 A fragments of 64 columns, B tile b [64][HS]
+// (k rows, N-major; one m64n64 product per 64-column block). acc and p: untouched until wgmma_wait_all.
+template <int HS>
+__device__ __forceinline__ void wgmma_pb_issue(float (&acc)[1][HS / 8][4], uint32_t (&p)[1][4][4], const void* b) {
     uint64_t db = wgmma_desc(b, 1024, 1024);
-    float(&d)[32] = *reinterpret_cast<float(*)[32]>(&acc[0][0][0]);
     wgmma_fence_operand(acc);
     wgmma_fence_operand(p);
     wgmma_fence();
     #pragma unroll
-    for (int k = 0; k < 4; k++) { wgmma_m64n64k16_rs_nmajor(d, p[0][k], db + 128 * k); }   // 16 rows = 2048 bytes a step
+    for (int k = 0; k < 4; k++) {
+        #pragma unroll
+        for (int blk = 0; blk < HS / 64; blk++) {
+            float(&d)[32] = *reinterpret_cast<float(*)[32]>(&acc[0][8 * blk][0]);
+            wgmma_m64n64k16_rs_nmajor(d, p[0][k], db + 512 * blk + 128 * k);   // 16 rows = 2048 bytes a step
+        }
+    }
     wgmma_commit();
 }
 
