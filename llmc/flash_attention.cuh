@@ -268,13 +268,16 @@ __device__ __forceinline__ void flash_dq_claim_tile(int* ticket, int* slot, int&
     b = t / nkb / gridDim.y;
 }
 
-// waits until `count` contributions to the query tile of `turn` are in (acquire), for the whole CTA
+// waits until `count` contributions to the query tile of `turn` are in (acquire), for the whole CTA. The wait ends
+// within a few steps of the kernel when the tiles run in ticket order; a wait of over 2^26 polls (seconds) means the
+// counters were not zeroed or tiles were lost, and stops the kernel with an error instead of hanging.
 __device__ __forceinline__ void flash_dq_wait_turn(const int* turn, int count) {
     if (threadIdx.x == 0) {
         int v;
-        while (true) {
+        for (long polls = 0;; polls++) {
             asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(turn) : "memory");
             if (v == count) { break; }
+            if (polls == (1l << 26)) { __trap(); }   // the launch fails (cudaErrorLaunchFailure) rather than hang
             __nanosleep(32);
         }
     }
