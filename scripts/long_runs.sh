@@ -2,7 +2,11 @@
 # The long loss runs of dev/RESULTS.md ("Loss at 0.3B tokens"): one named set of runs, each 600 steps of 524,288
 # tokens (315M tokens, 2.3 epochs of the corpus below), T=1024, validation on all 5M held-out tokens every 50 steps,
 # the downstream evals every 200 steps, checkpoints every 100 steps; run_modes.sh trains the set's modes in
-# resumable pieces (same seed and data order per mode), so call this again until it exits 0.
+# resumable pieces (same seed and data order per mode), so call this again until it exits 0. On a machine with
+# several GPUs, run_modes.sh's --gpus trains a set's runs side by side, and sets can run beside each other on other
+# GPUs (each run has its own lock), e.g. on 8 GPUs:
+#   scripts/long_runs.sh gpt2 ROOT --gpus 0,1,2,3,4 --minutes 9 & scripts/long_runs.sh gpt2_frozen ROOT --gpus 5 --minutes 9 &
+#   scripts/long_runs.sh gpt2_ciht ROOT --gpus 6 --minutes 9 & scripts/long_runs.sh gpt2_head ROOT --gpus 7 --minutes 9 & wait
 #
 # The corpus (once; CORPUS = the folder of the raw text files named below): the
 # held-out Gutenberg books first, so the 5M validation tokens are those 1.24M plus the first 3.76M of the training

@@ -30,6 +30,10 @@ DIR/<mode>_s<seed>; resumable: call it again until it reports every run finished
   --trainer PATH  trainer binary (default \$ADAHOP_TRAINER, else $SCRIPT_DIR/../train_gpt2_adahop relative
                   to the repository: build it with 'make train_gpt2_adahop')
   --poll S        seconds between checks of a running trainer (default 2)
+  --gpus LIST     train the runs side by side, one a GPU: comma-separated device numbers (e.g. 0,1,2,3); each run
+                  goes to a run_modes.sh of its own with CUDA_VISIBLE_DEVICES set to its GPU, its output to
+                  DIR/<mode>_s<seed>.run_modes.log (shown when it ends); runs wait for a free GPU; --minutes
+                  still bounds the whole invocation
   --dry-run       print what would run, run nothing
   -h, --help      this help
 
@@ -39,7 +43,7 @@ checkpoints: pass -n N. The flags of a run are recorded in its run_modes.args; a
 other flags stops with an error for that run instead of mixing two configurations in one curve.
 
 Exit status: 0 every run finished, 3 no error but runs remain (call again), 1 a trainer failed,
-2 bad usage (flags, missing trainer).
+2 bad usage (flags, missing trainer) or a run that another run_modes.sh is training.
 
 Example (GPT-2 124M, 10-minute pieces):
   scripts/run_modes.sh --root runs/gutenberg_d12 --seed2 42 --minutes 9 -- -e d12 -b 64 -t 1024 \\
@@ -53,7 +57,7 @@ is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 now_ms() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then t=${t/./}; echo $((10#$t / 1000)); else date +%s%3N; fi; }
 
 # ---- flags
-root="" modes_csv="" seed=1337 seed2="" steps="" minutes="" keep=2 poll=2 dry=0
+root="" modes_csv="" seed=1337 seed2="" steps="" minutes="" keep=2 poll=2 dry=0 gpus_csv="" gpus_given=0
 trainer=${ADAHOP_TRAINER:-$SCRIPT_DIR/../train_gpt2_adahop}
 pass=()
 while [ $# -gt 0 ]; do
@@ -61,7 +65,7 @@ while [ $# -gt 0 ]; do
         -h|--help) usage; exit 0 ;;
         --dry-run) dry=1; shift; continue ;;
         --) shift; pass=("$@"); break ;;
-        --root|--modes|--seed|--seed2|--steps|--minutes|--keep|--trainer|--poll)
+        --root|--modes|--seed|--seed2|--steps|--minutes|--keep|--trainer|--poll|--gpus)
             [ $# -ge 2 ] || die_usage "$1 needs a value"
             case $1 in
                 --root) root=$2 ;;
@@ -73,6 +77,7 @@ while [ $# -gt 0 ]; do
                 --keep) keep=$2 ;;
                 --trainer) trainer=$2 ;;
                 --poll) poll=$2 ;;
+                --gpus) gpus_csv=$2 gpus_given=1 ;;
             esac
             shift 2 ;;
         *) die_usage "unknown argument '$1' (trainer flags go after '--')" ;;
@@ -88,6 +93,14 @@ is_uint "$seed" || die_usage "--seed '$seed' is not a non-negative integer"
 is_uint "$keep" || die_usage "--keep '$keep' is not a non-negative integer"
 if ! [[ $poll =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] || ! awk -v p="$poll" 'BEGIN { exit !(p > 0) }'; then
     die_usage "--poll '$poll' is not a positive number"
+fi
+
+gpus=()
+if [ $gpus_given -eq 1 ]; then
+    IFS=, read -r -a gpus <<< "$gpus_csv"
+    [ ${#gpus[@]} -gt 0 ] || die_usage "--gpus is empty"
+    for g in "${gpus[@]}"; do is_uint "$g" || die_usage "--gpus: '$g' is not a device number"; done
+    [ "$(printf '%s\n' "${gpus[@]}" | sort -u | wc -l)" -eq ${#gpus[@]} ] || die_usage "--gpus '$gpus_csv' names a device twice"
 fi
 
 modes=()
@@ -200,22 +213,90 @@ on_signal() {
 }
 trap on_signal INT TERM
 
-# one invocation per root at a time (two would train the same run twice and cut each other's logs)
-if [ $dry -eq 0 ]; then
-    mkdir -p "$root" || { echo "run_modes.sh: error: cannot create $root" >&2; exit 2; }
-    if command -v flock >/dev/null 2>&1; then
-        exec 9> "$root/.run_modes.lock"
-        if ! flock -n 9; then
-            echo "run_modes.sh: error: another run_modes.sh is working on $root (lock $root/.run_modes.lock)" >&2; exit 2
-        fi
-    else
-        echo "run_modes.sh: warning: no flock here: make sure no other run_modes.sh works on $root" >&2
-    fi
-fi
-
 t_start=$(now_ms)
 deadline=""
 if [ -n "$minutes" ]; then deadline=$((t_start + $(awk -v m="$minutes" 'BEGIN { printf "%.0f", m * 60000 }'))); fi
+
+# ---- --gpus: every run in a run_modes.sh of its own on one GPU, as many at a time as GPUs; they lock their runs
+if [ ${#gpus[@]} -gt 0 ]; then
+    self="$SCRIPT_DIR/$(basename "${BASH_SOURCE[0]}")"
+    slot_pid=() slot_name=() slot_log=()
+    n_failed=0 n_usage=0 n_unfinished=0 n_listed=0
+    # shellcheck disable=SC2317
+    stop_all() {
+        for p in "${slot_pid[@]}"; do [ -n "$p" ] && kill -TERM "$p" 2>/dev/null; done
+        wait
+        echo "run_modes.sh: interrupted; call again to resume" >&2
+        exit 130
+    }
+    trap stop_all INT TERM
+    end_slot() {   # waits for slot $1's run_modes.sh, shows its output, counts its status
+        local i=$1 rc
+        wait "${slot_pid[$i]}"; rc=$?
+        echo "== ${slot_name[$i]} (GPU ${gpus[$i]}): run_modes.sh exited with status $rc; its output ($(basename "${slot_log[$i]}")):"
+        sed 's/^/   | /' "${slot_log[$i]}"
+        case $rc in 0) ;; 3) n_unfinished=$((n_unfinished + 1)) ;; 2) n_usage=$((n_usage + 1)) ;; *) n_failed=$((n_failed + 1)) ;; esac
+        slot_pid[$i]=""
+    }
+    [ $dry -eq 1 ] || mkdir -p "$root" || { echo "run_modes.sh: error: cannot create $root" >&2; exit 2; }
+    echo "run_modes.sh: root $root, ${#runs[@]} runs on GPUs ${gpus[*]}${minutes:+, at most $minutes min}"
+    for r in "${runs[@]}"; do
+        read -r mode s <<< "$r"
+        name="${mode}_s$s"
+        args=(--root "$root" --modes "$mode" --seed "$s" --keep "$keep" --trainer "$trainer" --poll "$poll")
+        [ -n "$steps" ] && args+=(--steps "$steps")
+        slot=-1
+        [ $dry -eq 1 ] && slot=$((n_listed++ % ${#gpus[@]}))   # a dry run shows the GPUs taken in turn
+        while [ "$slot" -lt 0 ]; do   # a free GPU
+            for i in "${!gpus[@]}"; do
+                if [ -z "${slot_pid[$i]:-}" ]; then slot=$i; break; fi
+                if ! kill -0 "${slot_pid[$i]}" 2>/dev/null; then end_slot "$i"; slot=$i; break; fi
+            done
+            [ "$slot" -ge 0 ] || sleep "$poll"
+        done
+        if [ -n "$deadline" ]; then
+            left=$((deadline - $(now_ms)))
+            if [ "$left" -le 0 ]; then echo "== $name: not started (the time is up)"; n_unfinished=$((n_unfinished + 1)); continue; fi
+            args+=(--minutes "$(awk -v l="$left" 'BEGIN { printf "%.4f", l / 60000 }')")
+        fi
+        if [ $dry -eq 1 ]; then
+            echo "== $name: GPU ${gpus[$slot]}:"
+            CUDA_VISIBLE_DEVICES=${gpus[$slot]} bash "$self" "${args[@]}" --dry-run -- "${pass[@]}" | sed 's/^/   | /'
+            continue
+        fi
+        slot_log[$slot]="$root/$name.run_modes.log"
+        slot_name[$slot]=$name
+        echo "== $name: started on GPU ${gpus[$slot]}"
+        CUDA_VISIBLE_DEVICES=${gpus[$slot]} bash "$self" "${args[@]}" -- "${pass[@]}" > "${slot_log[$slot]}" 2>&1 &
+        slot_pid[$slot]=$!
+    done
+    for i in "${!gpus[@]}"; do [ -n "${slot_pid[$i]:-}" ] && end_slot "$i"; done
+    echo "run_modes.sh: $(( ($(now_ms) - t_start) / 1000 )) s"
+    if [ $n_failed -gt 0 ]; then echo "run_modes.sh: $n_failed run(s) failed"; exit 1; fi
+    if [ $n_usage -gt 0 ]; then echo "run_modes.sh: $n_usage run(s) refused (see their output)"; exit 2; fi
+    if [ $dry -eq 1 ]; then exit 0; fi
+    if [ $n_unfinished -gt 0 ]; then echo "run_modes.sh: $n_unfinished run(s) unfinished: call again with the same flags to continue"; exit 3; fi
+    echo "run_modes.sh: every run finished; plot with: ${PYTHON:-python3} scripts/plot_losses.py $root"
+    exit 0
+fi
+
+# one invocation per run at a time (two would train the same run twice and cut each other's logs): a lock a run,
+# <root>/.<mode>_s<seed>.lock, taken for every run of this invocation before the first starts
+if [ $dry -eq 0 ]; then
+    mkdir -p "$root" || { echo "run_modes.sh: error: cannot create $root" >&2; exit 2; }
+    if command -v flock >/dev/null 2>&1; then
+        for r in "${runs[@]}"; do
+            read -r mode s <<< "$r"
+            lock="$root/.${mode}_s$s.lock"
+            exec {lock_fd}> "$lock"
+            if ! flock -n "$lock_fd"; then
+                echo "run_modes.sh: error: another run_modes.sh is working on $root/${mode}_s$s (lock $lock)" >&2; exit 2
+            fi
+        done
+    else
+        echo "run_modes.sh: warning: no flock here: make sure no other run_modes.sh works on the runs in $root" >&2
+    fi
+fi
 max_interval_ms=0   # longest checkpoint interval seen in this invocation (to decide whether a run can start)
 summary=()
 n_failed=0 n_unfinished=0

@@ -16,7 +16,10 @@ clear error. Without matplotlib the plotting checks are skipped (with a message)
 run_modes.sh: flag errors, --dry-run, and a fake trainer (a Python script given by --trainer or
 ADAHOP_TRAINER, with the real trainer's log, checkpoint and resume behaviour) trained in pieces by --steps and
 by --minutes: the pieces add up to exactly the log of one uninterrupted run, finished runs are skipped
-(detected from main.log), a run started with other flags is refused, a failing trainer is reported.
+(detected from main.log), a run started with other flags is refused, a failing trainer is reported, a second
+invocation on a running run is refused while another run of the same root trains beside it; --gpus: bad lists
+refused, the runs side by side on the listed GPUs (never two at once on one GPU) with the logs of runs trained
+alone, and with --minutes pieces that add up the same. long_runs.sh: each set's runs and flags (--dry-run).
 Prints "N passed, N failed"; exits 1 on a failure.
 """
 import json
@@ -280,7 +283,9 @@ def test_plot(tmp, have_mpl):
 FAKE_TRAINER = r'''#!PYTHON
 # Fake train_gpt2_adahop: the real trainer's main.log and main.jsonl (a run event per piece), checkpoint
 # (state_%08d.bin via .tmp) and -y 1 resume behaviour, losses a pure function of (mode, seed, step). FAKE_STEP_SLEEP: seconds per step; FAKE_FAIL=1: exit 1.
+# FAKE_SPANS: a file that gets "<run dir> <CUDA_VISIBLE_DEVICES> <start time> <end time>" when the trainer ends.
 import math, os, re, sys, time
+t_begin = time.time()
 a = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 with open(os.environ["FAKE_CALLS"], "a") as f:
     f.write(" ".join(sys.argv[1:]) + "\n")
@@ -318,6 +323,9 @@ for step in range(start, x + 1):
     log.flush()
     jl.write('{"event":"step","step":%d,"loss":%.6f,"tok_s":%d}\n' % (step + 1, 3 + 8 * math.exp(-(step + 1) / 10) + off, 1000 + step))
     jl.flush()
+if os.environ.get("FAKE_SPANS"):
+    with open(os.environ["FAKE_SPANS"], "a") as f:
+        f.write("%s %s %.3f %.3f\n" % (out, os.environ.get("CUDA_VISIBLE_DEVICES", "-"), t_begin, time.time()))
 '''
 
 
@@ -444,6 +452,8 @@ def test_run_modes(tmp):
         time.sleep(0.05)
     rc, out, err = run(cmd5, env=env)
     check(rc == 2 and "another run_modes.sh is working on" in err, "a second invocation on the same root is refused", err)
+    rc, out, err = run(rm + ["--root", root5, "--modes", "mxfp4", "--trainer", fake, "--", "-x", "4", "-n", "4", "-s", "0"], env=env)
+    check(rc == 0 and "mxfp4_s1337: finished" in out, "another run on the same root trains beside a running one (a lock a run)", out + err)
     first.terminate()
     out1, err1 = first.communicate(timeout=30)
     steps = [int(x.split()[0][2:]) for x in open(os.path.join(d5, "main.log")) if " tl:" in x]
@@ -483,6 +493,61 @@ def test_run_modes(tmp):
           "--minutes pieces add up to exactly one uninterrupted run (main.log and main.jsonl)")
 
 
+def test_run_modes_gpus(tmp):
+    """run_modes.sh --gpus: the runs side by side, one a GPU, never two at once on one GPU; the same logs as one at a time"""
+    fake = os.path.join(tmp, "fake_trainer.py")   # written by test_run_modes
+    rm = ["bash", RUN_MODES]
+    env = {"FAKE_CALLS": os.path.join(tmp, "calls_gpus.txt"), "FAKE_STEP_SLEEP": "0"}
+    for gpus, msg in [("0,x", "'x' is not a device number"), ("1,1", "names a device twice"), ("", "--gpus is empty")]:
+        rc, out, err = run(rm + ["--root", tmp, "--gpus", gpus, "--trainer", fake], env=env)
+        check(rc == 2 and msg in err, f"--gpus '{gpus}' refused", f"rc={rc} {err}")
+    targs = ["-x", "10", "-n", "5", "-v", "5", "-s", "0"]
+    runs = [("bf16", 1337), ("mxfp4", 1337), ("hadamard", 1337), ("adahop", 1337), ("bf16", 42)]
+    ref = {}
+    for m, s in runs:
+        d = os.path.join(tmp, "ref_gpus", f"{m}_s{s}")
+        subprocess.run([fake] + targs + ["-p", m, "-r", str(s), "-o", d], env={**os.environ, **env}, check=True)
+        ref[f"{m}_s{s}"] = open(os.path.join(d, "main.log")).read()
+    root = os.path.join(tmp, "r_gpus")
+    rc, out, err = run(rm + ["--root", root, "--seed2", "42", "--gpus", "3,5", "--dry-run", "--trainer", fake, "--"] + targs, env=env)
+    check(rc == 0 and out.count("fake_trainer.py") == 5 and out.count("GPU 3:") == 3 and out.count("GPU 5:") == 2
+          and not os.path.exists(root), "--gpus --dry-run: the 5 commands, GPUs taken in turn, nothing run", out + err)
+    spans = os.path.join(tmp, "spans.txt")
+    rc, out, err = run(rm + ["--root", root, "--seed2", "42", "--gpus", "3,5,7", "--poll", "0.05", "--trainer", fake, "--"] + targs,
+                       env={**env, "FAKE_STEP_SLEEP": "0.1", "FAKE_SPANS": spans})
+    print("  " + out.replace("\n", "\n  "))
+    check(rc == 0 and out.count("run_modes.sh exited with status 0") == 5, "--gpus 3,5,7: 5 runs finished, exit 0", out + err)
+    same = all(open(os.path.join(root, n, "main.log")).read() == ref[n] for n in ref)
+    check(same, "--gpus: every run's main.log as when trained alone")
+    sp = [ln.split() for ln in open(spans)] if os.path.exists(spans) else []
+    devices = {d for _, d, _, _ in sp}
+    overlap_same = any(a[1] == b[1] and float(a[2]) < float(b[3]) and float(b[2]) < float(a[3])
+                       for i, a in enumerate(sp) for b in sp[i + 1:])
+    most = max((sum(1 for b in sp if float(b[2]) <= float(a[2]) < float(b[3])) for a in sp), default=0)
+    check(len(sp) == 5 and devices <= {"3", "5", "7"} and not overlap_same and 2 <= most <= 3,
+          "--gpus: each run on one of GPUs 3, 5, 7, never two at once on a GPU, 2-3 at a time",
+          f"spans={sp} most={most}")
+    rc, out, err = run(rm + ["--root", root, "--seed2", "42", "--gpus", "0,1", "--trainer", fake, "--"] + targs, env=env)
+    check(rc == 0 and out.count("already finished") == 5, "--gpus again: every run already finished", out + err)
+    # --minutes bounds the whole invocation: pieces (exit 3) until every run is finished, the logs as one run's
+    root2, targs2 = os.path.join(tmp, "r_gpus2"), ["-x", "30", "-n", "4", "-v", "8", "-s", "0"]
+    ref2 = {}
+    for m in ["bf16", "adahop"]:
+        d = os.path.join(tmp, "ref_gpus2", f"{m}_s1337")
+        subprocess.run([fake] + targs2 + ["-p", m, "-r", "1337", "-o", d], env={**os.environ, **env}, check=True)
+        ref2[f"{m}_s1337"] = open(os.path.join(d, "main.log")).read()
+    codes = []
+    for _ in range(20):
+        rc, out, err = run(rm + ["--root", root2, "--modes", "bf16,adahop", "--gpus", "0,1", "--minutes", "0.02", "--poll", "0.05",
+                                 "--trainer", fake, "--"] + targs2, env={**env, "FAKE_STEP_SLEEP": "0.05"})
+        codes.append(rc)
+        if rc != 3:
+            break
+    same = all(open(os.path.join(root2, n, "main.log")).read() == ref2[n] for n in ref2)
+    check(len(codes) >= 2 and codes[-1] == 0 and all(c == 3 for c in codes[:-1]) and same,
+          "--gpus --minutes: pieces (exit 3), then finished; each main.log as one uninterrupted run", str(codes))
+
+
 def test_long_runs(tmp):
     """scripts/long_runs.sh: each set's runs and flags through run_modes.sh --dry-run; --modes picks runs; bad sets"""
     fake = os.path.join(tmp, "fake_trainer.py")   # written by test_run_modes; --dry-run never starts it
@@ -505,6 +570,9 @@ def test_long_runs(tmp):
     check(rc == 0 and out.count("fake_trainer.py") == 1 and "-b 64 -C iht " in out, "long_runs.sh gpt2_ciht: adahop with -C iht", out + err)
     rc, out, err = run(lr + ["gpt2", tmp, "--modes", "adahop", "--dry-run", "--trainer", fake], env=env)
     check(rc == 0 and out.count("fake_trainer.py") == 1 and "-p adahop -r 1337" in out, "long_runs.sh gpt2 --modes adahop: that run alone", out + err)
+    rc, out, err = run(lr + ["gpt2", tmp, "--gpus", "2,3", "--dry-run", "--trainer", fake], env=env)
+    check(rc == 0 and out.count("fake_trainer.py") == 5 and out.count("GPU 2:") == 3 and "-e d12 -b 64 " in out,
+          "long_runs.sh gpt2 --gpus 2,3: the set's 5 runs spread over GPUs 2 and 3", out + err)
     rc, out, err = run(lr + ["gpt3", tmp], env=env)
     check(rc == 2 and "unknown SET 'gpt3'" in err, "long_runs.sh: an unknown set is refused (exit 2)", err)
     rc, out, err = run(lr + ["-h"])
@@ -523,6 +591,7 @@ def main():
     try:
         test_plot(tmp, have_mpl)
         test_run_modes(tmp)
+        test_run_modes_gpus(tmp)
         test_long_runs(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
