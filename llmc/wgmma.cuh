@@ -43,13 +43,15 @@ template <int K> __device__ __forceinline__ void wgmma_fence_operand(uint32_t (&
     for (int i = 0; i < 4 * K; i++) { asm volatile("" : "+r"(r[i])::"memory"); }
 }
 
-// d[32] += A B^T, m64n64k16: A [64 x 16] and B [64 x 16], both K-major tiles in shared memory (descriptors)
+// d[32] += A B^T, m64n64k16, A [64 x 16] and B [64 x 16] in shared memory (descriptors): K-major tiles, or with
+// TRANSPOSED = 1 an M-major [k][m] tile of A and an N-major [k][n] tile of B, both transposed by the instruction
+template <int TRANSPOSED>
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b) {
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, %35, %35;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "l"(a), "l"(b), "r"(1));
+                 : "l"(a), "l"(b), "r"(1), "n"(TRANSPOSED));
 #else
     __trap();
 #endif
@@ -67,21 +69,8 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_nmajor(float (&d)[32], const 
 #endif
 }
 
-// d[32] += A B, m64n64k16: A [64 x 16] an M-major [k][m] tile and B [16 x 64] an N-major [k][n] tile, both in
-// shared memory (descriptors) and both transposed by the instruction
-__device__ __forceinline__ void wgmma_m64n64k16_ss_tt(float (&d)[32], uint64_t a, uint64_t b) {
-#ifdef __CUDA_ARCH_FEAT_SM90_ALL
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "l"(a), "l"(b), "r"(1));
-#else
-    __trap();
-#endif
-}
-
-// Tiles of W = 64 HS / 64 columns (HS = 64 or 128) are 64-row tiles of W / 64 column blocks [64][64], one after the
-// other (8 KB, 512 descriptor units, apart): the 128-byte swizzle spans 64 BF16 columns.
+// A 64-row tile of HS columns (HS = 64 or 128) is HS / 64 column blocks [64][64] one after the other (8 KB, 512
+// descriptor units, apart): the 128-byte swizzle spans 64 BF16 columns.
 
 // issues acc [64 x 64] += A B^T with K = HS as one wgmma group: A the 64 rows of tile a, B the 64 rows of tile b (both
 // [64][HS], K-major; the accumulator of warp w holds rows 16 w .. 16 w + 15 in the mma.sync C layout). acc is
@@ -95,7 +84,7 @@ __device__ __forceinline__ void wgmma_abt_issue(float (&acc)[1][8][4], const voi
     #pragma unroll
     for (int blk = 0; blk < HS / 64; blk++) {
         #pragma unroll
-        for (int k = 0; k < 4; k++) { wgmma_m64n64k16_ss(d, da + 512 * blk + 2 * k, db + 512 * blk + 2 * k); }   // 16 columns = 32 bytes a step
+        for (int k = 0; k < 4; k++) { wgmma_m64n64k16_ss<0>(d, da + 512 * blk + 2 * k, db + 512 * blk + 2 * k); }   // 16 columns = 32 bytes a step
     }
     wgmma_commit();
 }
@@ -127,7 +116,7 @@ __device__ __forceinline__ void wgmma_atb64_issue(float (&acc)[1][8][4], const v
     wgmma_fence_operand(acc);
     wgmma_fence();
     #pragma unroll
-    for (int k = 0; k < 4; k++) { wgmma_m64n64k16_ss_tt(d, da + 128 * k, db + 128 * k); }   // 16 rows = 2048 bytes a step
+    for (int k = 0; k < 4; k++) { wgmma_m64n64k16_ss<1>(d, da + 128 * k, db + 128 * k); }   // 16 rows = 2048 bytes a step
     wgmma_commit();
 }
 
