@@ -161,7 +161,7 @@ __device__ __forceinline__ void mma_pb(float (&acc)[MT][HS / 8][4], const uint32
 // only after flash_wait; several issued products overlap.
 template <int HS, int MT, int N, bool WG>
 __device__ __forceinline__ void flash_abt(float (&acc)[MT][N / 8][4], const floatX* a, int a_row0, const floatX* b) {
-    if constexpr (WG) { static_assert(MT == 1 && N == 64, "wgmma score tiles are 64 x 64"); wgmma_abt_issue<HS>(acc, a, b); }
+    if constexpr (WG) { static_assert(MT == 1 && N == 64, "wgmma score tiles are 64 x 64"); wgmma_ss_issue<HS, 0>(acc, a, b); }
     else { mma_abt<HS, MT, N>(acc, a, a_row0, b); }
 }
 template <int HS, int MT, int K, bool WG>
@@ -530,7 +530,7 @@ __global__ void __launch_bounds__(FLASH_THREADS, DQ ? 3 : 0) flash_backward_dkdv
                 flash_pb<HS, 1, BN, WG>(dv, fp, sdoi);
                 flash_pb<HS, 1, BN, WG>(dk, fds, sqi);
                 __syncthreads();   // every warp's rows of dS^T are in sds
-                wgmma_atb64_issue(dq, sds, sk);
+                wgmma_ss_issue<64, 1>(dq, sds, sk);   // dS^T and K as [keys][64] tiles
                 flash_wait<WG>(dv, dk, fp, fds, dq);
                 int hg = GQA ? i / ntiles : 0;
                 flash_dq_add(dqs, dq, (long)b * NH + h + hg, T, q0 / BN, kb, dqkv + f.off + hg * HS, f.stride, scale_log2 / LOG2E_F);

@@ -72,19 +72,21 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_nmajor(float (&d)[32], const 
 // A 64-row tile of HS columns (HS = 64 or 128) is HS / 64 column blocks [64][64] one after the other (8 KB, 512
 // descriptor units, apart): the 128-byte swizzle spans 64 BF16 columns.
 
-// issues acc [64 x 64] += A B^T with K = HS as one wgmma group: A the 64 rows of tile a, B the 64 rows of tile b (both
-// [64][HS], K-major; the accumulator of warp w holds rows 16 w .. 16 w + 15 in the mma.sync C layout). acc is
-// written asynchronously: untouched until wgmma_wait_all.
-template <int HS>
-__device__ __forceinline__ void wgmma_abt_issue(float (&acc)[1][8][4], const void* a, const void* b) {
-    uint64_t da = wgmma_desc(a, 16, 1024), db = wgmma_desc(b, 16, 1024);
+// issues acc [64 x 64] += A B^T over K as one wgmma group, A and B in shared memory: the 64 rows of K-major tiles a,
+// b ([64][K], K / 64 column blocks), or TRANSPOSED: A^T and B^T as [K][64] tiles (k rows; M- and N-major). The
+// accumulator of warp w holds rows 16 w .. 16 w + 15 in the mma.sync C layout; it is written asynchronously:
+// untouched until wgmma_wait_all.
+template <int K, int TRANSPOSED>
+__device__ __forceinline__ void wgmma_ss_issue(float (&acc)[1][8][4], const void* a, const void* b) {
+    uint32_t lbo = TRANSPOSED ? 1024 : 16;
+    uint64_t da = wgmma_desc(a, lbo, 1024), db = wgmma_desc(b, lbo, 1024);
     float(&d)[32] = *reinterpret_cast<float(*)[32]>(&acc[0][0][0]);
     wgmma_fence_operand(acc);
     wgmma_fence();
     #pragma unroll
-    for (int blk = 0; blk < HS / 64; blk++) {
-        #pragma unroll
-        for (int k = 0; k < 4; k++) { wgmma_m64n64k16_ss<0>(d, da + 512 * blk + 2 * k, db + 512 * blk + 2 * k); }   // 16 columns = 32 bytes a step
+    for (int k = 0; k < K / 16; k++) {   // a step: 16 rows (2048 bytes) transposed, else 16 columns (32 bytes) of a block
+        uint32_t off = TRANSPOSED ? 128 * k : 512 * (k / 4) + 2 * (k % 4);
+        wgmma_m64n64k16_ss<TRANSPOSED>(d, da + off, db + off);
     }
     wgmma_commit();
 }
@@ -105,18 +107,6 @@ __device__ __forceinline__ void wgmma_pb_issue(float (&acc)[1][HS / 8][4], uint3
             wgmma_m64n64k16_rs_nmajor(d, p[0][k], db + 512 * blk + 128 * k);   // 16 rows = 2048 bytes a step
         }
     }
-    wgmma_commit();
-}
-
-// issues acc [64 x 64] += A B with K = 64 as one wgmma group: A given as its transpose, the [64][64] tile at (k rows,
-// M-major), B the [64][64] tile b (k rows, N-major). acc: untouched until wgmma_wait_all.
-__device__ __forceinline__ void wgmma_atb64_issue(float (&acc)[1][8][4], const void* at, const void* b) {
-    uint64_t da = wgmma_desc(at, 1024, 1024), db = wgmma_desc(b, 1024, 1024);
-    float(&d)[32] = *reinterpret_cast<float(*)[32]>(&acc[0][0][0]);
-    wgmma_fence_operand(acc);
-    wgmma_fence();
-    #pragma unroll
-    for (int k = 0; k < 4; k++) { wgmma_m64n64k16_ss<1>(d, da + 128 * k, db + 128 * k); }   // 16 rows = 2048 bytes a step
     wgmma_commit();
 }
 
