@@ -97,10 +97,11 @@ template <int HS, int ROWS, bool WG> __device__ __forceinline__ int tile_offset(
     else { return swz<HS>(row, col); }
 }
 
-// cp.async of rows t0 .. t0 + ROWS of one head (row t at src + t * stride) into a tile (tile_offset); rows >= T are zeros
-template <int HS, int ROWS, bool WG>
+// cp.async of rows t0 .. t0 + ROWS of one head (row t at src + t * stride) into a tile (tile_offset) by the THREADS
+// threads of the CTA; rows >= T are zeros
+template <int HS, int ROWS, bool WG, int THREADS = FLASH_THREADS>
 __device__ __forceinline__ void load_tile(floatX* tile, const floatX* src, long stride, int t0, int T) {
-    for (int i = threadIdx.x; i < ROWS * HS / 8; i += FLASH_THREADS) {
+    for (int i = threadIdx.x; i < ROWS * HS / 8; i += THREADS) {
         int r = i / (HS / 8), c = i % (HS / 8) * 8, t = t0 + r;
         cp_async16(tile + tile_offset<HS, ROWS, WG>(r, c), src + (long)min(t, T - 1) * stride + c, t < T);
     }
@@ -352,17 +353,20 @@ __device__ __forceinline__ FlashHeads flash_heads(const floatX* qkv, int b, int 
 }
 
 // key/value tile j of the heads f into the double buffers sk, sv (buffer j % 2), as one cp.async group
-template <int HS, int BN, bool WG>
+template <int HS, int BN, bool WG, int THREADS = FLASH_THREADS>
 __device__ __forceinline__ void load_kv_tile(floatX* sk, floatX* sv, const FlashHeads& f, int j, int T) {
-    load_tile<HS, BN, WG>(sk + j % 2 * BN * HS, f.k, f.stride, j * BN, T);
-    load_tile<HS, BN, WG>(sv + j % 2 * BN * HS, f.v, f.stride, j * BN, T);
+    load_tile<HS, BN, WG, THREADS>(sk + j % 2 * BN * HS, f.k, f.stride, j * BN, T);
+    load_tile<HS, BN, WG, THREADS>(sv + j % 2 * BN * HS, f.v, f.stride, j * BN, T);
     cp_async_commit();
 }
 
-template <int HS, int MT, bool GQA, bool WG>
-__global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH,
-                                                                      int NKV, float scale_log2) {
-    constexpr int BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS, WG>::fwd_bn;
+// WGS (wgmma): warpgroups per CTA, each with its 64 query rows, all sharing the K/V tiles (the query tile holds WGS
+// 64-row tiles one after the other; a warpgroup skips the key tiles past its last row)
+template <int HS, int MT, bool GQA, bool WG, int WGS = 1>
+__global__ void __launch_bounds__(FLASH_THREADS * WGS) flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T,
+                                                                            int NH, int NKV, float scale_log2) {
+    static_assert(WGS == 1 || (WG && MT == 1), "several warpgroups a CTA: wgmma instances");
+    constexpr int THREADS = FLASH_THREADS * WGS, BM = FLASH_WARPS * 16 * MT * WGS, BN = FlashConfig<HS, WG>::fwd_bn;
     floatX* sq = (floatX*)flash_smem;
     floatX* sk = sq + BM * HS;            // 2 buffers
     floatX* sv = sk + 2 * BN * HS;        // 2 buffers
@@ -372,18 +376,25 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
     int nkv = GQA ? NKV : NH;
     FlashHeads f = flash_heads<HS>(qkv, b, h, GQA ? h / (NH / NKV) : h, T, NH, nkv);
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    load_tile<HS, BM, WG>(sq, f.q, f.stride, q0, T);
-    load_kv_tile<HS, BN, WG>(sk, sv, f, 0, T);
+    if constexpr (WGS == 1) { load_tile<HS, BM, WG>(sq, f.q, f.stride, q0, T); }
+    else {   // a 64-row tile a warpgroup
+        #pragma unroll
+        for (int g = 0; g < WGS; g++) { load_tile<HS, 64, WG, THREADS>(sq + g * 64 * HS, f.q, f.stride, q0 + g * 64, T); }
+    }
+    load_kv_tile<HS, BN, WG, THREADS>(sk, sv, f, 0, T);
+    const floatX* sqw = sq + (WGS > 1 ? warp / FLASH_WARPS * 64 * HS : 0);   // this warpgroup's query rows
     float o[MT][HS / 8][4] = {}, mrow[MT][2], lrow[MT][2];   // row max (log2 units) and this thread's partial row sum
     for (int m = 0; m < MT; m++) { mrow[m][0] = mrow[m][1] = -INFINITY; lrow[m][0] = lrow[m][1] = 0.0f; }
     for (int j = 0; j < ntiles; j++) {
-        if (j + 1 < ntiles) { load_kv_tile<HS, BN, WG>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+        if (j + 1 < ntiles) { load_kv_tile<HS, BN, WG, THREADS>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
         flash_tiles_landed<WG>();
         __syncthreads();
         int k0 = j * BN;
-        if (WG || k0 <= wq0 + 16 * MT - 1) {   // some key of the tile is visible to this warp (wgmma: to the warpgroup)
+        // some key of the tile is visible to this warp (wgmma: to the warpgroup)
+        bool visible = WG ? (WGS == 1 || k0 <= q0 + warp / FLASH_WARPS * 64 + 63) : k0 <= wq0 + 16 * MT - 1;
+        if (visible) {
             float s[MT][BN / 8][4] = {};
-            flash_abt<HS, MT, BN, WG>(s, sq, warp * 16 * MT, sk + j % 2 * BN * HS);
+            flash_abt<HS, MT, BN, WG>(s, sqw, warp * 16 * MT, sk + j % 2 * BN * HS);
             flash_wait<WG>(s);
             if (k0 + BN - 1 > wq0) { causal_mask<MT, BN, false>(s, wq0, k0); }
             // tile 0 holds key 0, visible to every row: the row max is finite from the first tile on
@@ -659,14 +670,16 @@ static inline void flash_set_smem(Kernel kernel, int bytes) {
     if (ndone < 16) { done[ndone++] = (const void*)kernel; }
 }
 
-template <int HS, bool WG>
+// WGS: warpgroups a CTA (wgmma instances; see flash_forward_kernel)
+template <int HS, bool WG, int WGS = 1>
 static inline void flash_attention_forward_hs(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int NKV,
                                               cudaStream_t stream) {
-    constexpr int MT = FlashConfig<HS, WG>::fwd_mt, BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS, WG>::fwd_bn;
+    constexpr int MT = FlashConfig<HS, WG>::fwd_mt, BM = FLASH_WARPS * 16 * MT * WGS, BN = FlashConfig<HS, WG>::fwd_bn;
     int smem = (BM + 4 * BN) * HS * (int)sizeof(floatX);
-    auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false, WG> : flash_forward_kernel<HS, MT, true, WG>;
+    auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false, WG, WGS> : flash_forward_kernel<HS, MT, true, WG, WGS>;
     flash_set_smem(kernel, smem);
-    kernel<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH, NKV, LOG2E_F / sqrtf((float)HS));
+    kernel<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS * WGS, smem, stream>>>(out, lse, qkv, T, NH, NKV,
+                                                                                LOG2E_F / sqrtf((float)HS));
     cudaCheckLaunch();
 }
 

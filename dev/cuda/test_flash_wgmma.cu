@@ -3,9 +3,9 @@
 // BF16 inputs: multi-head and grouped-query, T not a multiple of the tiles, large magnitudes, all-zero input; two runs
 // give identical bits. Tolerances as test_flash_attention: out 1e-2 of the largest |want| + 1/64 relative, dqkv 2e-2 +
 // 1/32, lse 2e-5. For head size 64 the backward with dq from the dk/dv kernel (DQ) too: the same tolerances, and its
-// dk, dv bit for bit those of the wgmma backward (the same products in the same order). With the argument "bench" it
-// then prints the forward and backward times of the instances at T = 1024: the GPT-2 shapes and head size 128 at C =
-// 1024 and 2048 (median of 20).
+// dk, dv bit for bit those of the wgmma backward (the same products in the same order). The wgmma forward with two
+// warpgroups a CTA: out and lse bit for bit those of one. With the argument "bench" it then prints the forward and
+// backward times of the instances at T = 1024: the GPT-2 shapes and head size 128 at C = 1024 and 2048 (median of 20).
 // Needs an sm_90 GPU; built for sm_90a (Makefile).
 #include "llmc/cuda_common.cuh"
 #include "llmc/flash_attention.cuh"
@@ -47,6 +47,21 @@ static void compare_kv_bits(const char* what, const floatX* d_a, const floatX* d
     free(a); free(b);
 }
 
+// the wgmma forward with two warpgroups a CTA (128 query rows sharing the K/V tiles) gives the one-warpgroup forward's
+// out and lse bit for bit (each row sees the same key tiles in the same order)
+template <int HS>
+static void check_two_warpgroups(const floatX* d_qkv, const floatX* d_out1, const float* d_lse1, int B, int T, int NH, int NKV,
+                                 size_t nout, size_t nlse) {
+    floatX* out = (floatX*)device_malloc(nout * 2, "out");
+    float* lse = (float*)device_malloc(nlse * 4, "lse");
+    cudaCheck(cudaMemset(out, 0xff, nout * 2));
+    cudaCheck(cudaMemset(lse, 0xff, nlse * 4));
+    flash_attention_forward_hs<HS, true, 2>(out, lse, d_qkv, B, T, NH, NKV, 0);
+    compare_bits("wgmma forward, 2 warpgroups a CTA: out bits of 1", out, d_out1, nout * 2);
+    compare_bits("wgmma forward, 2 warpgroups a CTA: lse bits of 1", lse, d_lse1, nlse * 4);
+    cudaCheck(cudaFree(out)); cudaCheck(cudaFree(lse));
+}
+
 template <int HS>
 static void test_wgmma(int B, int T, int NH, int NKV, float scale) {
     printf("wgmma attention B=%d T=%d NH=%d NKV=%d HS=%d input scale %g\n", B, T, NH, NKV, HS, scale);
@@ -63,6 +78,7 @@ static void test_wgmma(int B, int T, int NH, int NKV, float scale) {
     float* d_delta = (float*)device_malloc(flash_attention_delta_floats(B, T, NH) * 4, "delta");
     run_instance<HS, true>(d_out[0], d_lse[0], d_dqkv[0], cpu.d_qkv, cpu.d_dout, d_delta, B, T, NH, NKV, nout, nlse, nqkv);
     run_instance<HS, false>(d_out[1], d_lse[1], d_dqkv[1], cpu.d_qkv, cpu.d_dout, d_delta, B, T, NH, NKV, nout, nlse, nqkv);
+    check_two_warpgroups<HS>(cpu.d_qkv, d_out[0], d_lse[0], B, T, NH, NKV, nout, nlse);
     if constexpr (HS == 64) {
         run_instance<HS, true, true>(d_out[2], d_lse[2], d_dqkv[2], cpu.d_qkv, cpu.d_dout, d_delta, B, T, NH, NKV, nout, nlse, nqkv);
         compare("dq-in-dkdv dqkv vs CPU", from_device_bf16(d_dqkv[2], nqkv), cpu.dqkv, nqkv, 2e-2f, 1.0f / 32);
@@ -97,9 +113,11 @@ static void bench_shape(int B, int NH, int reps) {
     float b0 = time_ms([&] { flash_attention_backward_hs<HS, false>(dqkv, delta, dout, qkv, out, lse, B, T, NH, NH, 0); }, reps);
     float f1 = time_ms([&] { flash_attention_forward_hs<HS, true>(out, lse, qkv, B, T, NH, NH, 0); }, reps);
     float b1 = time_ms([&] { flash_attention_backward_hs<HS, true>(dqkv, delta, dout, qkv, out, lse, B, T, NH, NH, 0); }, reps);
+    float f2 = time_ms([&] { flash_attention_forward_hs<HS, true, 2>(out, lse, qkv, B, T, NH, NH, 0); }, reps);
     char shape[48];
     snprintf(shape, sizeof(shape), "%d, %d, %d, %d", B, T, NH, HS);
     printf("| %s | forward | %.3f | %.0f | %.3f | %.0f | %.2fx | | | |\n", shape, f0, fwd / f0 / 1e9, f1, fwd / f1 / 1e9, f0 / f1);
+    printf("| %s | forward, 2 warpgroups a CTA | | | %.3f | %.0f | %.2fx | | | |\n", shape, f2, fwd / f2 / 1e9, f0 / f2);
     if constexpr (HS == 64) {
         float b2 = time_ms([&] { flash_attention_backward_hs<HS, true, true>(dqkv, delta, dout, qkv, out, lse, B, T, NH, NH, 0, dq_scratch); }, reps);
         printf("| %s | backward | %.3f | %.0f | %.3f | %.0f | %.2fx | %.3f | %.0f | %.2fx |\n", shape, b0, bwd / b0 / 1e9, b1,
