@@ -37,12 +37,13 @@
 // GPU kernels
 #include "llmc/cuda_common.cuh"    // defines: floatX (BF16), cudaCheck, device_malloc, x128 loads/stores
 #include "llmc/matmul.cuh"         // defines: matmul, linear_forward/backward (cuBLASLt), column sums via column_sums.cuh
+                                   // (bias_backward; gelu_backward_bias_grad: the GELU backward with the fc bias sums)
 #include "llmc/encoder.cuh"        // defines: encoder_forward/backward (token + position embedding)
 #include "llmc/layernorm.cuh"      // defines: layernorm_forward/backward (+ residual add), layernorm_forward_channels
 #include "llmc/rmsnorm.cuh"        // defines: rmsnorm_forward/backward (+ residual add), rmsnorm_forward_channels
 #include "llmc/rope.cuh"           // defines: RopeTable, rope_forward/backward
 #include "llmc/flash_attention.cuh"// defines: flash_attention_forward/backward (causal, grouped-query)
-#include "llmc/gelu.cuh"           // defines: gelu_forward/backward, gelu_forward_channels
+#include "llmc/gelu.cuh"           // defines: gelu_forward, gelu_forward_channels
 #include "llmc/swiglu.cuh"         // defines: swiglu_forward/backward, swiglu_forward_channels
 #include "llmc/classifier.cuh"     // defines: softmax_crossentropy (fused, in place)
 #include "llmc/adamw.cuh"          // defines: AdamWConfig (the update kernels)
@@ -597,10 +598,13 @@ static void recompute_linear_input(const void* ctx, const int* channels, int k, 
     else { recompute_norm(r->m, r->la, r->l, r->kind == LIN_QKV, channels, k, r->N, into); }
 }
 
-// backward of linear `kind` of layer l (llmc/adahop_linear.cuh): dinp from dout, its weight and bias gradients. Its
-// input is the kept tensor (atty; every input in bf16 mode), else recomputed when the linear asks for it.
-static void block_linear_backward(Model* m, const LayerActs* la, int l, int kind, floatX* dinp, const floatX* dout, int N) {
+// backward of linear `kind` of layer l (llmc/adahop_linear.cuh): dinp from dout, its weight and bias gradients (the
+// bias gradient not when the caller summed it: bias_summed). Its input is the kept tensor (atty; every input in bf16
+// mode), else recomputed when the linear asks for it.
+static void block_linear_backward(Model* m, const LayerActs* la, int l, int kind, floatX* dinp, const floatX* dout, int N,
+                                  bool bias_summed) {
     AdahopLinear lin = block_linear(m, l, kind);
+    if (bias_summed) { lin.dbias = NULL; }
     LinearRecompute ctx = {m, la, l, kind, N};
     LinearInput in = {NULL, recompute_linear_input, &ctx};
     if (kind == LIN_ATTPROJ) { in.kept = la->atty; }
@@ -631,15 +635,16 @@ static void gpt2_blocks_backward(Model* m, int B, int T) {
         floatX *qkv = la.qkv, *res_in = la.res_in, *res2 = la.res2, *fch = la.fch;
         // MLP
         recompute_fch(m, &la, l, N);
-        block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N);
-        gelu_backward(d4c, fch, (long)N * 4 * C, s);
-        block_linear_backward(m, &la, l, LIN_FC, dc, d4c, N);
+        block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N, false);
+        // d(fch) = d(GELU output) gelu'(fch) in place, the fc bias gradient summed in the same pass
+        gelu_backward_bias_grad(d4c, block_linear(m, l, LIN_FC).dbias, m->scratch, fch, N, 4 * C, s);
+        block_linear_backward(m, &la, l, LIN_FC, dc, d4c, N, true);
         layernorm_backward(dres, g[P_LN2W] + l * C, g[P_LN2B] + l * C, m->scratch, dc, res2, a->ln2_mean + l * N,
                            a->ln2_rstd + l * N, w[P_LN2W] + l * C, N, C, s);
         // attention
-        block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N);
+        block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N, false);
         flash_attention_backward(d4c, a->delta, dc, qkv, la.atty, la.lse, B, T, NH, NH, C / NH, s);
-        block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N);
+        block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N, false);
         layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, m->scratch, dc, res_in, a->ln1_mean + l * N,
                            a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
         model_bucket_done(m, l);
@@ -661,15 +666,15 @@ static void llama_blocks_backward(Model* m, int B, int T) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
         // MLP: d(gate, up) overwrites the gate/up activation, which nothing reads afterwards
         recompute_fch(m, &la, l, N);
-        block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N);
+        block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N, false);
         swiglu_backward(la.fch, d4c, la.fch, N, c->hidden, s);
-        block_linear_backward(m, &la, l, LIN_FC, dc, la.fch, N);
+        block_linear_backward(m, &la, l, LIN_FC, dc, la.fch, N, false);
         rmsnorm_backward(dres, g[LL_RMS2W] + l * C, m->scratch, dc, la.res2, a->ln2_rstd + l * N, w[LL_RMS2W] + l * C, N, C, s);
         // attention: d(q, k) back through RoPE (in place), then the qkv linear
-        block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N);
+        block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N, false);
         flash_attention_backward(d4c, a->delta, dc, la.qkv, la.atty, la.lse, B, T, NH, NKV, C / NH, s);
         rope_backward(d4c, &m->rope, B, T, NH, NKV, s);
-        block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N);
+        block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N, false);
         rmsnorm_backward(dres, g[LL_RMS1W] + l * C, m->scratch, dc, la.res_in, a->ln1_rstd + l * N, w[LL_RMS1W] + l * C, N, C, s);
         model_bucket_done(m, l);
     }

@@ -13,9 +13,9 @@
 // Every kernel has a second instance, WG = true, whose products run on Hopper's warpgroup MMA (llmc/wgmma.cuh;
 // sm_90a code only): 64-row tiles (head size 128: as two 64-column blocks, tile_offset), the CTA's 4 warps one
 // warpgroup; the accumulator layout is the same, so everything around the products is shared.
-// flash_attention_forward / _backward run the wgmma instances for head size 64 when the binary holds sm_90a code
+// flash_attention_forward / _backward run the wgmma instances when the binary holds sm_90a code
 // (flash_wgmma_available), else the mma.sync ones; dev/cuda/test_flash_wgmma.cu tests and times both
-// (flash_attention_*_hs<HS, WG>), the head size 128 wgmma instances there only. The wgmma backward has a third form
+// (flash_attention_*_hs<HS, WG>). The wgmma backward has a third form
 // for head size 64, DQ = true: dq computed in the dk/dv kernel and summed over the key tiles in a fixed order
 // (flash_dq_add), so that the scores are recomputed once instead of twice; test_flash_wgmma tests and times it, the
 // trainer does not run it.
@@ -724,8 +724,11 @@ static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const
 static inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int NKV, int HS,
                                            cudaStream_t stream) {
     flash_attention_check_shape(T, NH, NKV, HS);
-    if (HS == 128) { flash_attention_forward_hs<128, false>(out, lse, qkv, B, T, NH, NKV, stream); }
-    else if (flash_wgmma_available()) { flash_attention_forward_hs<64, true>(out, lse, qkv, B, T, NH, NKV, stream); }
+    bool wg = flash_wgmma_available();
+    if (HS == 128) {
+        if (wg) { flash_attention_forward_hs<128, true>(out, lse, qkv, B, T, NH, NKV, stream); }
+        else { flash_attention_forward_hs<128, false>(out, lse, qkv, B, T, NH, NKV, stream); }
+    } else if (wg) { flash_attention_forward_hs<64, true>(out, lse, qkv, B, T, NH, NKV, stream); }
     else { flash_attention_forward_hs<64, false>(out, lse, qkv, B, T, NH, NKV, stream); }
 }
 
@@ -736,8 +739,11 @@ static inline void flash_attention_backward(floatX* dqkv, float* scratch_delta, 
                                             const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS,
                                             cudaStream_t stream) {
     flash_attention_check_shape(T, NH, NKV, HS);
-    if (HS == 128) { flash_attention_backward_hs<128, false>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
-    else if (flash_wgmma_available()) { flash_attention_backward_hs<64, true>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
+    bool wg = flash_wgmma_available();
+    if (HS == 128) {
+        if (wg) { flash_attention_backward_hs<128, true>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
+        else { flash_attention_backward_hs<128, false>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
+    } else if (wg) { flash_attention_backward_hs<64, true>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
     else { flash_attention_backward_hs<64, false>(dqkv, scratch_delta, dout, qkv, out, lse, B, T, NH, NKV, stream); }
 }
 

@@ -101,7 +101,7 @@ int main(void) {
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the flash attention tests need one"); }
     seed_fresh_rng();
     matmul_init();
-    printf("head size 64 runs the %s kernels (head size 128: mma.sync)\n", flash_wgmma_available() ? "wgmma" : "mma.sync");
+    printf("flash_attention_forward / _backward run the %s kernels\n", flash_wgmma_available() ? "wgmma" : "mma.sync");
     // multi-head (GPT-2): B, T, NH, NKV = NH, HS, input scale
     test_flash(2, 64, 2, 2, 64, 1.0f);
     test_flash(1, 200, 4, 4, 64, 1.0f);       // T not a multiple of the tiles
