@@ -15,10 +15,7 @@
 // warpgroup; the accumulator layout is the same, so everything around the products is shared.
 // flash_attention_forward / _backward run the wgmma instances when the binary holds sm_90a code
 // (flash_wgmma_available), else the mma.sync ones; dev/cuda/test_flash_wgmma.cu tests and times both
-// (flash_attention_*_hs<HS, WG>). The wgmma backward has a third form
-// for head size 64, DQ = true: dq computed in the dk/dv kernel and summed over the key tiles in a fixed order
-// (flash_dq_add), so that the scores are recomputed once instead of twice; test_flash_wgmma tests and times it, the
-// trainer does not run it.
+// (flash_attention_*_hs<HS, WG>).
 #ifndef LLMC_FLASH_ATTENTION_CUH
 #define LLMC_FLASH_ATTENTION_CUH
 
@@ -97,11 +94,10 @@ template <int HS, int ROWS, bool WG> __device__ __forceinline__ int tile_offset(
     else { return swz<HS>(row, col); }
 }
 
-// cp.async of rows t0 .. t0 + ROWS of one head (row t at src + t * stride) into a tile (tile_offset) by the THREADS
-// threads of the CTA; rows >= T are zeros
-template <int HS, int ROWS, bool WG, int THREADS = FLASH_THREADS>
+// cp.async of rows t0 .. t0 + ROWS of one head (row t at src + t * stride) into a tile (tile_offset); rows >= T are zeros
+template <int HS, int ROWS, bool WG>
 __device__ __forceinline__ void load_tile(floatX* tile, const floatX* src, long stride, int t0, int T) {
-    for (int i = threadIdx.x; i < ROWS * HS / 8; i += THREADS) {
+    for (int i = threadIdx.x; i < ROWS * HS / 8; i += FLASH_THREADS) {
         int r = i / (HS / 8), c = i % (HS / 8) * 8, t = t0 + r;
         cp_async16(tile + tile_offset<HS, ROWS, WG>(r, c), src + (long)min(t, T - 1) * stride + c, t < T);
     }
@@ -162,7 +158,7 @@ __device__ __forceinline__ void mma_pb(float (&acc)[MT][HS / 8][4], const uint32
 // only after flash_wait; several issued products overlap.
 template <int HS, int MT, int N, bool WG>
 __device__ __forceinline__ void flash_abt(float (&acc)[MT][N / 8][4], const floatX* a, int a_row0, const floatX* b) {
-    if constexpr (WG) { static_assert(MT == 1 && N == 64, "wgmma score tiles are 64 x 64"); wgmma_ss_issue<HS, 0>(acc, a, b); }
+    if constexpr (WG) { static_assert(MT == 1 && N == 64, "wgmma score tiles are 64 x 64"); wgmma_abt_issue<HS>(acc, a, b); }
     else { mma_abt<HS, MT, N>(acc, a, a_row0, b); }
 }
 template <int HS, int MT, int K, bool WG>
@@ -237,99 +233,6 @@ __device__ __forceinline__ void store_rows(floatX* dst, long stride, const float
 }
 
 // ----------------------------------------------------------------------------
-// dq inside the dk/dv kernel (DQ instances; wgmma, head size 64): every key tile's CTA adds its dS K for each query
-// tile into an FP32 accumulator, in a fixed order (key tiles qb, qb - 1, .., 0 for query tile qb) kept by a turn
-// counter per query tile; key tile 0 adds last and writes the BF16 result, so the sums are deterministic
-
-// the dq backward's scratch: FP32 accumulator [B, NH, T, 64], a turn counter per (b, h, 64-query tile), and the
-// ticket counter that hands out the CTAs' tiles (all counters zero at launch)
-struct FlashDqScratch { float* accum; int* turns; int* ticket; };
-
-// writes BF16 A fragments (this warp's 16 rows from row0, 64 columns) into a swizzled [rows][64] tile
-__device__ __forceinline__ void store_a_fragments(floatX* tile, const uint32_t (&f)[1][4][4], int row0) {
-    int lane = threadIdx.x % 32;
-    #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int r = row0 + lane / 4 + 8 * (i % 2), c = 16 * j + 8 * (i / 2);
-            *reinterpret_cast<uint32_t*>(tile + swz<64>(r, c) + 2 * (lane % 4)) = f[0][j][i];
-        }
-    }
-}
-
-// the tile of this CTA in ticket order: per (b, kv head g) the key tiles from the last to the first, so that a CTA
-// waits only for CTAs that took earlier tickets (running or done); `slot`: one int of shared memory
-__device__ __forceinline__ void flash_dq_claim_tile(int* ticket, int* slot, int& kb, int& g, int& b) {
-    if (threadIdx.x == 0) { *slot = atomicAdd(ticket, 1); }
-    __syncthreads();
-    int t = *slot, nkb = gridDim.x;
-    kb = nkb - 1 - t % nkb;
-    g = t / nkb % gridDim.y;
-    b = t / nkb / gridDim.y;
-}
-
-// waits until `count` contributions to the query tile of `turn` are in (acquire), for the whole CTA. The wait ends
-// within a few steps of the kernel when the tiles run in ticket order; a wait of over 2^26 polls (seconds) means the
-// counters were not zeroed or tiles were lost, and stops the kernel with an error instead of hanging.
-__device__ __forceinline__ void flash_dq_wait_turn(const int* turn, int count) {
-    if (threadIdx.x == 0) {
-        int v;
-        for (long polls = 0;; polls++) {
-            asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(turn) : "memory");
-            if (v == count) { break; }
-            if (polls == (1l << 26)) { __trap(); }   // the launch fails (cudaErrorLaunchFailure) rather than hang
-            __nanosleep(32);
-        }
-    }
-    __syncthreads();
-}
-
-// publishes this CTA's contribution (every thread's writes, then the count, release)
-__device__ __forceinline__ void flash_dq_pass_turn(int* turn) {
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) { asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(turn) : "memory"); }
-}
-
-// *p += (a, b) in global memory, at L2 (no return)
-__device__ __forceinline__ void red_add_f32x2(float* p, float a, float b) {
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
-}
-
-// adds dq = dS K of key tile kb (accumulator layout, 64 rows) into query tile qb of head `head` (= b NH + h): the first
-// contributor (kb = qb) stores, the next ones add at L2, the last (kb = 0) adds the sum to its own and writes mul x
-// the total as BF16 rows of dq_out (row t at dq_out + t * stride). Traffic: 16 KB of FP32 a tile and contributor.
-__device__ __forceinline__ void flash_dq_add(const FlashDqScratch& dqs, const float (&dq)[1][8][4], long head, int T, int qb,
-                                             int kb, floatX* dq_out, long stride, float mul) {
-    int* turn = dqs.turns + head * gridDim.x + qb;   // gridDim.x: the 64-row tiles of T
-    bool first = kb == qb, last = kb == 0;
-    if (!first) { flash_dq_wait_turn(turn, qb - kb); }
-    float* acc = dqs.accum + head * T * 64;
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    #pragma unroll
-    for (int half = 0; half < 2; half++) {
-        int t = qb * 64 + 16 * warp + lane / 4 + 8 * half;
-        if (t >= T) { continue; }
-        #pragma unroll
-        for (int n = 0; n < 8; n++) {
-            int d = 8 * n + 2 * (lane % 4);
-            float2 v = make_float2(dq[0][n][2 * half], dq[0][n][2 * half + 1]);
-            float2* p = reinterpret_cast<float2*>(acc + (long)t * 64 + d);
-            if (last) {
-                if (!first) { float2 a = __ldcg(p); v.x = a.x + v.x; v.y = a.y + v.y; }
-                *reinterpret_cast<__nv_bfloat162*>(dq_out + (long)t * stride + d) = __floats2bfloat162_rn(v.x * mul, v.y * mul);
-            } else if (first) {
-                __stcg(p, v);
-            } else {
-                red_add_f32x2(&p->x, v.x, v.y);
-            }
-        }
-    }
-    if (!last) { flash_dq_pass_turn(turn); }
-}
-
-// ----------------------------------------------------------------------------
 // kernels; grid (tiles, NH, B), (tiles, NKV, B) for dk, dv. GQA: NKV < NH. The NKV = NH instances (GPT-2) find their
 // heads without the integer divisions by NH / NKV, whose registers the HS 64 forward lacks (with GQA it spills 12 bytes)
 
@@ -353,20 +256,17 @@ __device__ __forceinline__ FlashHeads flash_heads(const floatX* qkv, int b, int 
 }
 
 // key/value tile j of the heads f into the double buffers sk, sv (buffer j % 2), as one cp.async group
-template <int HS, int BN, bool WG, int THREADS = FLASH_THREADS>
+template <int HS, int BN, bool WG>
 __device__ __forceinline__ void load_kv_tile(floatX* sk, floatX* sv, const FlashHeads& f, int j, int T) {
-    load_tile<HS, BN, WG, THREADS>(sk + j % 2 * BN * HS, f.k, f.stride, j * BN, T);
-    load_tile<HS, BN, WG, THREADS>(sv + j % 2 * BN * HS, f.v, f.stride, j * BN, T);
+    load_tile<HS, BN, WG>(sk + j % 2 * BN * HS, f.k, f.stride, j * BN, T);
+    load_tile<HS, BN, WG>(sv + j % 2 * BN * HS, f.v, f.stride, j * BN, T);
     cp_async_commit();
 }
 
-// WGS (wgmma): warpgroups per CTA, each with its 64 query rows, all sharing the K/V tiles (the query tile holds WGS
-// 64-row tiles one after the other; a warpgroup skips the key tiles past its last row)
-template <int HS, int MT, bool GQA, bool WG, int WGS = 1>
-__global__ void __launch_bounds__(FLASH_THREADS * WGS) flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T,
-                                                                            int NH, int NKV, float scale_log2) {
-    static_assert(WGS == 1 || (WG && MT == 1), "several warpgroups a CTA: wgmma instances");
-    constexpr int THREADS = FLASH_THREADS * WGS, BM = FLASH_WARPS * 16 * MT * WGS, BN = FlashConfig<HS, WG>::fwd_bn;
+template <int HS, int MT, bool GQA, bool WG>
+__global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH,
+                                                                      int NKV, float scale_log2) {
+    constexpr int BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS, WG>::fwd_bn;
     floatX* sq = (floatX*)flash_smem;
     floatX* sk = sq + BM * HS;            // 2 buffers
     floatX* sv = sk + 2 * BN * HS;        // 2 buffers
@@ -376,25 +276,18 @@ __global__ void __launch_bounds__(FLASH_THREADS * WGS) flash_forward_kernel(floa
     int nkv = GQA ? NKV : NH;
     FlashHeads f = flash_heads<HS>(qkv, b, h, GQA ? h / (NH / NKV) : h, T, NH, nkv);
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    if constexpr (WGS == 1) { load_tile<HS, BM, WG>(sq, f.q, f.stride, q0, T); }
-    else {   // a 64-row tile a warpgroup
-        #pragma unroll
-        for (int g = 0; g < WGS; g++) { load_tile<HS, 64, WG, THREADS>(sq + g * 64 * HS, f.q, f.stride, q0 + g * 64, T); }
-    }
-    load_kv_tile<HS, BN, WG, THREADS>(sk, sv, f, 0, T);
-    const floatX* sqw = sq + (WGS > 1 ? warp / FLASH_WARPS * 64 * HS : 0);   // this warpgroup's query rows
+    load_tile<HS, BM, WG>(sq, f.q, f.stride, q0, T);
+    load_kv_tile<HS, BN, WG>(sk, sv, f, 0, T);
     float o[MT][HS / 8][4] = {}, mrow[MT][2], lrow[MT][2];   // row max (log2 units) and this thread's partial row sum
     for (int m = 0; m < MT; m++) { mrow[m][0] = mrow[m][1] = -INFINITY; lrow[m][0] = lrow[m][1] = 0.0f; }
     for (int j = 0; j < ntiles; j++) {
-        if (j + 1 < ntiles) { load_kv_tile<HS, BN, WG, THREADS>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
+        if (j + 1 < ntiles) { load_kv_tile<HS, BN, WG>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
         flash_tiles_landed<WG>();
         __syncthreads();
         int k0 = j * BN;
-        // some key of the tile is visible to this warp (wgmma: to the warpgroup)
-        bool visible = WG ? (WGS == 1 || k0 <= q0 + warp / FLASH_WARPS * 64 + 63) : k0 <= wq0 + 16 * MT - 1;
-        if (visible) {
+        if (WG || k0 <= wq0 + 16 * MT - 1) {   // some key of the tile is visible to this warp (wgmma: to the warpgroup)
             float s[MT][BN / 8][4] = {};
-            flash_abt<HS, MT, BN, WG>(s, sqw, warp * 16 * MT, sk + j % 2 * BN * HS);
+            flash_abt<HS, MT, BN, WG>(s, sq, warp * 16 * MT, sk + j % 2 * BN * HS);
             flash_wait<WG>(s);
             if (k0 + BN - 1 > wq0) { causal_mask<MT, BN, false>(s, wq0, k0); }
             // tile 0 holds key 0, visible to every row: the row max is finite from the first tile on
@@ -469,26 +362,21 @@ __global__ void flash_backward_delta_kernel(float* delta, const floatX* dout, co
 // dk, dv of one 64-key tile of one (b, kv head g): loops over the NH / NKV query heads of g in order and, for each,
 // over the query tiles from the diagonal to T (q, dO, lse, delta double-buffered), recomputing P^T = exp(scale
 // k q^T - lse) and dS^T = P^T (v dO^T - delta). Traffic: reads the tile's k, v once and the group's q, dO, lse,
-// delta from the diagonal on (mostly from L2); writes the k, v slices of dqkv. DQ (wgmma, head size 64): also dq,
-// dS K through dS^T in shared memory and flash_dq_add (the dq kernel is then not run); the tiles in ticket order;
-// at most 168 registers, so that 3 CTAs fit an SM (as its 57 KB of shared memory do).
-template <int HS, bool GQA, bool WG, bool DQ>
-__global__ void __launch_bounds__(FLASH_THREADS, DQ ? 3 : 0) flash_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
+// delta from the diagonal on (mostly from L2); writes the k, v slices of dqkv.
+template <int HS, bool GQA, bool WG>
+__global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
                                                                             const float* lse, const float* delta, int T, int NH,
-                                                                            int NKV, float scale_log2, FlashDqScratch dqs) {
-    static_assert(!DQ || (WG && HS == 64), "dq in the dk/dv kernel is a wgmma product of 64 x 64 tiles");
+                                                                            int NKV, float scale_log2) {
     constexpr int BM = FLASH_WARPS * 16, BN = FLASH_BWD_TILE;
     floatX* sk = (floatX*)flash_smem;
     floatX* sv = sk + BM * HS;
     floatX* sq = sv + BM * HS;                   // 2 buffers
     floatX* sdo = sq + 2 * BN * HS;              // 2 buffers
-    floatX* sds = sdo + 2 * BN * HS;             // DQ: the step's dS^T [keys][queries]
-    float* slse = (float*)(sds + (DQ ? BM * BN : 0));   // 2 buffers
+    float* slse = (float*)(sdo + 2 * BN * HS);   // 2 buffers
     float* sdelta = slse + 2 * BN;               // 2 buffers
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kb = blockIdx.x, g = blockIdx.y, b = blockIdx.z, C = NH * HS;
-    if constexpr (DQ) { flash_dq_claim_tile(dqs.ticket, (int*)(sdelta + 2 * BN), kb, g, b); }
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = blockIdx.y, b = blockIdx.z, C = NH * HS;
     int nkv = GQA ? NKV : NH, group = GQA ? NH / NKV : 1, h = g * group;   // the group's query heads h .. h + group
-    int k0 = kb * BM, wk0 = k0 + warp * 16;   // the longest tiles (first keys) start first (DQ: last)
+    int k0 = blockIdx.x * BM, wk0 = k0 + warp * 16;   // the longest tiles (first keys) start first
     long rows = ((long)b * NH + h) * T;
     FlashHeads f = flash_heads<HS>(qkv, b, h, g, T, NH, nkv);   // k, v of kv head g
     const floatX* dob = dout + (long)b * T * C + h * HS;
@@ -533,23 +421,9 @@ __global__ void __launch_bounds__(FLASH_THREADS, DQ ? 3 : 0) flash_backward_dkdv
             uint32_t fp[1][BN / 16][4], fds[1][BN / 16][4];
             to_a_fragments<1, BN>(fp, s);
             to_a_fragments<1, BN>(fds, dp);
-            if constexpr (DQ) {
-                store_a_fragments(sds, fds, warp * 16);
-                fence_proxy_async();
-                float dq[1][HS / 8][4] = {};
-                flash_pin<WG>(dq);
-                flash_pb<HS, 1, BN, WG>(dv, fp, sdoi);
-                flash_pb<HS, 1, BN, WG>(dk, fds, sqi);
-                __syncthreads();   // every warp's rows of dS^T are in sds
-                wgmma_ss_issue<64, 1>(dq, sds, sk);   // dS^T and K as [keys][64] tiles
-                flash_wait<WG>(dv, dk, fp, fds, dq);
-                int hg = GQA ? i / ntiles : 0;
-                flash_dq_add(dqs, dq, (long)b * NH + h + hg, T, q0 / BN, kb, dqkv + f.off + hg * HS, f.stride, scale_log2 / LOG2E_F);
-            } else {
-                flash_pb<HS, 1, BN, WG>(dv, fp, sdoi);
-                flash_pb<HS, 1, BN, WG>(dk, fds, sqi);
-                flash_wait<WG>(dv, dk, fp, fds);
-            }
+            flash_pb<HS, 1, BN, WG>(dv, fp, sdoi);
+            flash_pb<HS, 1, BN, WG>(dk, fds, sqi);
+            flash_wait<WG>(dv, dk, fp, fds);
         }
         __syncthreads();
     }
@@ -670,48 +544,29 @@ static inline void flash_set_smem(Kernel kernel, int bytes) {
     if (ndone < 64) { done[ndone++] = (const void*)kernel; }
 }
 
-// WGS: warpgroups a CTA (wgmma instances; see flash_forward_kernel)
-template <int HS, bool WG, int WGS = 1>
+template <int HS, bool WG>
 static inline void flash_attention_forward_hs(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int NKV,
                                               cudaStream_t stream) {
-    constexpr int MT = FlashConfig<HS, WG>::fwd_mt, BM = FLASH_WARPS * 16 * MT * WGS, BN = FlashConfig<HS, WG>::fwd_bn;
+    constexpr int MT = FlashConfig<HS, WG>::fwd_mt, BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS, WG>::fwd_bn;
     int smem = (BM + 4 * BN) * HS * (int)sizeof(floatX);
-    auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false, WG, WGS> : flash_forward_kernel<HS, MT, true, WG, WGS>;
+    auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false, WG> : flash_forward_kernel<HS, MT, true, WG>;
     flash_set_smem(kernel, smem);
-    kernel<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS * WGS, smem, stream>>>(out, lse, qkv, T, NH, NKV,
-                                                                                LOG2E_F / sqrtf((float)HS));
+    kernel<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH, NKV, LOG2E_F / sqrtf((float)HS));
     cudaCheckLaunch();
 }
 
-// bytes of the DQ backward's scratch (FlashDqScratch) for head size 64
-static inline size_t flash_dq_scratch_bytes(int B, int T, int NH) {
-    return (size_t)B * NH * T * 64 * sizeof(float) + ((size_t)B * NH * ceil_div(T, FLASH_BWD_TILE) + 1) * sizeof(int);
-}
-
-// DQ: dq from the dk/dv kernel, with dq_scratch of flash_dq_scratch_bytes (its counters zeroed here); else the dq kernel
-template <int HS, bool WG, bool DQ = false>
+template <int HS, bool WG>
 static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const floatX* qkv, const floatX* out,
-                                               const float* lse, int B, int T, int NH, int NKV, cudaStream_t stream,
-                                               void* dq_scratch = NULL) {
+                                               const float* lse, int B, int T, int NH, int NKV, cudaStream_t stream) {
     constexpr int BM = FLASH_WARPS * 16, BN = FLASH_BWD_TILE;
     float scale_log2 = LOG2E_F / sqrtf((float)HS);
     flash_backward_delta_kernel<HS><<<ceil_div((long)B * T * NH * HS / 8, 256), 256, 0, stream>>>(delta, dout, out, B, T, NH);
     cudaCheckLaunch();
-    FlashDqScratch dqs = {NULL, NULL, NULL};
-    if constexpr (DQ) {
-        size_t nturns = (size_t)B * NH * ceil_div(T, BN);
-        dqs.accum = (float*)dq_scratch;
-        dqs.turns = (int*)(dqs.accum + (size_t)B * NH * T * HS);
-        dqs.ticket = dqs.turns + nturns;
-        cudaCheck(cudaMemsetAsync(dqs.turns, 0, (nturns + 1) * sizeof(int), stream));
-    }
-    int smem_kv = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX) + 4 * BN * (int)sizeof(float) +
-                  (DQ ? BM * BN * (int)sizeof(floatX) + 16 : 0);   // DQ: dS^T and the ticket slot
-    auto dkdv = NKV == NH ? flash_backward_dkdv_kernel<HS, false, WG, DQ> : flash_backward_dkdv_kernel<HS, true, WG, DQ>;
+    int smem_kv = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX) + 4 * BN * (int)sizeof(float);
+    auto dkdv = NKV == NH ? flash_backward_dkdv_kernel<HS, false, WG> : flash_backward_dkdv_kernel<HS, true, WG>;
     flash_set_smem(dkdv, smem_kv);
-    dkdv<<<dim3(ceil_div(T, BM), NKV, B), FLASH_THREADS, smem_kv, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2, dqs);
+    dkdv<<<dim3(ceil_div(T, BM), NKV, B), FLASH_THREADS, smem_kv, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2);
     cudaCheckLaunch();
-    if constexpr (DQ) { return; }
     int smem_q = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX);
     auto dq = NKV == NH ? flash_backward_dq_kernel<HS, false, WG> : flash_backward_dq_kernel<HS, true, WG>;
     flash_set_smem(dq, smem_q);

@@ -1,6 +1,6 @@
 // Hopper warpgroup MMA (wgmma, sm_90a) for BF16 tiles of 64-element (128-byte) rows in shared memory: the matrix
-// descriptor of such a tile, the fences and waits, and the m64n64k16 products with A in shared memory (K-major, or
-// M-major: transposed by the instruction) or in registers. The tiles are [rows][64] BF16 with the 16-byte chunks of
+// descriptor of such a tile, the fences and waits, and the m64n64k16 products with A in shared memory or in
+// registers. The tiles are [rows][64] BF16 with the 16-byte chunks of
 // row r XOR-swizzled by r % 8 on a 1024-byte aligned base, which is wgmma's 128-byte swizzle
 // (llmc/flash_attention.cuh loads them so). The instructions exist only in sm_90a code: built for another target the
 // wrappers trap, so a kernel using them runs only from a binary built for sm_90a (the Makefile builds every CUDA
@@ -43,15 +43,13 @@ template <int K> __device__ __forceinline__ void wgmma_fence_operand(uint32_t (&
     for (int i = 0; i < 4 * K; i++) { asm volatile("" : "+r"(r[i])::"memory"); }
 }
 
-// d[32] += A B^T, m64n64k16, A [64 x 16] and B [64 x 16] in shared memory (descriptors): K-major tiles, or with
-// TRANSPOSED = 1 an M-major [k][m] tile of A and an N-major [k][n] tile of B, both transposed by the instruction
-template <int TRANSPOSED>
+// d[32] += A B^T, m64n64k16: A [64 x 16] and B [64 x 16], both K-major tiles in shared memory (descriptors)
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b) {
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, %35, %35;\n}\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "l"(a), "l"(b), "r"(1), "n"(TRANSPOSED));
+                 : "l"(a), "l"(b), "r"(1));
 #else
     __trap();
 #endif
@@ -72,21 +70,18 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_nmajor(float (&d)[32], const 
 // A 64-row tile of HS columns (HS = 64 or 128) is HS / 64 column blocks [64][64] one after the other (8 KB, 512
 // descriptor units, apart): the 128-byte swizzle spans 64 BF16 columns.
 
-// issues acc [64 x 64] += A B^T over K as one wgmma group, A and B in shared memory: the 64 rows of K-major tiles a,
-// b ([64][K], K / 64 column blocks), or TRANSPOSED: A^T and B^T as [K][64] tiles (k rows; M- and N-major). The
-// accumulator of warp w holds rows 16 w .. 16 w + 15 in the mma.sync C layout; it is written asynchronously:
-// untouched until wgmma_wait_all.
-template <int K, int TRANSPOSED>
-__device__ __forceinline__ void wgmma_ss_issue(float (&acc)[1][8][4], const void* a, const void* b) {
-    uint32_t lbo = TRANSPOSED ? 1024 : 16;
-    uint64_t da = wgmma_desc(a, lbo, 1024), db = wgmma_desc(b, lbo, 1024);
+// issues acc [64 x 64] += A B^T with K = HS as one wgmma group: A the 64 rows of tile a, B the 64 rows of tile b (both
+// [64][HS], K-major; the accumulator of warp w holds rows 16 w .. 16 w + 15 in the mma.sync C layout). acc is
+// written asynchronously: untouched until wgmma_wait_all.
+template <int HS>
+__device__ __forceinline__ void wgmma_abt_issue(float (&acc)[1][8][4], const void* a, const void* b) {
+    uint64_t da = wgmma_desc(a, 16, 1024), db = wgmma_desc(b, 16, 1024);
     float(&d)[32] = *reinterpret_cast<float(*)[32]>(&acc[0][0][0]);
     wgmma_fence_operand(acc);
     wgmma_fence();
     #pragma unroll
-    for (int k = 0; k < K / 16; k++) {   // a step: 16 rows (2048 bytes) transposed, else 16 columns (32 bytes) of a block
-        uint32_t off = TRANSPOSED ? 128 * k : 512 * (k / 4) + 2 * (k % 4);
-        wgmma_m64n64k16_ss<TRANSPOSED>(d, da + off, db + off);
+    for (int k = 0; k < HS / 16; k++) {   // 16 columns (32 bytes) of a 64-column block a step
+        wgmma_m64n64k16_ss(d, da + 512 * (k / 4) + 2 * (k % 4), db + 512 * (k / 4) + 2 * (k % 4));
     }
     wgmma_commit();
 }

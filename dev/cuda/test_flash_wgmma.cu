@@ -2,64 +2,34 @@
 // against the FP32 CPU reference (dev/cuda/attention_reference.cuh) and against the mma.sync instances, on fresh random
 // BF16 inputs: multi-head and grouped-query, T not a multiple of the tiles, large magnitudes, all-zero input; two runs
 // give identical bits. Tolerances as test_flash_attention: out 1e-2 of the largest |want| + 1/64 relative, dqkv 2e-2 +
-// 1/32, lse 2e-5. For head size 64 the backward with dq from the dk/dv kernel (DQ) too: the same tolerances, and its
-// dk, dv bit for bit those of the wgmma backward (the same products in the same order). The wgmma forward with two
-// warpgroups a CTA: out and lse bit for bit those of one. With the argument "bench" it then prints the forward and
-// backward times of the instances at T = 1024: the GPT-2 shapes and head size 128 at C = 1024 and 2048 (median of 20).
+// 1/32, lse 2e-5. With the argument "bench" it then prints the forward and backward times of both instances at T =
+// 1024: the GPT-2 shapes and head size 128 at C = 1024 and 2048 (median of 20).
 // Needs an sm_90 GPU; built for sm_90a (Makefile).
 #include "llmc/cuda_common.cuh"
 #include "llmc/flash_attention.cuh"
 #include "dev/cuda/attention_reference.cuh"
 #include "dev/cuda/bench_common.cuh"
 
-// out, lse, dqkv of one instance (wgmma or mma.sync; DQ: the wgmma backward with dq from the dk/dv kernel), run
-// twice: the two runs must give identical bits
-template <int HS, bool WG, bool DQ = false>
+// out, lse, dqkv of one instance (wgmma or mma.sync), run twice: the two runs must give identical bits
+template <int HS, bool WG>
 static void run_instance(floatX* d_out, float* d_lse, floatX* d_dqkv, const floatX* d_qkv, const floatX* d_dout, float* d_delta,
                          int B, int T, int NH, int NKV, size_t nout, size_t nlse, size_t nqkv) {
     floatX *out2 = (floatX*)device_malloc(nout * 2, "out2"), *dqkv2 = (floatX*)device_malloc(nqkv * 2, "dqkv2");
     float* lse2 = (float*)device_malloc(nlse * 4, "lse2");
-    void* dq_scratch = DQ ? device_malloc(flash_dq_scratch_bytes(B, T, NH), "dq scratch") : NULL;
     void* poisoned[] = {d_out, d_dqkv, d_lse};   // every element must be written
     size_t bytes[] = {nout * 2, nqkv * 2, nlse * 4};
     for (int i = 0; i < 3; i++) { cudaCheck(cudaMemset(poisoned[i], 0xff, bytes[i])); }
     flash_attention_forward_hs<HS, WG>(d_out, d_lse, d_qkv, B, T, NH, NKV, 0);
-    flash_attention_backward_hs<HS, WG, DQ>(d_dqkv, d_delta, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, 0, dq_scratch);
+    flash_attention_backward_hs<HS, WG>(d_dqkv, d_delta, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, 0);
     flash_attention_forward_hs<HS, WG>(out2, lse2, d_qkv, B, T, NH, NKV, 0);
-    flash_attention_backward_hs<HS, WG, DQ>(dqkv2, d_delta, d_dout, d_qkv, out2, lse2, B, T, NH, NKV, 0, dq_scratch);
-    const char* name = DQ ? "wgmma dq-in-dkdv" : (WG ? "wgmma" : "mma.sync");
+    flash_attention_backward_hs<HS, WG>(dqkv2, d_delta, d_dout, d_qkv, out2, lse2, B, T, NH, NKV, 0);
+    const char* name = WG ? "wgmma" : "mma.sync";
     char what[64];
     snprintf(what, sizeof(what), "%s out: two runs", name);
     compare_bits(what, d_out, out2, nout * 2);
     snprintf(what, sizeof(what), "%s dqkv: two runs", name);
     compare_bits(what, d_dqkv, dqkv2, nqkv * 2);
     cudaCheck(cudaFree(out2)); cudaCheck(cudaFree(dqkv2)); cudaCheck(cudaFree(lse2));
-    if (DQ) { cudaCheck(cudaFree(dq_scratch)); }
-}
-
-// the k, v columns of every row of two dqkv [B T, (NH + 2 NKV) HS] are identical bits
-static void compare_kv_bits(const char* what, const floatX* d_a, const floatX* d_b, int B, int T, int NH, int NKV, int HS) {
-    size_t row = (size_t)(NH + 2 * NKV) * HS, nrows = (size_t)B * T, q = (size_t)NH * HS;
-    floatX *a = (floatX*)download(d_a, nrows * row * 2), *b = (floatX*)download(d_b, nrows * row * 2);
-    size_t bad = 0;
-    for (size_t r = 0; r < nrows; r++) { bad += memcmp(a + r * row + q, b + r * row + q, (row - q) * 2) != 0; }
-    CHECK(bad == 0, "%s: %zu of %zu rows differ", what, bad, nrows);
-    free(a); free(b);
-}
-
-// the wgmma forward with two warpgroups a CTA (128 query rows sharing the K/V tiles) gives the one-warpgroup forward's
-// out and lse bit for bit (each row sees the same key tiles in the same order)
-template <int HS>
-static void check_two_warpgroups(const floatX* d_qkv, const floatX* d_out1, const float* d_lse1, int B, int T, int NH, int NKV,
-                                 size_t nout, size_t nlse) {
-    floatX* out = (floatX*)device_malloc(nout * 2, "out");
-    float* lse = (float*)device_malloc(nlse * 4, "lse");
-    cudaCheck(cudaMemset(out, 0xff, nout * 2));
-    cudaCheck(cudaMemset(lse, 0xff, nlse * 4));
-    flash_attention_forward_hs<HS, true, 2>(out, lse, d_qkv, B, T, NH, NKV, 0);
-    compare_bits("wgmma forward, 2 warpgroups a CTA: out bits of 1", out, d_out1, nout * 2);
-    compare_bits("wgmma forward, 2 warpgroups a CTA: lse bits of 1", lse, d_lse1, nlse * 4);
-    cudaCheck(cudaFree(out)); cudaCheck(cudaFree(lse));
 }
 
 template <int HS>
@@ -67,10 +37,10 @@ static void test_wgmma(int B, int T, int NH, int NKV, float scale) {
     printf("wgmma attention B=%d T=%d NH=%d NKV=%d HS=%d input scale %g\n", B, T, NH, NKV, HS, scale);
     AttentionReference cpu = attention_reference(B, T, NH, NKV, HS, scale);
     size_t nqkv = cpu.nqkv, nout = cpu.nout, nlse = cpu.nlse;
-    // the instances' outputs: [0] wgmma, [1] mma.sync, [2] wgmma with dq in the dk/dv kernel (head size 64)
-    floatX *d_out[3], *d_dqkv[3];
-    float* d_lse[3];
-    for (int i = 0; i < 3; i++) {
+    // the instances' outputs: [0] wgmma, [1] mma.sync
+    floatX *d_out[2], *d_dqkv[2];
+    float* d_lse[2];
+    for (int i = 0; i < 2; i++) {
         d_out[i] = (floatX*)device_malloc(nout * 2, "out");
         d_dqkv[i] = (floatX*)device_malloc(nqkv * 2, "dqkv");
         d_lse[i] = (float*)device_malloc(nlse * 4, "lse");
@@ -78,12 +48,6 @@ static void test_wgmma(int B, int T, int NH, int NKV, float scale) {
     float* d_delta = (float*)device_malloc(flash_attention_delta_floats(B, T, NH) * 4, "delta");
     run_instance<HS, true>(d_out[0], d_lse[0], d_dqkv[0], cpu.d_qkv, cpu.d_dout, d_delta, B, T, NH, NKV, nout, nlse, nqkv);
     run_instance<HS, false>(d_out[1], d_lse[1], d_dqkv[1], cpu.d_qkv, cpu.d_dout, d_delta, B, T, NH, NKV, nout, nlse, nqkv);
-    check_two_warpgroups<HS>(cpu.d_qkv, d_out[0], d_lse[0], B, T, NH, NKV, nout, nlse);
-    if constexpr (HS == 64) {
-        run_instance<HS, true, true>(d_out[2], d_lse[2], d_dqkv[2], cpu.d_qkv, cpu.d_dout, d_delta, B, T, NH, NKV, nout, nlse, nqkv);
-        compare("dq-in-dkdv dqkv vs CPU", from_device_bf16(d_dqkv[2], nqkv), cpu.dqkv, nqkv, 2e-2f, 1.0f / 32);
-        compare_kv_bits("dq-in-dkdv dk, dv: bits of wgmma", d_dqkv[2], d_dqkv[0], B, T, NH, NKV, HS);
-    }
     compare("wgmma out vs CPU", from_device_bf16(d_out[0], nout), cpu.out, nout, 1e-2f, 1.0f / 64);
     compare("wgmma lse vs CPU", from_device_f32(d_lse[0], nlse), cpu.lse, nlse, 2e-5f, 0.0f);
     compare("wgmma dqkv vs CPU", from_device_bf16(d_dqkv[0], nqkv), cpu.dqkv, nqkv, 2e-2f, 1.0f / 32);
@@ -94,12 +58,12 @@ static void test_wgmma(int B, int T, int NH, int NKV, float scale) {
     printf("  backward bits: wgmma %s mma.sync\n", memcmp(a, r, nqkv * 2) == 0 ? "==" : "!=");
     free(a); free(r); free(ref); free(ref_dqkv);
     attention_reference_free(&cpu);
-    for (int i = 0; i < 3; i++) { cudaCheck(cudaFree(d_out[i])); cudaCheck(cudaFree(d_dqkv[i])); cudaCheck(cudaFree(d_lse[i])); }
+    for (int i = 0; i < 2; i++) { cudaCheck(cudaFree(d_out[i])); cudaCheck(cudaFree(d_dqkv[i])); cudaCheck(cudaFree(d_lse[i])); }
     cudaCheck(cudaFree(d_delta));
 }
 
-// forward and backward ms of the instances at T = 1024 for B, NH and head size HS (multi-head); TFLOP/s of the causal
-// half (the backward's counted as 2.5 forwards); speed-ups against mma.sync; the DQ columns for head size 64
+// forward and backward ms of both instances at T = 1024 for B, NH and head size HS (multi-head); TFLOP/s of the causal
+// half (the backward's counted as 2.5 forwards); speed-ups of wgmma against mma.sync
 template <int HS>
 static void bench_shape(int B, int NH, int reps) {
     int T = 1024;
@@ -107,34 +71,22 @@ static void bench_shape(int B, int NH, int reps) {
     floatX *qkv = random_bf16(nqkv, 1, 2.0f), *dout = random_bf16(nout, 2, 2.0f);
     floatX *out = (floatX*)device_malloc(nout * 2, "out"), *dqkv = (floatX*)device_malloc(nqkv * 2, "dqkv");
     float *lse = (float*)device_malloc((size_t)B * NH * T * 4, "lse"), *delta = (float*)device_malloc((size_t)B * NH * T * 4, "delta");
-    void* dq_scratch = HS == 64 ? device_malloc(flash_dq_scratch_bytes(B, T, NH), "dq scratch") : NULL;
     double fwd = 4.0 * B * NH * (double)T * T * HS / 2, bwd = 2.5 * fwd;
     float f0 = time_ms([&] { flash_attention_forward_hs<HS, false>(out, lse, qkv, B, T, NH, NH, 0); }, reps);
     float b0 = time_ms([&] { flash_attention_backward_hs<HS, false>(dqkv, delta, dout, qkv, out, lse, B, T, NH, NH, 0); }, reps);
     float f1 = time_ms([&] { flash_attention_forward_hs<HS, true>(out, lse, qkv, B, T, NH, NH, 0); }, reps);
     float b1 = time_ms([&] { flash_attention_backward_hs<HS, true>(dqkv, delta, dout, qkv, out, lse, B, T, NH, NH, 0); }, reps);
-    float f2 = time_ms([&] { flash_attention_forward_hs<HS, true, 2>(out, lse, qkv, B, T, NH, NH, 0); }, reps);
     char shape[48];
     snprintf(shape, sizeof(shape), "%d, %d, %d, %d", B, T, NH, HS);
-    printf("| %s | forward | %.3f | %.0f | %.3f | %.0f | %.2fx | | | |\n", shape, f0, fwd / f0 / 1e9, f1, fwd / f1 / 1e9, f0 / f1);
-    printf("| %s | forward, 2 warpgroups a CTA | | | %.3f | %.0f | %.2fx | | | |\n", shape, f2, fwd / f2 / 1e9, f0 / f2);
-    if constexpr (HS == 64) {
-        float b2 = time_ms([&] { flash_attention_backward_hs<HS, true, true>(dqkv, delta, dout, qkv, out, lse, B, T, NH, NH, 0, dq_scratch); }, reps);
-        printf("| %s | backward | %.3f | %.0f | %.3f | %.0f | %.2fx | %.3f | %.0f | %.2fx |\n", shape, b0, bwd / b0 / 1e9, b1,
-               bwd / b1 / 1e9, b0 / b1, b2, bwd / b2 / 1e9, b0 / b2);
-        printf("| %s | forward + backward | %.3f | | %.3f | | %.2fx | %.3f | | %.2fx |\n", shape, f0 + b0, f1 + b1,
-               (f0 + b0) / (f1 + b1), f1 + b2, (f0 + b0) / (f1 + b2));
-    } else {
-        printf("| %s | backward | %.3f | %.0f | %.3f | %.0f | %.2fx | | | |\n", shape, b0, bwd / b0 / 1e9, b1, bwd / b1 / 1e9, b0 / b1);
-        printf("| %s | forward + backward | %.3f | | %.3f | | %.2fx | | | |\n", shape, f0 + b0, f1 + b1, (f0 + b0) / (f1 + b1));
-    }
-    void* bufs[] = {qkv, dout, out, dqkv, lse, delta, dq_scratch};
-    for (int k = 0; k < 7; k++) { if (bufs[k]) { cudaCheck(cudaFree(bufs[k])); } }
+    printf("| %s | forward | %.3f | %.0f | %.3f | %.0f | %.2fx |\n", shape, f0, fwd / f0 / 1e9, f1, fwd / f1 / 1e9, f0 / f1);
+    printf("| %s | backward | %.3f | %.0f | %.3f | %.0f | %.2fx |\n", shape, b0, bwd / b0 / 1e9, b1, bwd / b1 / 1e9, b0 / b1);
+    printf("| %s | forward + backward | %.3f | | %.3f | | %.2fx |\n", shape, f0 + b0, f1 + b1, (f0 + b0) / (f1 + b1));
+    void* bufs[] = {qkv, dout, out, dqkv, lse, delta};
+    for (int k = 0; k < 6; k++) { cudaCheck(cudaFree(bufs[k])); }
 }
 
 static void bench(int reps) {
-    printf("\n| B, T, NH, HS | pass | mma.sync ms | TFLOP/s | wgmma ms | TFLOP/s | speed-up | dq-in-dkdv ms | TFLOP/s | speed-up |\n"
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("\n| B, T, NH, HS | pass | mma.sync ms | TFLOP/s | wgmma ms | TFLOP/s | speed-up |\n|---|---|---:|---:|---:|---:|---:|\n");
     bench_shape<64>(64, 12, reps);    // d12 B64
     bench_shape<64>(32, 16, reps);    // d24 B32
     bench_shape<64>(16, 25, reps);    // d48 B16
