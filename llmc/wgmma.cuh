@@ -1,10 +1,9 @@
 // Hopper warpgroup MMA (wgmma, sm_90a) for BF16 tiles of 64-element (128-byte) rows in shared memory: the matrix
 // descriptor of such a tile, the fences and waits, and the m64n64k16 products with A in shared memory or in
-// registers. The tiles are [rows][64] BF16 with the 16-byte chunks of
-// row r XOR-swizzled by r % 8 on a 1024-byte aligned base, which is wgmma's 128-byte swizzle
-// (llmc/flash_attention.cuh loads them so). The instructions exist only in sm_90a code: built for another target the
-// wrappers trap, so a kernel using them runs only from a binary built for sm_90a (the Makefile builds every CUDA
-// program so; flash_wgmma_available asks at run time).
+// registers. The tiles are [rows][64] BF16 with the 16-byte chunks of row r XOR-swizzled by r % 8 on a 1024-byte
+// aligned base, which is wgmma's 128-byte swizzle (llmc/flash_attention.cuh loads them so). The instructions exist
+// only in sm_90a code: built for another target the wrappers trap, so a kernel using them runs only from a binary
+// built for sm_90a (the Makefile builds every CUDA program so; flash_wgmma_available asks at run time).
 #ifndef LLMC_WGMMA_CUH
 #define LLMC_WGMMA_CUH
 
