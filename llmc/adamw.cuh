@@ -7,12 +7,17 @@
 
 static const int norm_blocks = 264;   // fixed, so the reduction order never changes
 
-// partial[block] = sum of g^2 over a fixed grid-stride slice. Traffic: reads n floats once.
+// partial[block] = sum of g^2 over a fixed grid-stride slice of 16-byte vectors (g 16-byte aligned), the last n % 4
+// floats in block 0. Traffic: reads n floats once.
 __global__ void sum_squares_partial_kernel(float* partial, const float* g, size_t n) {
     float acc = 0.0f;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        acc += g[i] * g[i];
+    size_t n4 = n / 4;
+    const float4* g4 = reinterpret_cast<const float4*>(g);
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        float4 v = g4[i];
+        acc += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
+    if (blockIdx.x == 0 && threadIdx.x < n % 4) { float v = g[n4 * 4 + threadIdx.x]; acc += v * v; }
     __shared__ float buf[32];
     acc = warp_sum(acc);
     if (threadIdx.x % 32 == 0) { buf[threadIdx.x / 32] = acc; }
@@ -50,6 +55,7 @@ __global__ void adamw_kernel(floatX* params, float* master, const float* grad, f
 
 // scratch needs norm_blocks + 1 floats; the norm lands in scratch[norm_blocks]
 static inline void global_norm(float* scratch, const float* grads, size_t n, cudaStream_t stream) {
+    if ((uintptr_t)grads % 16 != 0) { die("global_norm: gradients at %p are not 16-byte aligned", (const void*)grads); }
     sum_squares_partial_kernel<<<norm_blocks, 512, 0, stream>>>(scratch, grads, n);
     cudaCheckLaunch();
     sum_partials_sqrt_kernel<<<1, 1, 0, stream>>>(scratch + norm_blocks, scratch, norm_blocks);
