@@ -53,11 +53,16 @@ __global__ void adamw_kernel(floatX* params, float* master, const float* grad, f
     params[i] = (floatX)p;
 }
 
+// partial[0 .. norm_blocks) = the blocks' sums of squares of grads [n] (16-byte aligned)
+static inline void sum_squares_partials(float* partial, const float* grads, size_t n, cudaStream_t stream) {
+    if ((uintptr_t)grads % 16 != 0) { die("gradient norm: gradients at %p are not 16-byte aligned", (const void*)grads); }
+    sum_squares_partial_kernel<<<norm_blocks, 512, 0, stream>>>(partial, grads, n);
+    cudaCheckLaunch();
+}
+
 // scratch needs norm_blocks + 1 floats; the norm lands in scratch[norm_blocks]
 static inline void global_norm(float* scratch, const float* grads, size_t n, cudaStream_t stream) {
-    if ((uintptr_t)grads % 16 != 0) { die("global_norm: gradients at %p are not 16-byte aligned", (const void*)grads); }
-    sum_squares_partial_kernel<<<norm_blocks, 512, 0, stream>>>(scratch, grads, n);
-    cudaCheckLaunch();
+    sum_squares_partials(scratch, grads, n, stream);
     sum_partials_sqrt_kernel<<<1, 1, 0, stream>>>(scratch + norm_blocks, scratch, norm_blocks);
     cudaCheckLaunch();
 }

@@ -537,11 +537,11 @@ static inline size_t flash_attention_delta_floats(int B, int T, int NH) { return
 // allows `kernel` its dynamic shared memory (a fixed size per kernel), once per kernel and process
 template <class Kernel>
 static inline void flash_set_smem(Kernel kernel, int bytes) {
-    static const void* done[64];
+    static const void* done[16];
     static int ndone = 0;
     for (int i = 0; i < ndone; i++) { if (done[i] == (const void*)kernel) { return; } }
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    if (ndone < 64) { done[ndone++] = (const void*)kernel; }
+    if (ndone < 16) { done[ndone++] = (const void*)kernel; }
 }
 
 template <int HS, bool WG>

@@ -387,9 +387,7 @@ static inline void dp_download_full(DataParallel* dp, float* host_full, const fl
 // (llmc/adamw.cuh) are summed over the ranks, then added up in a fixed order; at world size 1 this is global_norm
 // bit for bit. scratch needs norm_blocks + 1 floats. Returns the norm (waits for the GPU).
 static inline float dp_grad_norm(DataParallel* dp, float* scratch, const float* grads, const ZeroShard* sh, cudaStream_t s) {
-    if ((uintptr_t)(grads + sh->start) % 16 != 0) { die("dp_grad_norm: the shard's gradients are not 16-byte aligned"); }
-    sum_squares_partial_kernel<<<norm_blocks, 512, 0, s>>>(scratch, grads + sh->start, sh->valid);
-    cudaCheckLaunch();
+    sum_squares_partials(scratch, grads + sh->start, sh->valid, s);
     dp_all_reduce(dp, scratch, norm_blocks, s);
     sum_partials_sqrt_kernel<<<1, 1, 0, s>>>(scratch + norm_blocks, scratch, norm_blocks);
     cudaCheckLaunch();
