@@ -217,6 +217,17 @@ t_start=$(now_ms)
 deadline=""
 if [ -n "$minutes" ]; then deadline=$((t_start + $(awk -v m="$minutes" 'BEGIN { printf "%.0f", m * 60000 }'))); fi
 
+# the exit status and its line: 1 when a run failed, 2 when one was refused (another run_modes.sh holds it), 0 after a
+# dry run, 3 when runs remain, else 0
+exit_with_status() {   # n_failed n_refused n_unfinished
+    if [ "$1" -gt 0 ]; then echo "run_modes.sh: $1 run(s) failed"; exit 1; fi
+    if [ "$2" -gt 0 ]; then echo "run_modes.sh: $2 run(s) refused (see their output)"; exit 2; fi
+    if [ $dry -eq 1 ]; then exit 0; fi
+    if [ "$3" -gt 0 ]; then echo "run_modes.sh: $3 run(s) unfinished: call again with the same flags to continue"; exit 3; fi
+    echo "run_modes.sh: every run finished; plot with: ${PYTHON:-python3} scripts/plot_losses.py $root"
+    exit 0
+}
+
 # ---- --gpus: every run in a run_modes.sh of its own on one GPU, as many at a time as GPUs; they lock their runs
 if [ ${#gpus[@]} -gt 0 ]; then
     self="$SCRIPT_DIR/$(basename "${BASH_SOURCE[0]}")"
@@ -272,12 +283,7 @@ if [ ${#gpus[@]} -gt 0 ]; then
     done
     for i in "${!gpus[@]}"; do [ -n "${slot_pid[$i]:-}" ] && end_slot "$i"; done
     echo "run_modes.sh: $(( ($(now_ms) - t_start) / 1000 )) s"
-    if [ $n_failed -gt 0 ]; then echo "run_modes.sh: $n_failed run(s) failed"; exit 1; fi
-    if [ $n_usage -gt 0 ]; then echo "run_modes.sh: $n_usage run(s) refused (see their output)"; exit 2; fi
-    if [ $dry -eq 1 ]; then exit 0; fi
-    if [ $n_unfinished -gt 0 ]; then echo "run_modes.sh: $n_unfinished run(s) unfinished: call again with the same flags to continue"; exit 3; fi
-    echo "run_modes.sh: every run finished; plot with: ${PYTHON:-python3} scripts/plot_losses.py $root"
-    exit 0
+    exit_with_status "$n_failed" "$n_usage" "$n_unfinished"
 fi
 
 # one invocation per run at a time (two would train the same run twice and cut each other's logs): a lock a run,
@@ -400,8 +406,4 @@ for line in "${summary[@]}"; do
     IFS='|' read -r a b c d <<< "$line"
     printf '  %-16s %-58s %-13s %s\n' "$a" "$b" "$c" "$d"
 done
-if [ $n_failed -gt 0 ]; then echo "run_modes.sh: $n_failed run(s) failed"; exit 1; fi
-if [ $dry -eq 1 ]; then exit 0; fi
-if [ $n_unfinished -gt 0 ]; then echo "run_modes.sh: $n_unfinished run(s) unfinished: call again with the same flags to continue"; exit 3; fi
-echo "run_modes.sh: every run finished; plot with: ${PYTHON:-python3} scripts/plot_losses.py $root"
-exit 0
+exit_with_status "$n_failed" 0 "$n_unfinished"
