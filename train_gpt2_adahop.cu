@@ -39,7 +39,8 @@
 #include "llmc/matmul.cuh"         // defines: matmul, linear_forward/backward (cuBLASLt), column sums via column_sums.cuh
                                    // (bias_backward; gelu_backward_bias_grad: the GELU backward with the fc bias sums)
 #include "llmc/encoder.cuh"        // defines: encoder_forward/backward (token + position embedding)
-#include "llmc/layernorm.cuh"      // defines: layernorm_forward/backward (+ residual add), layernorm_forward_channels
+#include "llmc/layernorm.cuh"      // defines: layernorm_forward/backward (+ residual add), layernorm_forward_channels;
+                                   // the backward also sums the bias gradient of the linear below it
 #include "llmc/rmsnorm.cuh"        // defines: rmsnorm_forward/backward (+ residual add), rmsnorm_forward_channels
 #include "llmc/rope.cuh"           // defines: RopeTable, rope_forward/backward
 #include "llmc/flash_attention.cuh"// defines: flash_attention_forward/backward (causal, grouped-query)
@@ -147,6 +148,12 @@ static void staging_layout(int BT, size_t offs[6]) {
     offs[5] = 5 * (size_t)BT + 1;
 }
 
+// bytes of the reduction scratch: the widest bias gradient's column sums, or the LayerNorm backward of BT rows
+static size_t model_scratch_bytes(const ModelConfig* c, int BT) {
+    size_t colsums = column_sums_scratch_bytes(model_fc_channels(c)), norm = layernorm_backward_scratch_bytes(BT, c->channels);
+    return colsums > norm ? colsums : norm;
+}
+
 // device bytes the model needs at micro-batch B x T on one of `world` ranks: used to refuse a batch that cannot fit,
 // before allocating
 static size_t model_device_bytes(const ModelConfig* c, int B, int T, const LinearOptions* lo, int world) {
@@ -166,7 +173,7 @@ static size_t model_device_bytes(const ModelConfig* c, int B, int T, const Linea
     }
     size_t rope = c->family == FAMILY_LLAMA ? (size_t)c->max_seq_len * (c->channels / c->num_heads) : 0;   // cos, sin
     return padded * (sizeof(floatX) + sizeof(float)) + 3 * shard * sizeof(float) + act * sizeof(floatX) +
-           (stats + rope) * sizeof(float) + column_sums_scratch_bytes(model_fc_channels(c)) + offs[5] * sizeof(int) +
+           (stats + rope) * sizeof(float) + model_scratch_bytes(c, B * T) + offs[5] * sizeof(int) +
            cublaslt_workspace_size + lowp;
 }
 
@@ -282,7 +289,7 @@ static void model_build(Model* m, DataParallel* dp, const ModelConfig* c, const 
     cudaCheck(cudaMallocHost((void**)&m->acts.losses_host, BT * sizeof(float)));
     m->acts.lse = (float*)device_malloc(LBT * c->num_heads * sizeof(float), "attention log-sum-exp");
     m->acts.delta = (float*)device_malloc(flash_attention_delta_floats(B, T, c->num_heads) * sizeof(float), "attention scratch");
-    m->scratch = (float*)device_malloc(column_sums_scratch_bytes(model_fc_channels(c)), "reduction scratch");
+    m->scratch = (float*)device_malloc(model_scratch_bytes(c, (int)BT), "reduction scratch");
     size_t offs[6];
     staging_layout((int)BT, offs);
     cudaCheck(cudaMallocHost((void**)&m->staging_host, offs[5] * sizeof(int)));
@@ -628,25 +635,26 @@ static void gpt2_blocks_backward(Model* m, int B, int T) {
     float** g = m->g;
     cudaStream_t s = m->stream;
     floatX *dres = a->t[A_DRES], *d4c = a->t[A_D4C], *dc = a->t[A_DC];
-    layernorm_backward(dres, g[P_LNFW], g[P_LNFB], m->scratch, dc, a->t[A_RES3] + (L - 1) * nc, a->lnf_mean, a->lnf_rstd,
-                       w[P_LNFW], N, C, s);
+    // each LayerNorm backward also sums the bias gradient of the projection whose output gradient it leaves in dres
+    layernorm_backward(dres, g[P_LNFW], g[P_LNFB], block_linear(m, L - 1, LIN_FCPROJ).dbias, m->scratch, dc,
+                       a->t[A_RES3] + (L - 1) * nc, a->lnf_mean, a->lnf_rstd, w[P_LNFW], N, C, s);
     for (int l = L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, l, B, T, C, NH);
         floatX *qkv = la.qkv, *res_in = la.res_in, *res2 = la.res2, *fch = la.fch;
         // MLP
         recompute_fch(m, &la, l, N);
-        block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N, false);
+        block_linear_backward(m, &la, l, LIN_FCPROJ, d4c, dres, N, true);
         // d(fch) = d(GELU output) gelu'(fch) in place, the fc bias gradient summed in the same pass
         gelu_backward_bias_grad(d4c, block_linear(m, l, LIN_FC).dbias, m->scratch, fch, N, 4 * C, s);
         block_linear_backward(m, &la, l, LIN_FC, dc, d4c, N, true);
-        layernorm_backward(dres, g[P_LN2W] + l * C, g[P_LN2B] + l * C, m->scratch, dc, res2, a->ln2_mean + l * N,
-                           a->ln2_rstd + l * N, w[P_LN2W] + l * C, N, C, s);
+        layernorm_backward(dres, g[P_LN2W] + l * C, g[P_LN2B] + l * C, block_linear(m, l, LIN_ATTPROJ).dbias, m->scratch,
+                           dc, res2, a->ln2_mean + l * N, a->ln2_rstd + l * N, w[P_LN2W] + l * C, N, C, s);
         // attention
-        block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N, false);
+        block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N, true);
         flash_attention_backward(d4c, a->delta, dc, qkv, la.atty, la.lse, B, T, NH, NH, C / NH, s);
         block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N, false);
-        layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, m->scratch, dc, res_in, a->ln1_mean + l * N,
-                           a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
+        layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, l > 0 ? block_linear(m, l - 1, LIN_FCPROJ).dbias : NULL,
+                           m->scratch, dc, res_in, a->ln1_mean + l * N, a->ln1_rstd + l * N, w[P_LN1W] + l * C, N, C, s);
         model_bucket_done(m, l);
     }
 }

@@ -67,37 +67,29 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
     if (lane == 0 && mean) { mean[row] = st.mean; rstd[row] = st.rstd; }
 }
 
-// dinp[r] += rstd * (g - mean(g) - y * mean(g * y)) with g = dout * weight, y = normalized input.
-// One warp per row. Traffic: reads dout, inp, dinp once, writes dinp.
-__global__ void layernorm_backward_dinp_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
-                                               const float* mean, const float* rstd, const floatX* weight,
-                                               int N, int C) {
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (row >= N) { return; }
-    const floatX* dr = dout + (size_t)row * C;
-    const floatX* xr = inp + (size_t)row * C;
-    float mu = mean[row], rs = rstd[row];
+// the row means of g = dout * weight and of g y (y: the normalized input) that the LayerNorm input gradient needs,
+// by one warp (every lane gets them)
+__device__ __forceinline__ float2 layernorm_row_grad_means(const floatX* dout_row, const floatX* inp_row, const floatX* weight,
+                                                          float mu, float rs, int C) {
     float sum_g = 0.0f, sum_gy = 0.0f;
-    for (int c = lane * 8; c < C; c += 32 * 8) {
-        x128 dv = load128(dr + c), xv = load128(xr + c), wv = load128(weight + c);
+    for (int c = (threadIdx.x % 32) * 8; c < C; c += 32 * 8) {
+        x128 dv = load128(dout_row + c), xv = load128(inp_row + c), wv = load128(weight + c);
         for (int i = 0; i < 8; i++) {
             float g = (float)dv[i] * (float)wv[i];
             sum_g += g;
             sum_gy += g * ((float)xv[i] - mu) * rs;
         }
     }
-    float mean_g = warp_sum(sum_g) / C, mean_gy = warp_sum(sum_gy) / C;
-    floatX* dir = dinp + (size_t)row * C;
-    for (int c = lane * 8; c < C; c += 32 * 8) {
-        x128 dv = load128(dr + c), xv = load128(xr + c), wv = load128(weight + c), iv = load128(dir + c);
-        for (int i = 0; i < 8; i++) {
-            float g = (float)dv[i] * (float)wv[i];
-            float y = ((float)xv[i] - mu) * rs;
-            iv[i] = (floatX)((float)iv[i] + rs * (g - mean_g - y * mean_gy));
-        }
-        store128(dir + c, iv);
-    }
+    return make_float2(warp_sum(sum_g) / C, warp_sum(sum_gy) / C);
+}
+
+// grad_means[r] = layernorm_row_grad_means of row r, one warp per row. Traffic: reads dout and inp, writes 2 N floats.
+__global__ void layernorm_grad_means_kernel(float2* grad_means, const floatX* dout, const floatX* inp, const float* mean,
+                                            const float* rstd, const floatX* weight, int N, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= N) { return; }
+    float2 gm = layernorm_row_grad_means(dout + (size_t)row * C, inp + (size_t)row * C, weight, mean[row], rstd[row], C);
+    if (threadIdx.x % 32 == 0) { grad_means[row] = gm; }
 }
 
 // out[j, r] = LayerNorm(inp)[r, idx[j]] from the saved mean/rstd: k channels of a LayerNorm output, transposed
@@ -134,16 +126,27 @@ static inline void layernorm_forward_channels(floatX* out, const floatX* inp, co
     cudaCheckLaunch();
 }
 
-// dinp += dLayerNorm/dinp; dweight += ..., dbias += ... (deterministic, FP32 accumulators)
-static inline void layernorm_backward(floatX* dinp, float* dweight, float* dbias, float* scratch, const floatX* dout,
-                                      const floatX* inp, const float* mean, const float* rstd, const floatX* weight,
-                                      int N, int C, cudaStream_t stream) {
+// bytes of scratch layernorm_backward needs for N rows of width C
+static inline size_t layernorm_backward_scratch_bytes(int N, int C) {
+    return column_sums_scratch_bytes(C) + (size_t)N * sizeof(float2);
+}
+
+// dinp += dLayerNorm/dinp; dweight += sum over rows of dout * y, dbias += sum over rows of dout and, unless
+// dinp_sums is NULL, dinp_sums += the column sums of the new dinp (the bias gradient of the linear whose output
+// gradient dinp is): deterministic, FP32 accumulators. Two passes: the rows' gradient means, then the rest in one
+// column-sum pass, bit for bit the row-wise input gradient followed by column_sums<LAYERNORM> and bias_backward.
+// scratch: layernorm_backward_scratch_bytes(N, C).
+static inline void layernorm_backward(floatX* dinp, float* dweight, float* dbias, float* dinp_sums, float* scratch,
+                                      const floatX* dout, const floatX* inp, const float* mean, const float* rstd,
+                                      const floatX* weight, int N, int C, cudaStream_t stream) {
     layernorm_check_shape(C);
+    float2* grad_means = (float2*)((char*)scratch + column_sums_scratch_bytes(C));
     const int warps_per_block = 8;
-    layernorm_backward_dinp_kernel<<<ceil_div(N, warps_per_block), warps_per_block * 32, 0, stream>>>(
-        dinp, dout, inp, mean, rstd, weight, N, C);
+    layernorm_grad_means_kernel<<<ceil_div(N, warps_per_block), warps_per_block * 32, 0, stream>>>(
+        grad_means, dout, inp, mean, rstd, weight, N, C);
     cudaCheckLaunch();
-    column_sums<COLSUM_LAYERNORM>(dweight, dbias, scratch, dout, inp, mean, rstd, N, C, stream);
+    ColsumRows rows = {inp, mean, rstd, weight, grad_means, dinp};
+    column_sums<COLSUM_LAYERNORM_BACKWARD>({{dweight, dbias, dinp_sums}}, scratch, dout, rows, N, C, stream);
 }
 
 #endif

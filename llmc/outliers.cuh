@@ -47,7 +47,8 @@ static inline void outlier_stats(float* row_var, float* row_sq, float* col_var, 
     cudaCheckLaunch();
     cudaCheck(cudaMemsetAsync(col_sq, 0, C * sizeof(float), s));
     cudaCheck(cudaMemsetAsync(col_sum, 0, C * sizeof(float), s));
-    column_sums<COLSUM_SQUARES>(col_sq, col_sum, scratch, x, NULL, NULL, NULL, R, C, s);
+    ColsumRows rows = {};
+    column_sums<COLSUM_SQUARES>({{col_sq, col_sum, NULL}}, scratch, x, rows, R, C, s);
     col_var_kernel<<<ceil_div(C, 256), 256, 0, s>>>(col_var, col_sq, col_sum, R, C);
     cudaCheckLaunch();
 }

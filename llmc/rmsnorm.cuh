@@ -120,7 +120,8 @@ static inline void rmsnorm_backward(floatX* dinp, float* dweight, float* scratch
     rmsnorm_backward_dinp_kernel<<<ceil_div(N, warps_per_block), warps_per_block * 32, 0, stream>>>(dinp, dout, inp, rstd,
                                                                                                     weight, N, C);
     cudaCheckLaunch();
-    column_sums<COLSUM_RMSNORM>(dweight, NULL, scratch, dout, inp, NULL, rstd, N, C, stream);
+    ColsumRows rows = {inp, NULL, rstd, NULL, NULL, NULL};
+    column_sums<COLSUM_RMSNORM>({{dweight, NULL, NULL}}, scratch, dout, rows, N, C, stream);
 }
 
 #endif

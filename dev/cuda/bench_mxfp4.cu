@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     rows[nr++] = {"quantize cols + Hadamard + column sums of squares (OE)", mx_bytes,
                   time_ms([&] { mx_quantize_cols(&qt, x, R, K, had, col_sq, col_part, 0); }, reps)};
     rows[nr++] = {"column sums of squares alone (the separate OE pass)", n * 2.0, time_ms([&] {
-                      column_sums<COLSUM_SQUARES>(col_sq, col_part, (float*)y, x, NULL, NULL, NULL, R, K, 0); }, reps)};
+                      column_sums<COLSUM_SQUARES>({{col_sq, col_part, NULL}}, (float*)y, x, ColsumRows{}, R, K, 0); }, reps)};
     MXQuantOptions sr = {1, MX_SCALE_OCP, 1, 7};
     rows[nr++] = {"quantize rows + Hadamard + SR", mx_bytes, time_ms([&] { mx_quantize_rows(&q, x, R, K, sr, 0); }, reps)};
     rows[nr++] = {"dequantize to BF16", mx_bytes, time_ms([&] { mx_dequantize(y, &q, 0); }, reps)};

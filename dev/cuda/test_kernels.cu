@@ -69,19 +69,95 @@ static void test_layernorm(int N, int C, float scale, bool zero_rows) {
     compare_abs("residual + layernorm: rstd", from_device_f32(d_rstd, N), rstd, N, 0.0f, 1e-3f);
 
     // backward: dinp accumulates into a BF16 buffer, dweight/dbias into FP32
+    // the column sums of the new dinp (the bias gradient layernorm_backward sums too) start from random values;
+    // the GPU sums dinp rounded to BF16: within 2^-8 of the column's sum of |dinp|
     float *dout = host_random(n, 1.0f), *dinp = host_random(n, 1.0f), *dw = host_random(C, 1.0f), *db = host_random(C, 1.0f);
+    float *dsum = host_random(C, 1.0f), *abs_sum = host_zeros(C);
     floatX *d_dout = to_device_bf16(dout, n), *d_dinp = to_device_bf16(dinp, n);
-    float *d_dw = to_device_f32(dw, C), *d_db = to_device_f32(db, C);
+    float *d_dw = to_device_f32(dw, C), *d_db = to_device_f32(db, C), *d_dsum = to_device_f32(dsum, C);
     layernorm_backward_cpu(dinp, dw, db, dout, res, w, mean, rstd, 1, N, C);
-    layernorm_backward(d_dinp, d_dw, d_db, scratch, d_dout, d_res, d_mean, d_rstd, d_w, N, C, 0);
-    float dinp_scale = 0.0f;
+    for (int j = 0; j < C; j++) {
+        double sum = dsum[j];
+        for (int r = 0; r < N; r++) { sum += dinp[(size_t)r * C + j]; abs_sum[j] += fabsf(dinp[(size_t)r * C + j]); }
+        dsum[j] = (float)sum;
+    }
+    layernorm_backward(d_dinp, d_dw, d_db, d_dsum, scratch, d_dout, d_res, d_mean, d_rstd, d_w, N, C, 0);
+    float dinp_scale = 0.0f, max_abs_sum = 0.0f;
     for (size_t i = 0; i < n; i++) { dinp_scale = fmaxf(dinp_scale, fabsf(dinp[i])); }
+    for (int j = 0; j < C; j++) { max_abs_sum = fmaxf(max_abs_sum, abs_sum[j]); }
     compare_abs("layernorm backward dinp", from_device_bf16(d_dinp, n), dinp, n, 1e-2f * dinp_scale, 1.0f / 64);
     compare_abs("layernorm backward dweight", from_device_f32(d_dw, C), dw, C, 1e-3f * sqrtf((float)N), 1e-3f);
     compare_abs("layernorm backward dbias", from_device_f32(d_db, C), db, C, 1e-4f * sqrtf((float)N), 1e-4f);
+    compare_abs("layernorm backward dinp column sums", from_device_f32(d_dsum, C), dsum, C, max_abs_sum / 256, 1e-4f);
     free(a); free(b); free(w); free(bias); free(res); free(out); free(mean); free(rstd); free(dout); free(dinp); free(dw); free(db);
-    cudaFree(d_a); cudaFree(d_b); cudaFree(d_w); cudaFree(d_bias); cudaFree(d_out); cudaFree(d_res); cudaFree(d_mean);
-    cudaFree(d_rstd); cudaFree(d_dout); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_db);
+    free(dsum); free(abs_sum);
+    void* bufs[] = {d_a, d_b, d_w, d_bias, d_out, d_res, d_mean, d_rstd, d_dout, d_dinp, d_dw, d_db, d_dsum};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
+}
+
+// the LayerNorm input gradient row by row, one warp per row: the unfused form of layernorm_backward's column-sum pass
+__global__ void layernorm_dinp_rowwise_kernel(floatX* dinp, const floatX* dout, const floatX* inp, const float* mean,
+                                              const float* rstd, const floatX* weight, int N, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= N) { return; }
+    float mu = mean[row], rs = rstd[row];
+    const floatX *dr = dout + (size_t)row * C, *xr = inp + (size_t)row * C;
+    float2 gm = layernorm_row_grad_means(dr, xr, weight, mu, rs, C);
+    floatX* dir = dinp + (size_t)row * C;
+    for (int c = (threadIdx.x % 32) * 8; c < C; c += 32 * 8) {
+        x128 dv = load128(dr + c), xv = load128(xr + c), wv = load128(weight + c), iv = load128(dir + c);
+        for (int i = 0; i < 8; i++) {
+            iv[i] = (floatX)((float)iv[i] + layernorm_dinp_term((float)dv[i] * (float)wv[i], ((float)xv[i] - mu) * rs, rs, gm));
+        }
+        store128(dir + c, iv);
+    }
+}
+
+// layernorm_backward (its input gradient, weight and bias gradients and the column sums of the new input gradient in
+// one column-sum pass) bit for bit against the unfused path: the row-wise input gradient, column_sums<LAYERNORM> and
+// bias_backward of the new input gradient, every FP32 sum starting from random values. The CPU comparison is
+// test_layernorm's. scale multiplies the LayerNorm input; nan_row puts NaN in the last row of dout.
+static void test_layernorm_backward_fused(int N, int C, float scale, bool nan_row) {
+    printf("layernorm backward fused N=%d C=%d scale=%g%s\n", N, C, scale, nan_row ? ", NaN row" : "");
+    size_t n = (size_t)N * C;
+    float *x = host_random(n, scale), *w = host_random(C, 1.0f), *bias = host_random(C, 1.0f), *dout = host_random(n, 1.0f);
+    float *dinp = host_random(n, 1.0f), *sums = host_random(3 * C, 1.0f);
+    if (nan_row) { for (int j = 0; j < C; j++) { dout[(size_t)(N - 1) * C + j] = NAN; } }
+    floatX *d_x = to_device_bf16(x, n), *d_w = to_device_bf16(w, C), *d_bias = to_device_bf16(bias, C);
+    floatX *d_dout = to_device_bf16(dout, n), *d_fused = to_device_bf16(dinp, n), *d_unfused = to_device_bf16(dinp, n);
+    floatX* d_y = to_device_bf16(dinp, n);
+    float *d_fused_sums = to_device_f32(sums, 3 * C), *d_unfused_sums = to_device_f32(sums, 3 * C);
+    float *d_mean = (float*)device_malloc(N * sizeof(float), "mean"), *d_rstd = (float*)device_malloc(N * sizeof(float), "rstd");
+    layernorm_forward(d_y, d_mean, d_rstd, NULL, d_x, NULL, d_w, d_bias, N, C, 0);
+    layernorm_backward(d_fused, d_fused_sums, d_fused_sums + C, d_fused_sums + 2 * C, scratch, d_dout, d_x, d_mean, d_rstd,
+                       d_w, N, C, 0);
+    layernorm_dinp_rowwise_kernel<<<ceil_div(N, 8), 256>>>(d_unfused, d_dout, d_x, d_mean, d_rstd, d_w, N, C);
+    cudaCheckLaunch();
+    ColsumRows rows = {d_x, d_mean, d_rstd, NULL, NULL, NULL};
+    column_sums<COLSUM_LAYERNORM>({{d_unfused_sums, d_unfused_sums + C, NULL}}, scratch, d_dout, rows, N, C, 0);
+    bias_backward(d_unfused_sums + 2 * C, scratch, d_unfused, N, C, 0);
+    compare_bits("dinp: fused = row-wise", d_fused, d_unfused, n * sizeof(floatX));
+    compare_bits("dweight: fused = column_sums<LAYERNORM>", d_fused_sums, d_unfused_sums, C * sizeof(float));
+    compare_bits("dbias: fused = column_sums<LAYERNORM>", d_fused_sums + C, d_unfused_sums + C, C * sizeof(float));
+    compare_bits("dinp sums: fused = bias_backward", d_fused_sums + 2 * C, d_unfused_sums + 2 * C, C * sizeof(float));
+    if (nan_row) {   // NaN in the last row's dinp and in every sum, the other rows finite
+        float *got = from_device_bf16(d_fused, n), *got_sums = from_device_f32(d_fused_sums, 3 * C);
+        int finite_rows = 0, nan_last = 0, nan_sums = 0;
+        for (int r = 0; r < N - 1; r++) {
+            bool finite = true;
+            for (int j = 0; j < C; j++) { finite = finite && isfinite(got[(size_t)r * C + j]); }
+            finite_rows += finite;
+        }
+        for (int j = 0; j < C; j++) { nan_last += isnan(got[(size_t)(N - 1) * C + j]); }
+        for (int j = 0; j < 3 * C; j++) { nan_sums += isnan(got_sums[j]); }
+        CHECK(finite_rows == N - 1 && nan_last == C && nan_sums == 3 * C,
+              "NaN row: %d of %d other rows finite, %d of %d NaN in the row, %d of %d NaN sums", finite_rows, N - 1, nan_last,
+              C, nan_sums, 3 * C);
+        free(got); free(got_sums);
+    }
+    free(x); free(w); free(bias); free(dout); free(dinp); free(sums);
+    void* bufs[] = {d_x, d_w, d_bias, d_dout, d_fused, d_unfused, d_y, d_fused_sums, d_unfused_sums, d_mean, d_rstd};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
 }
 
 static void test_linear(int N, int IC, int OC) {
@@ -381,6 +457,11 @@ int main(void) {
     test_layernorm(37, 64, 1.0f, false);
     test_layernorm(256, 768, 1.0f, true);
     test_layernorm(100, 1600, 300.0f, false);
+    test_layernorm_backward_fused(1000, 768, 1.0f, false);
+    test_layernorm_backward_fused(37, 776, 1.0f, false);      // rows fewer than the chunks, columns not a multiple of 256
+    test_layernorm_backward_fused(4097, 1600, 1.0f, false);   // d48's width
+    test_layernorm_backward_fused(300, 1024, 300.0f, false);  // huge inputs
+    test_layernorm_backward_fused(65, 1024, 1.0f, true);
     test_linear(64, 64, 192);
     test_linear(512, 768, 2304);
     test_linear(200, 3072, 768);
