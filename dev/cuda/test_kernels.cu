@@ -396,6 +396,30 @@ static void test_adamw_and_norm(size_t n) {
     cudaFree(d_p); cudaFree(d_g); cudaFree(d_m); cudaFree(d_v); cudaFree(d_pb);
 }
 
+// AdamW's 4-wide kernel (what adamw_update runs on aligned tensors of a multiple of 4) against the 1-wide one on the
+// same inputs, bit for bit in the master weights, m, v and the BF16 copy; the gradients include zeros, 1e30 and a NaN
+static void test_adamw_vector(size_t n) {
+    printf("adamw 4-wide = 1-wide n=%zu\n", n);
+    float *p = host_random(n, 0.1f), *g = host_random(n, 0.01f), *m = host_random(n, 0.001f), *v = host_zeros(n);
+    for (size_t i = 0; i < n; i++) { v[i] = fabsf(m[i]) * 0.01f; }
+    for (size_t i = 0; i < n; i += 97) { g[i] = 0.0f; }
+    g[5] = 1e30f; g[n - 2] = NAN;
+    float *wide[4], *narrow[4], *host[4] = {p, g, m, v};
+    for (int k = 0; k < 4; k++) { wide[k] = to_device_f32(host[k], n); narrow[k] = to_device_f32(host[k], n); }
+    floatX *pb_wide = (floatX*)device_malloc(n * 2, "params"), *pb_narrow = (floatX*)device_malloc(n * 2, "params");
+    AdamWStep a = {1e-3f, 0.9f, 0.95f, 1.0f - powf(0.9f, 7.0f), 1.0f - powf(0.95f, 7.0f), 1e-8f, 0.1f, 0.5f};
+    adamw_kernel<4><<<ceil_div((long)(n / 4), 256), 256>>>(pb_wide, wide[0], wide[1], wide[2], wide[3], n, a);
+    adamw_kernel<1><<<ceil_div((long)n, 512), 512>>>(pb_narrow, narrow[0], narrow[1], narrow[2], narrow[3], n, a);
+    cudaCheckLaunch();
+    compare_bits("adamw master: 4-wide = 1-wide", wide[0], narrow[0], n * sizeof(float));
+    compare_bits("adamw m: 4-wide = 1-wide", wide[2], narrow[2], n * sizeof(float));
+    compare_bits("adamw v: 4-wide = 1-wide", wide[3], narrow[3], n * sizeof(float));
+    compare_bits("adamw BF16 copy: 4-wide = 1-wide", pb_wide, pb_narrow, n * sizeof(floatX));
+    for (int k = 0; k < 4; k++) { free(host[k]); cudaCheck(cudaFree(wide[k])); cudaCheck(cudaFree(narrow[k])); }
+    cudaCheck(cudaFree(pb_wide));
+    cudaCheck(cudaFree(pb_narrow));
+}
+
 // the whole backward path must give identical bits on a repeat: check column sums and the encoder backward
 static void test_determinism(int N, int C) {
     printf("determinism N=%d C=%d\n", N, C);
@@ -492,7 +516,9 @@ int main(void) {
         test_classifier(ces[i].name, ces[i].ce, 4, 3000, 3072, 0.0f, false);      // all equal: loss ln(V)
         test_classifier(ces[i].name, ces[i].ce, 4, 100, 128, 4.0f, true);
     }
-    test_adamw_and_norm(1000003);
+    test_adamw_and_norm(1000003);   // the 1-wide kernel
+    test_adamw_and_norm(1000000);   // the 4-wide kernel
+    test_adamw_vector(1000000);
     test_determinism(4096, 768);
     matmul_free();
     return test_summary("test_kernels");
