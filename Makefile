@@ -36,7 +36,7 @@ PROFILER = $(if $(wildcard $(CUDA_ROOT)/include/cupti.h $(CUDA_ROOT)/extras/CUPT
 CUDA_PROGRAMS = train_gpt2_adahop test_gpt2cu $(BUILD)/test_kernels $(BUILD)/test_mxfp4_gpu $(BUILD)/bench_mxfp4 \
                 $(BUILD)/test_adahop_linear_gpu $(BUILD)/test_flash_attention $(BUILD)/bench_attention $(BUILD)/test_nccl_dp \
                 $(BUILD)/bench_fp8_scaling $(BUILD)/test_llama_kernels $(BUILD)/test_fused_operands $(BUILD)/bench_fused_operands $(BUILD)/model_logits_gpu \
-                $(BUILD)/test_flash_wgmma $(BUILD)/bench_gelu_epilogue $(BUILD)/bench_classifier
+                $(BUILD)/test_flash_wgmma $(BUILD)/bench_gelu_epilogue $(BUILD)/bench_classifier $(BUILD)/bench_gemm_algos
 
 .PHONY: all cpu cuda test test-cpu test-python test-gpu test-profiler test-gpu-if-present skip-summary train clean
 all: cpu cuda
