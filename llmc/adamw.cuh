@@ -40,15 +40,15 @@ __global__ void sum_partials_sqrt_kernel(float* out, const float* partial, int n
 struct AdamWStep { float lr, beta1, beta2, bias_corr1, bias_corr2, eps, weight_decay, grad_scale; };
 
 // one AdamW step of one element (torch semantics, decoupled weight decay), the gradient scaled by grad_scale first;
-// returns the new master weight
+// returns the new master weight. Every operation is an explicitly rounded intrinsic, so no kernel that inlines it can
+// contract it into different FMAs: the 4-wide and 1-wide kernels agree bit for bit.
 __device__ __forceinline__ float adamw_element(float& m, float& v, float master, float grad, const AdamWStep& a) {
-    float g = grad * a.grad_scale;
-    m = a.beta1 * m + (1.0f - a.beta1) * g;
-    v = a.beta2 * v + (1.0f - a.beta2) * g * g;
-    float p = master;
-    p -= a.lr * a.weight_decay * p;
-    p -= a.lr * (m / a.bias_corr1) / (sqrtf(v / a.bias_corr2) + a.eps);
-    return p;
+    float g = __fmul_rn(grad, a.grad_scale);
+    m = __fmaf_rn(a.beta1, m, __fmul_rn(1.0f - a.beta1, g));
+    v = __fmaf_rn(a.beta2, v, __fmul_rn(__fmul_rn(1.0f - a.beta2, g), g));
+    float p = __fsub_rn(master, __fmul_rn(__fmul_rn(a.lr, a.weight_decay), master));
+    float step = __fdiv_rn(__fdiv_rn(m, a.bias_corr1), __fadd_rn(__fsqrt_rn(__fdiv_rn(v, a.bias_corr2)), a.eps));
+    return __fsub_rn(p, __fmul_rn(a.lr, step));
 }
 
 // AdamW on VEC consecutive elements per thread (VEC 4: 16-byte loads, the FP32 arrays 16-byte and params 8-byte
