@@ -30,7 +30,7 @@ struct ColsumRows {
     const float* mean;          // [N]: LayerNorm row means of inp
     const float* rstd;          // [N]: the norms' reciprocal row standard deviations of inp
     const floatX* weight;       // [C]: LAYERNORM_BACKWARD's LayerNorm weight
-    const float2* grad_means;   // [N]: LAYERNORM_BACKWARD's row means of g and of g y (layernorm_grad_means)
+    const float2* grad_means;   // [N]: LAYERNORM_BACKWARD's row means of g and of g y (llmc/layernorm.cuh)
     floatX* out;                // [N x C]: GELU_BACKWARD's gradient (written), LAYERNORM_BACKWARD's dinp (added to)
 };
 
