@@ -123,8 +123,15 @@ __global__ void column_sums_final_kernel(ColsumTargets targets, const float* par
     }
 }
 
-// bytes of scratch the column sums need for width C
-static inline size_t column_sums_scratch_bytes(int C) { return (size_t)colsum_max_chunks * colsum_max_outputs * C * sizeof(float); }
+// bytes of scratch column_sums<MODE> needs for width C
+template <int MODE>
+static inline size_t column_sums_mode_scratch_bytes(int C) {
+    return (size_t)colsum_max_chunks * ColsumCount<MODE>::n * C * sizeof(float);
+}
+
+// bytes of scratch every mode but LAYERNORM_BACKWARD (which keeps 3 sums, see layernorm_backward_scratch_bytes) needs
+// for width C
+static inline size_t column_sums_scratch_bytes(int C) { return column_sums_mode_scratch_bytes<COLSUM_LAYERNORM>(C); }
 
 // the sums of MODE over the N rows of x [N x C] added into targets, in a fixed order: row chunks of a size set by N and
 // C alone, so every mode at one shape sums the same rows in the same order

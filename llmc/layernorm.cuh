@@ -128,7 +128,7 @@ static inline void layernorm_forward_channels(floatX* out, const floatX* inp, co
 
 // bytes of scratch layernorm_backward needs for N rows of width C
 static inline size_t layernorm_backward_scratch_bytes(int N, int C) {
-    return column_sums_scratch_bytes(C) + (size_t)N * sizeof(float2);
+    return column_sums_mode_scratch_bytes<COLSUM_LAYERNORM_BACKWARD>(C) + (size_t)N * sizeof(float2);
 }
 
 // dinp += dLayerNorm/dinp; dweight += sum over rows of dout * y, dbias += sum over rows of dout and, unless
@@ -140,7 +140,7 @@ static inline void layernorm_backward(floatX* dinp, float* dweight, float* dbias
                                       const floatX* dout, const floatX* inp, const float* mean, const float* rstd,
                                       const floatX* weight, int N, int C, cudaStream_t stream) {
     layernorm_check_shape(C);
-    float2* grad_means = (float2*)((char*)scratch + column_sums_scratch_bytes(C));
+    float2* grad_means = (float2*)((char*)scratch + column_sums_mode_scratch_bytes<COLSUM_LAYERNORM_BACKWARD>(C));
     const int warps_per_block = 8;
     layernorm_grad_means_kernel<<<ceil_div(N, warps_per_block), warps_per_block * 32, 0, stream>>>(
         grad_means, dout, inp, mean, rstd, weight, N, C);
