@@ -219,7 +219,7 @@ static void save_state(const TrainArgs* a, const GPT2CPU* m, const AdahopState* 
     adahop_save(adahop, words);
     char path[4096];
     checkpoint_state_path(path, sizeof(path), a->out_dir, step);
-    checkpoint_write_with_adahop(path, &ck, m->params_memory, m->m_memory, m->v_memory, words);
+    checkpoint_write_state(path, &ck, m->params_memory, m->m_memory, m->v_memory, words, NULL);
     free(words);
     printf("checkpoint: %s\n", path);
     checkpoint_prune(a->out_dir, path, step, a->keep_checkpoints);

@@ -7,9 +7,10 @@ merges.txt, tokenizer_config.json, special_tokens_map.json) made from a tiktoken
                        our [out, in] linears become GPT-2's Conv1D [in, out] weights.
   LLaMA (family 1)  -> LlamaForCausalLM: RMSNorm eps 1e-5, RoPE theta 10000 (rotate-half pairs), grouped-query
                        attention, SwiGLU, no biases, untied LM head; the fused qkv and gate/up are split.
-The padded vocab rows (V..Vp) are dropped: the exported vocab is the real V. Optimizer and AdaHOP state in a
-training-state file are ignored, but every section's CRC-32 is checked (dev/model_file.py reads the file): a corrupt
-file, or one of another format version, is a one-line error. --dtype bf16 rounds the FP32 weights to nearest even.
+The padded vocab rows (V..Vp) are dropped: the exported vocab is the real V. Optimizer and AdaHOP state and the
+GEMM algorithm table in a training-state file are ignored, but every section's CRC-32 is checked (dev/model_file.py
+reads the file): a corrupt file, or one of another format version, is a one-line error. --dtype bf16 rounds the
+FP32 weights to nearest even.
 
 Needs numpy only (the safetensors file is written directly; its format: an 8-byte little-endian header length,
 a JSON header naming each tensor's dtype, shape and byte range, then the raw little-endian data).

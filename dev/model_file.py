@@ -1,7 +1,7 @@
 """Reads our model and training-state files (llmc/checkpoint.h) for the Python tools: the header's model shape
 (llmc/model_config.h), the parameter tensors in file order (llmc/gpt2_config.h, llmc/llama_config.h) and the
-training step. Optimizer and AdaHOP state are skipped, but every section's CRC-32 is checked (dev/checkpoint_crc.py).
-Needs numpy only.
+training step. Optimizer and AdaHOP state and the GEMM algorithm table (the trainer's cuBLASLt choices, opaque here)
+are skipped, but every section's size and CRC-32 is checked (dev/checkpoint_crc.py). Needs numpy only.
 """
 import math
 
@@ -9,7 +9,12 @@ import numpy as np
 
 from checkpoint_crc import CRC_SLOT, HEADER_INTS, MAGIC, VERSION, first_bad_section, header_crc
 
-CONTENTS_PARAMS, CONTENTS_OPTIMIZER, CONTENTS_ADAHOP = 1, 2, 4
+CONTENTS_PARAMS, CONTENTS_OPTIMIZER, CONTENTS_ADAHOP, CONTENTS_GEMM_ALGOS = 1, 2, 4, 8
+# the valid contents flags: params; + optimizer state; + AdaHOP state; + GEMM algorithm table
+VALID_CONTENTS = (CONTENTS_PARAMS, CONTENTS_PARAMS | CONTENTS_OPTIMIZER,
+                  CONTENTS_PARAMS | CONTENTS_OPTIMIZER | CONTENTS_ADAHOP,
+                  CONTENTS_PARAMS | CONTENTS_OPTIMIZER | CONTENTS_ADAHOP | CONTENTS_GEMM_ALGOS)
+MAX_GEMM_ALGO_WORDS = 1 << 20    # int32 words of the GEMM algorithm table (header slots 22-23)
 FAMILY_GPT2, FAMILY_LLAMA = 0, 1
 
 
@@ -47,6 +52,11 @@ def check_shape(path, cfg):
         raise ModelFileError(f"'{path}': LLaMA head size {cfg['C'] // cfg['NH']} is odd")
 
 
+def get64(h, slot):
+    """the int64 of header slots slot (low word, unsigned) and slot + 1 (high word, signed)"""
+    return (int(h[slot]) & 0xFFFFFFFF) | (int(h[slot + 1]) << 32)
+
+
 def read_model(path):
     """reads a model or training-state file -> (cfg, {name: float32 array in file order}, step); cfg holds family,
     maxT, V, Vp, L, NH, C, NKV and H. Raises ModelFileError for an unreadable, corrupt or unsupported file."""
@@ -65,8 +75,7 @@ def read_model(path):
                              f"(llmc/checkpoint.h)")
     if header_crc(data) != int(h[CRC_SLOT]) & 0xFFFFFFFF:
         raise ModelFileError(f"'{path}': its header fails its CRC-32 check (corrupt)")
-    if h[2] not in (CONTENTS_PARAMS, CONTENTS_PARAMS | CONTENTS_OPTIMIZER,
-                    CONTENTS_PARAMS | CONTENTS_OPTIMIZER | CONTENTS_ADAHOP):
+    if h[2] not in VALID_CONTENTS:
         raise ModelFileError(f"'{path}': unknown contents flags {h[2]}")
     if h[3] not in (FAMILY_GPT2, FAMILY_LLAMA):
         raise ModelFileError(f"'{path}': model family {h[3]} is not supported (0 = GPT-2, 1 = LLaMA)")
@@ -76,12 +85,15 @@ def read_model(path):
     cfg["H"] = 4 * cfg["C"] if gpt2 and h[19] == 0 else int(h[19])
     check_shape(path, cfg)
     n = num_params(cfg)
-    stated = int(h[12]) + (int(h[13]) << 32)
+    stated = get64(h, 12)
     if stated != n:
         raise ModelFileError(f"'{path}' says {stated} parameters, its shape implies {n}")
     copies = 3 if h[2] & CONTENTS_OPTIMIZER else 1
-    adahop_words = (int(h[16]) + (int(h[17]) << 32)) if h[2] & CONTENTS_ADAHOP else 0
-    section_bytes = (4 * n, 4 * (copies - 1) * n, 4 * adahop_words)
+    adahop_words = get64(h, 16) if h[2] & CONTENTS_ADAHOP else 0
+    gemm_words = get64(h, 22)
+    if gemm_words < 0 or gemm_words > MAX_GEMM_ALGO_WORDS or (not h[2] & CONTENTS_GEMM_ALGOS and gemm_words != 0):
+        raise ModelFileError(f"'{path}': invalid GEMM algorithm table size {gemm_words} (header slots 22-23)")
+    section_bytes = (4 * n, 4 * (copies - 1) * n, 4 * adahop_words, 4 * gemm_words)
     expected = 4 * HEADER_INTS + sum(section_bytes)
     if len(data) != expected:
         raise ModelFileError(f"'{path}' is {len(data)} bytes, its header implies {expected} (truncated or corrupt)")
@@ -96,4 +108,4 @@ def read_model(path):
         off += k
     if not all(np.isfinite(p).all() for p in params.values()):
         raise ModelFileError(f"'{path}' holds non-finite parameters")
-    return cfg, params, int(h[10]) + (int(h[11]) << 32)
+    return cfg, params, get64(h, 10)

@@ -1,23 +1,27 @@
 // Model and training-state files. One format for both: a 1 KiB header of int32 slots, then FP32
 // parameters (the tensor order of the model's family: llmc/gpt2_config.h, llmc/llama_config.h), then, for a training
-// state, AdamW m and v, then the AdaHOP state. Every section carries a CRC-32 (llmc/crc32.h) that is verified on load,
+// state, AdamW m and v, then the AdaHOP state, then the GEMM algorithm table (which cuBLASLt algorithm each GEMM shape
+// runs, llmc/matmul.cuh: a resumed run computes with the same ones). Every section carries a CRC-32 (llmc/crc32.h) that is verified on load,
 // and loaded parameters and moments must be finite: a corrupt file is refused with an error naming the file and the
 // section. Files are written to PATH.tmp, flushed, fsync'ed and renamed, so a crash never leaves half a file.
 //
 // Header slots (int32, little endian; int64 values take two slots, low word first):
 //   0 magic 20261202      1 version 2           2 contents: 1 = params, 3 = params + optimizer state,
-//                                               7 = params + optimizer state + AdaHOP state
+//                                               7 = params + optimizer state + AdaHOP state,
+//                                               15 = the same + the GEMM algorithm table
 //   3 model family (0 = GPT-2, 1 = LLaMA)       4 max_seq_len  5 vocab_size  6 padded_vocab_size
 //   7 num_layers  8 num_heads  9 channels      10-11 step (optimizer steps done)
 //  12-13 number of parameters (checked against the shape)   14-15 seed the run was started with
 //  16-17 number of int32 words of AdaHOP state (llmc/adahop.h), stored after m and v
 //  18 num_kv_heads  19 hidden (LLaMA only; zero for GPT-2)
 //  20-21 total batch in tokens of the run that wrote a training state (0: not recorded)
+//  22-23 number of int32 words of the GEMM algorithm table, stored last (zero without it)
 //  24 CRC-32 of this header with slot 24 zero     25 CRC-32 of the parameters
 //  26 CRC-32 of m then v (zero without them)      27 CRC-32 of the AdaHOP words (zero without them)
+//  28 CRC-32 of the GEMM algorithm words (zero without them)
 //  32-63  data loader state, 16 int64 (llmc/dataloader.h)    64-71 host RNG state, 4 uint64
 //  72-231 trainer words: state a trainer keeps across a resume (its spike guard, llmc/spike_guard.h)
-//  22-23, 28-31, 232-255 reserved, zero
+//  29-31, 232-255 reserved, zero
 // Version 1 files (the same layout without the checksums) are refused: re-export them from their source.
 //
 // Training states of a run live in its output directory as state_<step, 8 digits>.bin; checkpoint_find_valid picks
@@ -45,25 +49,29 @@
 #define CKPT_PARAMS 1
 #define CKPT_OPTIMIZER 2
 #define CKPT_ADAHOP 4
+#define CKPT_GEMM_ALGOS 8
 #define CKPT_DATA_STATE_LEN DATALOADER_STATE_LEN
 #define CKPT_TRAINER_SLOT 72
 #define CKPT_TRAINER_WORDS 160
 #define CKPT_MAX_ADAHOP_WORDS (1 << 28)
+#define CKPT_MAX_GEMM_WORDS (1 << 20)
 #define CKPT_ERR_LEN 1024
 
 // the checksummed sections, in file order; slot 24 + s holds the CRC of section s
-enum { CKPT_SEC_HEADER, CKPT_SEC_PARAMS, CKPT_SEC_OPTIMIZER, CKPT_SEC_ADAHOP, CKPT_SECTIONS };
+enum { CKPT_SEC_HEADER, CKPT_SEC_PARAMS, CKPT_SEC_OPTIMIZER, CKPT_SEC_ADAHOP, CKPT_SEC_GEMM_ALGOS, CKPT_SECTIONS };
 #define CKPT_CRC_SLOT 24
-static const char* const ckpt_section_names[CKPT_SECTIONS] = {"header", "parameters", "optimizer state", "AdaHOP state"};
+static const char* const ckpt_section_names[CKPT_SECTIONS] = {"header", "parameters", "optimizer state", "AdaHOP state",
+                                                               "GEMM algorithms"};
 
 typedef struct {
     int family;                   // FAMILY_GPT2 or FAMILY_LLAMA (llmc/model_config.h): which shape below is set
     GPT2Config config;
     LlamaConfig llama;
-    int contents;                 // CKPT_PARAMS, or CKPT_PARAMS | CKPT_OPTIMIZER
+    int contents;                 // CKPT_PARAMS, or CKPT_PARAMS | CKPT_OPTIMIZER (| CKPT_ADAHOP (| CKPT_GEMM_ALGOS))
     int64_t step;
     int64_t seed;
     int64_t adahop_words;         // with CKPT_ADAHOP: int32 words of AdaHOP state after m and v
+    int64_t gemm_words;           // with CKPT_GEMM_ALGOS: int32 words of the GEMM algorithm table after the AdaHOP state
     int64_t total_batch;          // tokens per optimizer step of the run (0: not recorded)
     int64_t data_state[CKPT_DATA_STATE_LEN];
     uint64_t rng_state[4];
@@ -116,6 +124,7 @@ static inline void ckpt_section_bytes(const CheckpointHeader* ck, size_t bytes[C
     bytes[CKPT_SEC_PARAMS] = n * sizeof(float);
     bytes[CKPT_SEC_OPTIMIZER] = (ck->contents & CKPT_OPTIMIZER) ? 2 * n * sizeof(float) : 0;
     bytes[CKPT_SEC_ADAHOP] = (ck->contents & CKPT_ADAHOP) ? (size_t)ck->adahop_words * sizeof(int32_t) : 0;
+    bytes[CKPT_SEC_GEMM_ALGOS] = (ck->contents & CKPT_GEMM_ALGOS) ? (size_t)ck->gemm_words * sizeof(int32_t) : 0;
 }
 
 // the CRC of the header words h with slot CKPT_CRC_SLOT counted as zero
@@ -149,6 +158,7 @@ static inline void ckpt_fill_header(int32_t* h, const CheckpointHeader* ck, cons
     ckpt_put64(h, 14, ck->seed);
     ckpt_put64(h, 16, (ck->contents & CKPT_ADAHOP) ? ck->adahop_words : 0);
     ckpt_put64(h, 20, ck->total_batch);
+    ckpt_put64(h, 22, (ck->contents & CKPT_GEMM_ALGOS) ? ck->gemm_words : 0);
     for (int i = 0; i < CKPT_DATA_STATE_LEN; i++) { ckpt_put64(h, 32 + 2 * i, ck->data_state[i]); }
     for (int i = 0; i < 4; i++) { ckpt_put64(h, 64 + 2 * i, (int64_t)ck->rng_state[i]); }
     memcpy(h + CKPT_TRAINER_SLOT, ck->trainer_words, sizeof(ck->trainer_words));
@@ -156,10 +166,14 @@ static inline void ckpt_fill_header(int32_t* h, const CheckpointHeader* ck, cons
     h[CKPT_CRC_SLOT] = (int32_t)ckpt_header_crc(h);
 }
 
-// writes header + params (+ m, v when contents has CKPT_OPTIMIZER) (+ the AdaHOP words with CKPT_ADAHOP) atomically
-static inline void checkpoint_write_with_adahop(const char* path, const CheckpointHeader* ck, const float* params,
-                                                const float* m, const float* v, const int32_t* adahop) {
-    if ((ck->contents & CKPT_ADAHOP) && adahop == NULL) { die("checkpoint_write_with_adahop: contents say AdaHOP state but none was given"); }
+// writes header + params (+ m, v when contents has CKPT_OPTIMIZER) (+ the AdaHOP words with CKPT_ADAHOP) (+ the GEMM
+// algorithm words with CKPT_GEMM_ALGOS) atomically
+static inline void checkpoint_write_state(const char* path, const CheckpointHeader* ck, const float* params, const float* m,
+                                          const float* v, const int32_t* adahop, const int32_t* gemm) {
+    if ((ck->contents & CKPT_ADAHOP) && adahop == NULL) { die("checkpoint_write_state: contents say AdaHOP state but none was given"); }
+    if ((ck->contents & CKPT_GEMM_ALGOS) && gemm == NULL && ck->gemm_words > 0) {
+        die("checkpoint_write_state: contents say GEMM algorithms but none were given");
+    }
     size_t bytes[CKPT_SECTIONS];
     ckpt_section_bytes(ck, bytes);
     uint32_t crc[CKPT_SECTIONS] = {0};
@@ -168,6 +182,7 @@ static inline void checkpoint_write_with_adahop(const char* path, const Checkpoi
         crc[CKPT_SEC_OPTIMIZER] = crc32_update(crc32_update(0, m, bytes[CKPT_SEC_PARAMS]), v, bytes[CKPT_SEC_PARAMS]);
     }
     if (ck->contents & CKPT_ADAHOP) { crc[CKPT_SEC_ADAHOP] = crc32_update(0, adahop, bytes[CKPT_SEC_ADAHOP]); }
+    if (gemm != NULL && bytes[CKPT_SEC_GEMM_ALGOS] > 0) { crc[CKPT_SEC_GEMM_ALGOS] = crc32_update(0, gemm, bytes[CKPT_SEC_GEMM_ALGOS]); }
     int32_t h[CKPT_HEADER_INTS];
     ckpt_fill_header(h, ck, crc);
 
@@ -183,6 +198,7 @@ static inline void checkpoint_write_with_adahop(const char* path, const Checkpoi
         fwrite_check(v, 1, bytes[CKPT_SEC_PARAMS], fp);
     }
     if (ck->contents & CKPT_ADAHOP) { fwrite_check(adahop, 1, bytes[CKPT_SEC_ADAHOP], fp); }
+    if (gemm != NULL && bytes[CKPT_SEC_GEMM_ALGOS] > 0) { fwrite_check(gemm, 1, bytes[CKPT_SEC_GEMM_ALGOS], fp); }
     if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) { die("cannot flush checkpoint '%s': %s", tmp, strerror(errno)); }
     fclose_check(fp);
     if (rename(tmp, path) != 0) { die("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
@@ -192,8 +208,8 @@ static inline void checkpoint_write_with_adahop(const char* path, const Checkpoi
 
 static inline void checkpoint_write(const char* path, const CheckpointHeader* ck, const float* params, const float* m,
                                     const float* v) {
-    if (ck->contents & CKPT_ADAHOP) { die("checkpoint_write: AdaHOP state needs checkpoint_write_with_adahop"); }
-    checkpoint_write_with_adahop(path, ck, params, m, v, NULL);
+    if (ck->contents & (CKPT_ADAHOP | CKPT_GEMM_ALGOS)) { die("checkpoint_write: AdaHOP state needs checkpoint_write_state"); }
+    checkpoint_write_state(path, ck, params, m, v, NULL, NULL);
 }
 
 // the model shape of header h into ck (family, and config or llama); fails on an unknown family, a family other
@@ -235,7 +251,8 @@ static inline int ckpt_parse_header(const char* path, const int32_t* h, long siz
         return ckpt_fail(err, "checkpoint '%s': section 'header' fails its CRC-32 check (stored %08x, computed %08x): corrupt",
                          path, (uint32_t)h[CKPT_CRC_SLOT], crc);
     }
-    if (h[2] != CKPT_PARAMS && h[2] != (CKPT_PARAMS | CKPT_OPTIMIZER) && h[2] != (CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP)) {
+    const int state = CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP;
+    if (h[2] != CKPT_PARAMS && h[2] != (CKPT_PARAMS | CKPT_OPTIMIZER) && h[2] != state && h[2] != (state | CKPT_GEMM_ALGOS)) {
         return ckpt_fail(err, "checkpoint '%s': unknown contents flags %d", path, h[2]);
     }
     memset(ck, 0, sizeof(*ck));
@@ -246,10 +263,14 @@ static inline int ckpt_parse_header(const char* path, const int32_t* h, long siz
     ck->seed = ckpt_get64(h, 14);
     ck->adahop_words = ckpt_get64(h, 16);
     ck->total_batch = ckpt_get64(h, 20);
+    ck->gemm_words = ckpt_get64(h, 22);
     if (ck->total_batch < 0) { return ckpt_fail(err, "checkpoint '%s': invalid total batch %lld", path, (long long)ck->total_batch); }
     if (ck->step < 0 || ck->step > INT32_MAX) { return ckpt_fail(err, "checkpoint '%s': invalid step %lld", path, (long long)ck->step); }
     if (ck->adahop_words < 0 || ck->adahop_words > CKPT_MAX_ADAHOP_WORDS || (!(ck->contents & CKPT_ADAHOP) && ck->adahop_words != 0)) {
         return ckpt_fail(err, "checkpoint '%s': invalid AdaHOP state size %lld", path, (long long)ck->adahop_words);
+    }
+    if (ck->gemm_words < 0 || ck->gemm_words > CKPT_MAX_GEMM_WORDS || (!(ck->contents & CKPT_GEMM_ALGOS) && ck->gemm_words != 0)) {
+        return ckpt_fail(err, "checkpoint '%s': invalid GEMM algorithm table size %lld", path, (long long)ck->gemm_words);
     }
     int64_t nparams = ckpt_get64(h, 12);
     if (nparams != (int64_t)ckpt_num_params(ck)) {
@@ -328,13 +349,14 @@ static inline int ckpt_check_crc(const CheckpointHeader* ck, int sec, uint32_t c
                      ck->path, ckpt_section_names[sec], ck->crc[sec], crc);
 }
 
-// reads section sec (parameters, optimizer state = m then v, or AdaHOP state) into parts[0..nparts) of part_bytes each
+// reads section sec (parameters, optimizer state = m then v, AdaHOP state, GEMM algorithms) into parts[0..nparts) of part_bytes each
 // (NULL parts: checked only) and verifies it
 static inline int ckpt_read_section(FILE* fp, const CheckpointHeader* ck, int sec, void* const* parts, int nparts,
                                     size_t part_bytes, char* err) {
     uint32_t crc = 0;
     for (int i = 0; i < nparts; i++) {
-        if (ckpt_read_span(fp, ck, sec, parts ? parts[i] : NULL, part_bytes, sec != CKPT_SEC_ADAHOP, &crc, err) != 0) { return -1; }
+        int floats = sec == CKPT_SEC_PARAMS || sec == CKPT_SEC_OPTIMIZER;
+        if (ckpt_read_span(fp, ck, sec, parts ? parts[i] : NULL, part_bytes, floats, &crc, err) != 0) { return -1; }
     }
     return ckpt_check_crc(ck, sec, crc, err);
 }
@@ -349,6 +371,9 @@ static inline int checkpoint_check(const char* path, int want, CheckpointHeader*
     int rc = ckpt_read_section(fp, ck, CKPT_SEC_PARAMS, NULL, 1, bytes[CKPT_SEC_PARAMS], err);
     if (rc == 0 && bytes[CKPT_SEC_OPTIMIZER] > 0) { rc = ckpt_read_section(fp, ck, CKPT_SEC_OPTIMIZER, NULL, 2, bytes[CKPT_SEC_PARAMS], err); }
     if (rc == 0 && bytes[CKPT_SEC_ADAHOP] > 0) { rc = ckpt_read_section(fp, ck, CKPT_SEC_ADAHOP, NULL, 1, bytes[CKPT_SEC_ADAHOP], err); }
+    if (rc == 0 && bytes[CKPT_SEC_GEMM_ALGOS] > 0) {
+        rc = ckpt_read_section(fp, ck, CKPT_SEC_GEMM_ALGOS, NULL, 1, bytes[CKPT_SEC_GEMM_ALGOS], err);
+    }
     fclose(fp);
     return rc;
 }
@@ -368,9 +393,9 @@ static inline FILE* checkpoint_open_model(const char* path, CheckpointHeader* ck
 // opens a GPT-2 checkpoint (the CPU programs); a file of another family is a clear error
 static inline FILE* checkpoint_open(const char* path, CheckpointHeader* ck) { return ckpt_open_family(path, FAMILY_GPT2, ck); }
 
-// reads and verifies the payload after checkpoint_open; m and v may be NULL when not wanted (their section and the
-// AdaHOP state are then verified and skipped; with m and v, a file with AdaHOP state continues with
-// checkpoint_read_adahop). A corrupt section is a clear error and exit(1)
+// reads and verifies the payload after checkpoint_open; m and v may be NULL when not wanted (their section, the
+// AdaHOP state and the GEMM algorithms are then verified and skipped; with m and v, a file with AdaHOP state continues with
+// checkpoint_read_adahop and checkpoint_read_gemm_algos). A corrupt section is a clear error and exit(1)
 static inline void checkpoint_read_payload(FILE* fp, const CheckpointHeader* ck, float* params, float* m, float* v) {
     char err[CKPT_ERR_LEN];
     size_t bytes[CKPT_SECTIONS];
@@ -381,9 +406,9 @@ static inline void checkpoint_read_payload(FILE* fp, const CheckpointHeader* ck,
     if (!(ck->contents & CKPT_OPTIMIZER)) { return; }
     void* mv[2] = {m, v};
     if (ckpt_read_section(fp, ck, CKPT_SEC_OPTIMIZER, m ? mv : NULL, 2, bytes[CKPT_SEC_PARAMS], err) != 0) { die("%s", err); }
-    if (m == NULL && bytes[CKPT_SEC_ADAHOP] > 0 &&
-        ckpt_read_section(fp, ck, CKPT_SEC_ADAHOP, NULL, 1, bytes[CKPT_SEC_ADAHOP], err) != 0) {
-        die("%s", err);
+    if (m != NULL) { return; }
+    for (int sec = CKPT_SEC_ADAHOP; sec < CKPT_SECTIONS; sec++) {
+        if (bytes[sec] > 0 && ckpt_read_section(fp, ck, sec, NULL, 1, bytes[sec], err) != 0) { die("%s", err); }
     }
 }
 
@@ -393,6 +418,14 @@ static inline void checkpoint_read_adahop(FILE* fp, const CheckpointHeader* ck, 
     char err[CKPT_ERR_LEN];
     void* p[1] = {words};
     if (ckpt_read_section(fp, ck, CKPT_SEC_ADAHOP, p, 1, (size_t)ck->adahop_words * sizeof(int32_t), err) != 0) { die("%s", err); }
+}
+
+// reads and verifies the GEMM algorithm words that follow the AdaHOP words (after checkpoint_read_adahop)
+static inline void checkpoint_read_gemm_algos(FILE* fp, const CheckpointHeader* ck, int32_t* words) {
+    if (!(ck->contents & CKPT_GEMM_ALGOS)) { die("checkpoint '%s' has no GEMM algorithm table", ck->path); }
+    char err[CKPT_ERR_LEN];
+    void* p[1] = {words};
+    if (ckpt_read_section(fp, ck, CKPT_SEC_GEMM_ALGOS, p, 1, (size_t)ck->gemm_words * sizeof(int32_t), err) != 0) { die("%s", err); }
 }
 
 // the step of a training-state file name: "state_" then the step in at least 8 digits, exactly as the trainers

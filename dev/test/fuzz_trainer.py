@@ -199,7 +199,7 @@ def mutate_checkpoint(rng, good):
         crc = zlib.crc32(bytes(data[start:start + length]))
         return reseal(bytes(data), CKPT_CRC_SLOT + 1 + section, struct.pack("<I", crc)), True
     if kind == 4:    # a shape or size field out of bounds, header CRC recomputed: must still be refused
-        slot = rng.choice([4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 18, 19])
+        slot = rng.choice([4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 18, 19, 22, 23])
         value = rng.choice([0, -1, 2 ** 30, 2 ** 31 - 1, -2 ** 31, 65537, 1 << 24 | 1])
         edited = reseal(bytes(data), slot, struct.pack("<i", value))
         return edited, (edited != good) or None   # a slot that already held the value leaves a valid file

@@ -7,11 +7,16 @@ biases and norm weights matter and with garbage in the padded vocab rows:
     reference's within FP32 tolerance; a model with one tensor wrong is caught by the same comparison
   - the bf16 export holds exactly the FP32 weights rounded to nearest even (torch's own rounding)
   - a truncated model file is a clear error with a non-zero exit
+  - (numpy only, run without torch too) the optional GEMM algorithm table of a training state (contents 15, header
+    slots 22-23 and 28): such a file reads as the same parameters as one without it and exports the same weights;
+    a flipped byte in it fails the "GEMM algorithms" CRC, a truncated table is a size error, a bad table size and
+    the contents flags 8 and 11 are refused
 With --ranks (a tiktoken ranks file of the GPT-2 BPE): the exported tokenizer (vocab.json, merges.txt) loads with
 AutoTokenizer and encodes like tiktoken with those ranks.
 
 usage: python dev/test/test_export_hf.py [--ranks data/gpt2.tiktoken]   (from the repository root, after
-       `make build/model_logits`); needs torch, transformers and (for --ranks) tiktoken
+       `make build/model_logits`); needs torch, transformers and (for --ranks) tiktoken, except for the file
+       format checks, which need numpy only
 """
 import argparse
 import os
@@ -26,7 +31,7 @@ sys.path.insert(0, os.path.join(ROOT, "dev"))
 sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
 import export_hf  # noqa: E402
 import model_file  # noqa: E402
-from checkpoint_crc import HEADER_INTS, MAGIC, VERSION, seal  # noqa: E402
+from checkpoint_crc import CRC_SLOT, HEADER_INTS, MAGIC, VERSION, first_bad_section, header_crc, seal  # noqa: E402
 from pycheck import check, summary  # noqa: E402
 from skip_log import skip  # noqa: E402
 from eval_hf import load_model  # noqa: E402
@@ -51,15 +56,18 @@ def random_model(cfg, seed):
     return params
 
 
-def write_model(path, cfg, params, optimizer_state=False):
+def write_model(path, cfg, params, optimizer_state=False, gemm_words=None):
     """our model file (llmc/checkpoint.h); with optimizer_state a training state of the GPU trainer: random AdamW
-    m and v, then 5 words of AdaHOP state"""
+    m and v, then 5 words of AdaHOP state, then, given gemm_words (int32s), a GEMM algorithm table (contents 15)"""
+    assert gemm_words is None or optimizer_state, "a GEMM algorithm table comes with the optimizer and AdaHOP state"
     flat = np.concatenate([params[n].reshape(-1) for n, _ in model_file.param_shapes(cfg)]).astype("<f4")
+    contents = (15 if gemm_words is not None else 7) if optimizer_state else 1
     h = np.zeros(HEADER_INTS, dtype="<i4")
-    h[0:10] = [MAGIC, VERSION, 7 if optimizer_state else 1, cfg["family"], cfg["maxT"], cfg["V"], cfg["Vp"], cfg["L"],
+    h[0:10] = [MAGIC, VERSION, contents, cfg["family"], cfg["maxT"], cfg["V"], cfg["Vp"], cfg["L"],
                cfg["NH"], cfg["C"]]
     h[10] = 7
     h[16] = 5 if optimizer_state else 0
+    h[22] = len(gemm_words) if gemm_words is not None else 0
     h[12], h[13] = flat.size & 0xFFFFFFFF, flat.size >> 32
     if cfg["family"] == model_file.FAMILY_LLAMA:
         h[18], h[19] = cfg["NKV"], cfg["H"]
@@ -67,6 +75,8 @@ def write_model(path, cfg, params, optimizer_state=False):
     if optimizer_state:
         sections[1] = np.random.default_rng(1).normal(size=2 * flat.size).astype("<f4").tobytes()
         sections[2] = np.arange(5, dtype="<i4").tobytes()
+    if gemm_words is not None:
+        sections.append(np.array(gemm_words, dtype="<i4").tobytes())
     seal(h, sections)
     with open(path, "wb") as f:
         f.write(h.tobytes() + b"".join(sections))
@@ -180,6 +190,91 @@ def check_errors(tmp):
     export_fails(tmp, "version1.bin", bytes(version1), "version 1 model file")
 
 
+def resealed(data, **slots):
+    """data with header slots changed (slot_N=value, int32) and the header CRC recomputed (the sections' CRCs kept)"""
+    h = np.frombuffer(data[:4 * HEADER_INTS], dtype="<i4").copy()
+    for name, value in slots.items():
+        h[int(name.split("_")[1])] = np.array(value & 0xFFFFFFFF, dtype=np.uint32).astype("<i4")
+    h[CRC_SLOT] = np.array(header_crc(h.tobytes()), dtype=np.uint32).astype("<i4")
+    return h.tobytes() + data[4 * HEADER_INTS:]
+
+
+def read_fails(tmp, name, data, expect):
+    """model_file.read_model on a file holding `data` raises ModelFileError with a message that contains `expect`"""
+    path = os.path.join(tmp, name)
+    with open(path, "wb") as f:
+        f.write(data)
+    try:
+        model_file.read_model(path)
+        msg = "read without an error"
+    except model_file.ModelFileError as e:
+        msg = str(e)
+    check(expect in msg, f"{name}: {msg}", f"expected an error containing '{expect}'")
+
+
+def check_gemm_section(tmp):
+    """the GEMM algorithm table (contents 15, slots 22-23 its int32 word count, slot 28 its CRC), with numpy only:
+    read past and checked, never interpreted"""
+    cfg = dict(family=model_file.FAMILY_LLAMA, L=2, C=64, NH=4, NKV=2, H=96, V=100, Vp=128, maxT=32)
+    params = random_model(cfg, seed=3)
+    gemm = [3, -1, 0, 0x7FFFFFFF, -2 ** 31, 42, 7]    # opaque words: any int32 values
+    plain, with_gemm = os.path.join(tmp, "state7.bin"), os.path.join(tmp, "state15.bin")
+    write_model(plain, cfg, params, optimizer_state=True)
+    write_model(with_gemm, cfg, params, optimizer_state=True, gemm_words=gemm)
+    with open(plain, "rb") as f:
+        plain_bytes = f.read()
+    with open(with_gemm, "rb") as f:
+        data = f.read()
+    check(len(data) == len(plain_bytes) + 4 * len(gemm) and data[-4 * len(gemm):] == np.array(gemm, "<i4").tobytes(),
+          f"contents 15: {len(gemm)} GEMM words after the AdaHOP words ({len(data)} bytes)")
+    cfg7, params7, step7 = model_file.read_model(plain)
+    cfg15, params15, step15 = model_file.read_model(with_gemm)
+    same = params15.keys() == params7.keys() and all(np.array_equal(params15[k], params7[k]) for k in params7)
+    check(same and cfg15 == cfg7 and step15 == step7 == 7,
+          f"contents 15 reads as the same {len(params15)} tensors, shape and step {step15} as contents 7")
+    check(all(np.array_equal(params15[k], params[k]) for k in params), "contents 15: the parameters as written")
+    empty = os.path.join(tmp, "state15_empty.bin")
+    with open(empty, "wb") as f:
+        f.write(resealed(plain_bytes, slot_2=15))
+    _, params0, _ = model_file.read_model(empty)
+    check(all(np.array_equal(params0[k], params[k]) for k in params), "contents 15 with an empty GEMM table reads")
+    export_hf.export(plain, os.path.join(tmp, "state7_hf"), "bf16")
+    export_hf.export(with_gemm, os.path.join(tmp, "state15_hf"), "bf16")
+    with open(os.path.join(tmp, "state7_hf", "model.safetensors"), "rb") as a, \
+            open(os.path.join(tmp, "state15_hf", "model.safetensors"), "rb") as b:
+        check(a.read() == b.read(), "contents 15 exports the same model.safetensors as contents 7")
+
+    flipped = bytearray(data)
+    flipped[-4 * len(gemm) + 5] ^= 0x40
+    read_fails(tmp, "flipped_gemm.bin", bytes(flipped), "GEMM algorithms section fails its CRC-32")
+    export_fails(tmp, "flipped_gemm.bin", bytes(flipped), "GEMM algorithms section fails its CRC-32")
+    read_fails(tmp, "truncated_gemm.bin", data[:-4], "truncated")
+    read_fails(tmp, "short_gemm.bin", resealed(data, slot_22=len(gemm) + 1), "truncated")
+    read_fails(tmp, "long_gemm.bin", data + bytes(4), "truncated")
+    read_fails(tmp, "no_gemm_words.bin", resealed(data, slot_2=7), "invalid GEMM algorithm table size 7")
+    read_fails(tmp, "gemm_size_negative.bin", resealed(data, slot_23=-1), "invalid GEMM algorithm table size -")
+    read_fails(tmp, "gemm_size_high_word.bin", resealed(data, slot_23=1),
+               f"invalid GEMM algorithm table size {(1 << 32) + len(gemm)}")
+    read_fails(tmp, "gemm_size_over_limit.bin", resealed(data, slot_22=(1 << 20) + 1),
+               f"invalid GEMM algorithm table size {(1 << 20) + 1}")
+    read_fails(tmp, "gemm_crc_without_table.bin", resealed(plain_bytes, slot_28=1), "GEMM algorithms section fails")
+    for contents in (8, 11, 9, 13, 31):
+        read_fails(tmp, f"contents{contents}.bin", resealed(data, slot_2=contents),
+                   f"unknown contents flags {contents}")
+    # a table of the most words allowed is a size check, not a refusal of the count
+    read_fails(tmp, "gemm_size_at_limit.bin", resealed(data, slot_22=1 << 20), "truncated")
+
+    # dev/checkpoint_crc.py: three sections seal slot 28 as zero; a prefix of the sections checks those only
+    h = np.frombuffer(data[:4 * HEADER_INTS], dtype="<i4").copy()
+    seal(h, [b"", b"", b""])
+    check(h[CRC_SLOT + 4] == 0 and first_bad_section(h.tobytes(), [0, 0, 0]) is None,
+          "seal with 3 sections: slot 28 (the GEMM algorithms' CRC) zero, the header CRC valid")
+    three = [4 * model_file.num_params(cfg), 8 * model_file.num_params(cfg), 4 * 5]
+    check(first_bad_section(bytes(flipped), three) is None
+          and first_bad_section(bytes(flipped), three + [4 * len(gemm)]) == "GEMM algorithms",
+          "first_bad_section checks the GEMM algorithms only when given 4 sections")
+
+
 def check_tokenizer(ranks_path, tmp):
     """the exported tokenizer encodes like tiktoken with the same ranks (read by tiktoken's own loader)"""
     from tokenize_text import EOT, load_encoding
@@ -201,12 +296,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ranks", help="tiktoken ranks file of the GPT-2 BPE: also test the exported tokenizer")
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        check_gemm_section(tmp)
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
     except ImportError as e:
-        skip("dev/test/test_export_hf.py", f"{sys.executable} has no {e.name} (pip install -r dev/requirements.txt)")
-        return
+        skip("dev/test/test_export_hf.py (all but the file format checks)",
+             f"{sys.executable} has no {e.name} (pip install -r dev/requirements.txt)")
+        sys.exit(summary("test_export_hf"))
     gpt2 = dict(family=model_file.FAMILY_GPT2, L=2, C=64, NH=4, NKV=4, H=256, V=50257, Vp=50304, maxT=32)
     llama = dict(family=model_file.FAMILY_LLAMA, L=2, C=64, NH=4, NKV=2, H=96, V=100, Vp=128, maxT=32)
     with tempfile.TemporaryDirectory() as tmp:

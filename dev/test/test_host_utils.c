@@ -35,6 +35,11 @@ static void open_checkpoint(void) {
         checkpoint_read_adahop(fp, &ck, words);
         free(words);
     }
+    if (ck.contents & CKPT_GEMM_ALGOS) {
+        int32_t* words = (int32_t*)malloc_check((size_t)ck.gemm_words * sizeof(int32_t) + 1);
+        checkpoint_read_gemm_algos(fp, &ck, words);
+        free(words);
+    }
     free(p);
     fclose(fp);
 }
@@ -197,7 +202,7 @@ static void test_checkpoint(void) {
     ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP;
     ck.adahop_words = 5;
     snprintf(path, sizeof(path), "%s/state_adahop.bin", tmpdir);
-    checkpoint_write_with_adahop(path, &ck, p, p + n, p + 2 * n, words);
+    checkpoint_write_state(path, &ck, p, p + n, p + 2 * n, words, NULL);
     fp = checkpoint_open(path, &back);
     checkpoint_read_payload(fp, &back, q, q + n, q + 2 * n);
     checkpoint_read_adahop(fp, &back, back_words);
@@ -214,6 +219,47 @@ static void test_checkpoint(void) {
     CHECK(open_fails_with(bad, "section 'AdaHOP state' fails"), "a flipped AdaHOP bit is refused");
     open_path = bad;
     CHECK(child_fails_with(read_params_only, "section 'AdaHOP state' fails"), "a params-only reader verifies the sections it skips");
+    free(raw);
+
+    // with the GEMM algorithm table after the AdaHOP words
+    int32_t gemm[3] = {-5, 0x7fffffff, 9}, back_gemm[3] = {0};
+    ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP | CKPT_GEMM_ALGOS;
+    ck.gemm_words = 3;
+    snprintf(path, sizeof(path), "%s/state_gemm.bin", tmpdir);
+    checkpoint_write_state(path, &ck, p, p + n, p + 2 * n, words, gemm);
+    memset(back_words, 0, sizeof(back_words));
+    fp = checkpoint_open(path, &back);
+    checkpoint_read_payload(fp, &back, q, q + n, q + 2 * n);
+    checkpoint_read_adahop(fp, &back, back_words);
+    checkpoint_read_gemm_algos(fp, &back, back_gemm);
+    fclose_check(fp);
+    CHECK(back.gemm_words == 3 && memcmp(gemm, back_gemm, sizeof(gemm)) == 0 && memcmp(words, back_words, sizeof(words)) == 0,
+          "GEMM algorithm words round trip after the AdaHOP words");
+    size = 1024 + 3 * n * sizeof(float) + 8 * sizeof(int32_t);
+    raw = (unsigned char*)malloc_check(size);
+    fp = fopen_check(path, "rb");
+    fread_check(raw, 1, size, fp, "checkpoint");
+    fclose_check(fp);
+    write_bytes(bad, raw, size - 4);
+    CHECK(open_fails_with(bad, "truncated or corrupt"), "a truncated GEMM algorithm table is refused");
+    write_flipped(bad, raw, size, size - 6, 0x10);
+    CHECK(open_fails_with(bad, "section 'GEMM algorithms' fails"), "a flipped GEMM algorithm bit is refused");
+    open_path = bad;
+    CHECK(child_fails_with(read_params_only, "section 'GEMM algorithms' fails"), "a params-only reader verifies the GEMM algorithms");
+    write_with_slot(bad, raw, size, 2, CKPT_PARAMS | CKPT_GEMM_ALGOS);
+    CHECK(open_fails_with(bad, "unknown contents flags"), "GEMM algorithms without the optimizer and AdaHOP state are refused");
+    write_with_slot(bad, raw, size, 22, CKPT_MAX_GEMM_WORDS + 1);
+    CHECK(open_fails_with(bad, "invalid GEMM algorithm table size"), "an oversized GEMM algorithm table is refused");
+    ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP | CKPT_GEMM_ALGOS;
+    ck.gemm_words = 0;
+    snprintf(path, sizeof(path), "%s/state_gemm_empty.bin", tmpdir);
+    checkpoint_write_state(path, &ck, p, p + n, p + 2 * n, words, NULL);
+    fp = checkpoint_open(path, &back);
+    checkpoint_read_payload(fp, &back, q, q + n, q + 2 * n);
+    checkpoint_read_adahop(fp, &back, back_words);
+    checkpoint_read_gemm_algos(fp, &back, NULL);
+    fclose_check(fp);
+    CHECK((back.contents & CKPT_GEMM_ALGOS) && back.gemm_words == 0, "an empty GEMM algorithm table round trips");
     free(raw); free(p); free(q);
 }
 
