@@ -36,7 +36,7 @@
 #include "llmc/jsonlog.h"          // defines: JsonLine, jsonl_* (main.jsonl, one JSON object per line)
 // GPU kernels
 #include "llmc/cuda_common.cuh"    // defines: floatX (BF16), cudaCheck, device_malloc, x128 loads/stores
-#include "llmc/matmul.cuh"         // defines: matmul, linear_forward/backward (cuBLASLt), column sums via column_sums.cuh
+#include "llmc/matmul.cuh"         // defines: matmul, linear_forward/backward (cuBLASLt), the GEMM algorithm table, column sums via column_sums.cuh
                                    // (bias_backward; gelu_backward_bias_grad: the GELU backward with the fc bias sums)
 #include "llmc/encoder.cuh"        // defines: encoder_forward/backward (token + position embedding)
 #include "llmc/layernorm.cuh"      // defines: layernorm_forward/backward (+ residual add), layernorm_forward_channels;
@@ -753,6 +753,31 @@ static void model_share_adahop(Model* m) {
     printf("AdaHOP strategies %08x on all %d ranks\n", sum, m->dp->world_size);
 }
 
+// ends the choice of GEMM algorithms by timing (-a 1, the first step of a fresh run): configurations first seen later
+// take cuBLASLt's first choice. With several ranks every rank takes rank 0's table (each timed its own), so that all
+// run the algorithms a checkpoint saves
+static void model_fix_gemm_algos(Model* m) {
+    gemm_algo_choice = GEMM_ALGO_FIRST;
+    if (m->dp->world_size > 1) {
+        size_t max_words = GEMM_TABLE_HEADER_WORDS + (size_t)GEMM_ALGO_CACHE_SIZE * GEMM_ENTRY_WORDS;
+        int32_t* words = (int32_t*)calloc_check(max_words, sizeof(int32_t));
+        int32_t* dev = (int32_t*)device_malloc(max_words * sizeof(int32_t), "GEMM algorithm table");
+        gemm_algo_table_save(words);
+        cudaCheck(cudaMemcpyAsync(dev, words, max_words * sizeof(int32_t), cudaMemcpyHostToDevice, m->stream));
+        dp_broadcast(m->dp, dev, max_words * sizeof(int32_t), m->stream);
+        cudaCheck(cudaMemcpyAsync(words, dev, max_words * sizeof(int32_t), cudaMemcpyDeviceToHost, m->stream));
+        cudaCheck(cudaStreamSynchronize(m->stream));
+        char why[256];
+        size_t n = GEMM_TABLE_HEADER_WORDS + (size_t)words[3] * GEMM_ENTRY_WORDS;
+        if (gemm_algo_table_load(words, n, why, sizeof(why)) != 0) { die("rank %d: rank 0's GEMM algorithm table: %s", m->dp->rank, why); }
+        free(words);
+        cudaCheck(cudaFree(dev));
+        device_bytes_allocated -= max_words * sizeof(int32_t);
+    }
+    printf("GEMM algorithms: the fastest of cuBLASLt's candidates for %d configurations, kept for the run (-a 1)\n",
+           gemm_timed_entries());
+}
+
 // mean of the per-token losses summed into acts.losses by `batches` micro-batches, over all ranks together
 // (waits for the GPU)
 static float model_mean_loss(Model* m, int B, int T, int batches) {
@@ -785,6 +810,7 @@ typedef struct {
     DPOptions dp;                // rank, world size, rendezvous file (-I, -G, -F); mpirun sets the first two
     int overlap;                 // all-reduce gradient buckets during the backward pass (-O)
     float skip_loss_z, skip_norm_z;   // spike skipping thresholds (-L, -Z; llmc/spike_guard.h), 0 = off
+    int timed_gemms;             // -a: GEMM algorithms by timing in the first step (llmc/matmul.cuh)
 } Options;
 
 static_assert(SPIKE_GUARD_WORDS <= CKPT_TRAINER_WORDS, "the spike guard must fit a checkpoint's trainer words");
@@ -824,6 +850,9 @@ static void usage(const char* prog) {
            "  -V <int>   run the -E evals every N steps as well, 0 = only at the end (default 0)\n"
            "  -L <f>     skip the update of a step whose loss z-score over the last 64 steps exceeds this, 0 = off (default 0)\n"
            "  -Z <f>     the same for the gradient norm, 0 = off (default 0)\n"
+           "  -a <0|1>   GEMM algorithms: 1 = the fastest of cuBLASLt's first %d candidates per GEMM shape, timed in the\n"
+           "             first step and saved with the checkpoints (a resume runs the same ones); 0 = cuBLASLt's first\n"
+           "             choice, the same in every run (two runs then match bit for bit) (default 1)\n"
            "SIGTERM / SIGINT: the step finishes, a checkpoint is written to the -o dir, the exit status is 128 + signal.\n"
            "Precision of the block linear layers (qkv, attention projection, MLP up and down; all three GEMMs each):\n"
            "  -p <mode>  bf16 | mxfp4 (no transform) | hadamard (IHT on every GEMM) | adahop (default adahop)\n"
@@ -854,13 +883,13 @@ static void usage(const char* prog) {
            "             failed run, refusing those of a live one), every rank waits for all the others up to %.0f s, and\n"
            "             a rank that fails tells the others there (needed for G > 1 without mpirun)\n"
            "  -O <0|1>   all-reduce the gradients layer by layer during the backward pass (default 1)\n"
-           "  -h         this help\n", prog, RENDEZVOUS_TIMEOUT_S);
+           "  -h         this help\n", prog, GEMM_TIMED_CANDIDATES, RENDEZVOUS_TIMEOUT_S);
 }
 
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
                  NULL, 0, 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
-                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64, 0, 0}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1};
+                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64, 0, 0}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1, 0.0f, 0.0f, 1};
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
@@ -916,6 +945,7 @@ static Options parse_options(int argc, char** argv) {
             case 'I': o.dp.rank = (int)parse_int(f, v, 0, 1 << 16); break;
             case 'F': o.dp.rendezvous = v; break;
             case 'O': o.overlap = (int)parse_int(f, v, 0, 1); break;
+            case 'a': o.timed_gemms = (int)parse_int(f, v, 0, 1); break;
             case 'L': o.skip_loss_z = parse_float(f, v, 0.0f, 1e6f); break;
             case 'Z': o.skip_norm_z = parse_float(f, v, 0.0f, 1e6f); break;
             default: usage(argv[0]); die("unknown flag %s", f);
@@ -1015,8 +1045,11 @@ static void save_state(Model* m, const Options* o, int step, const DataLoader* t
     CheckpointHeader ck;
     memset(&ck, 0, sizeof(ck));
     checkpoint_set_model(&ck, &m->config);
-    ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP;
+    ck.contents = CKPT_PARAMS | CKPT_OPTIMIZER | CKPT_ADAHOP | CKPT_GEMM_ALGOS;
     ck.adahop_words = (int64_t)adahop_state_words(&m->adahop);
+    ck.gemm_words = (int64_t)gemm_algo_table_words();
+    int32_t* gemm = (int32_t*)malloc_check((size_t)ck.gemm_words * sizeof(int32_t));
+    gemm_algo_table_save(gemm);
     ck.step = step;
     ck.seed = (int64_t)o->seed;
     ck.total_batch = o->total_batch;
@@ -1026,8 +1059,9 @@ static void save_state(Model* m, const Options* o, int step, const DataLoader* t
     char path[4096];
     checkpoint_state_path(path, sizeof(path), o->out_dir, step);
     adahop_save(&m->adahop, m->adahop_words);
-    checkpoint_write_with_adahop(path, &ck, host, host + n, host + 2 * n, m->adahop_words);
+    checkpoint_write_state(path, &ck, host, host + n, host + 2 * n, m->adahop_words, gemm);
     free(host);
+    free(gemm);
     printf("checkpoint: %s\n", path);
     checkpoint_prune(o->out_dir, path, step, o->keep_ckpts);
 }
@@ -1189,6 +1223,7 @@ int main(int argc, char** argv) {
     memset(&ck, 0, sizeof(ck));
     float* init = NULL;
     int32_t* adahop_words = NULL;
+    int32_t* gemm_words = NULL;   // the resumed run's GEMM algorithm table
     int start_step = 0;
     char resume_path[4096] = "";
     if (o.out_dir) { out_dir_prepare(o.out_dir); }   // on every rank, before anything costly: a bad -o stops all at once
@@ -1206,6 +1241,10 @@ int main(int argc, char** argv) {
         if (resume_path[0] && (ck.contents & CKPT_ADAHOP)) {
             adahop_words = (int32_t*)malloc_check((size_t)ck.adahop_words * sizeof(int32_t));
             checkpoint_read_adahop(fp, &ck, adahop_words);
+        }
+        if (resume_path[0] && (ck.contents & CKPT_GEMM_ALGOS)) {
+            gemm_words = (int32_t*)malloc_check((size_t)ck.gemm_words * sizeof(int32_t) + 1);
+            checkpoint_read_gemm_algos(fp, &ck, gemm_words);
         }
         fclose_check(fp);
         if (resume_path[0] && !(ck.contents & CKPT_OPTIMIZER)) { die("'%s' holds no optimizer state: cannot resume from it", load_path); }
@@ -1238,6 +1277,15 @@ int main(int argc, char** argv) {
     dp_connect(&dp);             // the NCCL communicator and its watchdog
 
     matmul_init();
+    // GEMM algorithms: a resumed run takes the table it saved (configurations it lacks, and all of an older checkpoint's,
+    // get cuBLASLt's first choice, as they did before it was saved); a fresh run times them in its first step with -a 1
+    char gemm_why[256] = "";
+    if (gemm_words && gemm_algo_table_load(gemm_words, (size_t)ck.gemm_words, gemm_why, sizeof(gemm_why)) != 0) {
+        printf("warning: the checkpoint's GEMM algorithms were %s: cuBLASLt's first choices run instead, so the resumed "
+               "steps may differ from the original run's in the last bits\n", gemm_why);
+    }
+    free(gemm_words);
+    gemm_algo_choice = o.timed_gemms && !resume_path[0] ? GEMM_ALGO_TIMED : GEMM_ALGO_FIRST;
     Model model;
     model_build(&model, &dp, &config, init, o.B, o.T, &o.lin, o.seed);
     model_sync_params(&model);
@@ -1294,6 +1342,9 @@ int main(int argc, char** argv) {
            "%zu parameters\n", dp.world_size, dp.world_size > 1 ? "s" : "", dp.use_mpi ? " (MPI)" : "",
            micro_steps / dp.world_size, o.overlap ? "during" : "after", model.shard.size);
     if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
+    if (gemm_algo_choice == GEMM_ALGO_TIMED) { printf("GEMM algorithms: timed in the first step (-a 1)\n"); }
+    else if (resume_path[0]) { printf("GEMM algorithms: %d configurations from the checkpoint\n", gemm_cache_used); }
+    else { printf("GEMM algorithms: cuBLASLt's first choices (-a 0)\n"); }
     printf("saved inputs of the block linears: %.2f GiB\n", model_saved_input_bytes(&model) / 1073741824.0);
     static const char* path_names[2] = {"exact", "fast"};
     printf("block linears%s: %s%s%s, stochastic rounding of gradients %s%s\n", o.lin.lm_head ? " and the LM head (-H 1)" : "",
@@ -1329,6 +1380,7 @@ int main(int argc, char** argv) {
 
         double t0 = now_seconds();
         step_gradients(&model, &train, &o, micro_steps, step);
+        if (gemm_algo_choice == GEMM_ALGO_TIMED) { model_fix_gemm_algos(&model); }
         float lr = lr_schedule(step, o.max_steps, o.warmup, o.lr, o.final_lr_frac);
         float loss = model_mean_loss(&model, o.B, o.T, micro_steps);
         float norm = 0.0f;

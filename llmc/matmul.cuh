@@ -12,15 +12,24 @@ static cublasLtHandle_t cublaslt_handle;
 static void* cublaslt_workspace = NULL;
 static const size_t cublaslt_workspace_size = 32 * 1024 * 1024;
 
-// cuBLASLt's first choice per GEMM configuration, asked once: the heuristic query costs more host time than a small
-// GEMM takes on the GPU, and its answer does not change (the same algorithm runs either way)
+// The algorithm of each GEMM configuration, chosen once: asking cuBLASLt's heuristic costs more host time than a small
+// GEMM takes on the GPU, and a configuration must keep its algorithm (another one may round differently). A new
+// configuration gets cuBLASLt's first choice, or with GEMM_ALGO_TIMED the fastest of its first GEMM_TIMED_CANDIDATES
+// (up to 1.2x faster for single shapes on sm_90, dev/cuda/bench_gemm_algos.cu), timed on the GPU at first use. Timing
+// differs between runs, so the timed entries are saved with a training state (gemm_algo_table_save) and a resumed run
+// loads them; the others are cuBLASLt's first choices, which a run without them gets again.
 typedef struct {
     int m, n, k, trans_a, trans_b, ab_type, d_type, has_bias, scale_mode, batch_count, epilogue;
     long stride_a, stride_b, stride_d;
 } GemmKey;
 #define GEMM_ALGO_CACHE_SIZE 512
+#define GEMM_TIMED_CANDIDATES 8
+#define GEMM_TIMED_REPEATS 3
+typedef enum { GEMM_ALGO_FIRST, GEMM_ALGO_TIMED } GemmAlgoChoice;
+static GemmAlgoChoice gemm_algo_choice = GEMM_ALGO_FIRST;   // for configurations not yet in the table
 static GemmKey gemm_cache_keys[GEMM_ALGO_CACHE_SIZE];
 static cublasLtMatmulAlgo_t gemm_cache_algos[GEMM_ALGO_CACHE_SIZE];
+static bool gemm_cache_timed[GEMM_ALGO_CACHE_SIZE];   // chosen by timing (or loaded: timed by the run that saved it)
 static int gemm_cache_used = 0;
 
 static inline void cublas_check_(cublasStatus_t status, const char* file, int line) {
@@ -40,6 +49,7 @@ static inline void matmul_free(void) {
     cudaCheck(cudaFree(cublaslt_workspace));
     cublasCheck(cublasLtDestroy(cublaslt_handle));
     gemm_cache_used = 0;
+    gemm_algo_choice = GEMM_ALGO_FIRST;
 }
 
 // One GEMM in cuBLAS's column-major terms: D[m x n] = op(A)[m x k] op(B)[k x n] (+ beta * D) (+ bias[m]).
@@ -83,7 +93,7 @@ static inline GemmKey gemm_key(const GemmSpec* g) {
     return key;
 }
 
-// the cached first-choice algorithm of g's configuration, or NULL
+// the algorithm of the configuration key in the table, or NULL
 static inline const cublasLtMatmulAlgo_t* gemm_cache_find(const GemmKey* key) {
     for (int i = 0; i < gemm_cache_used; i++) {
         if (memcmp(&gemm_cache_keys[i], key, sizeof(*key)) == 0) { return &gemm_cache_algos[i]; }
@@ -168,23 +178,139 @@ static inline void gemm_plan_run(const GemmPlan* p, const GemmSpec* g, const cub
                                algo, cublaslt_workspace, cublaslt_workspace_size, stream));
 }
 
-// runs the GEMM g with cuBLASLt's first choice (cached per configuration); returns false, running nothing, when
-// cuBLASLt has no algorithm for it
+// bytes from D's first element to its last (the batches included)
+static inline size_t gemm_d_bytes(const GemmSpec* g) {
+    size_t elem = g->d_type == CUDA_R_32F ? 4 : 2;
+    return ((size_t)(g->batch.count - 1) * g->batch.stride_d + (size_t)g->m * g->n) * elem;
+}
+
+// the index of the fastest of candidates[0..count), each run GEMM_TIMED_REPEATS times on `stream` after one warm-up
+// run; a candidate that cuBLASLt refuses to run is skipped. The runs overwrite D: when the GEMM reads D (beta != 0,
+// or a DGELU whose aux may be D) it is saved first and restored after; without the memory for that copy, 0
+static inline int gemm_fastest_candidate(const GemmPlan* p, const GemmSpec* g, const cublasLtMatmulHeuristicResult_t* candidates,
+                                         int count, cudaStream_t stream) {
+    void* saved = NULL;
+    size_t d_bytes = gemm_d_bytes(g);
+    bool reads_d = g->beta != 0.0f || g->epilogue == GEMM_EPILOGUE_DGELU;
+    if (reads_d) {
+        if (cudaMalloc(&saved, d_bytes) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+        cudaCheck(cudaMemcpyAsync(saved, g->d, d_bytes, cudaMemcpyDeviceToDevice, stream));
+    }
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    const float alpha = 1.0f;
+    int best = 0;
+    float best_ms = INFINITY;
+    for (int i = 0; i < count; i++) {
+        bool ok = true;
+        float ms = 0.0f;
+        for (int r = 0; r <= GEMM_TIMED_REPEATS && ok; r++) {
+            if (r == 1) { cudaCheck(cudaEventRecord(start, stream)); }
+            ok = cublasLtMatmul(cublaslt_handle, p->desc, &alpha, g->a, p->la, g->b, p->lb, &g->beta, g->d, p->ld, g->d, p->ld,
+                                &candidates[i].algo, cublaslt_workspace, cublaslt_workspace_size, stream) == CUBLAS_STATUS_SUCCESS;
+        }
+        cudaCheck(cudaEventRecord(stop, stream));
+        cudaCheck(cudaEventSynchronize(stop));
+        if (ok) { cudaCheck(cudaEventElapsedTime(&ms, start, stop)); }
+        if (ok && ms < best_ms) { best = i; best_ms = ms; }
+    }
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    if (reads_d) {
+        cudaCheck(cudaMemcpyAsync(g->d, saved, d_bytes, cudaMemcpyDeviceToDevice, stream));
+        cudaCheck(cudaStreamSynchronize(stream));
+        cudaCheck(cudaFree(saved));
+    }
+    return best;
+}
+
+// runs the GEMM g with its configuration's algorithm (chosen at first use, see GemmAlgoChoice); returns false,
+// running nothing, when cuBLASLt has no algorithm for it
 static inline bool cublaslt_gemm_try(const GemmSpec* g, cudaStream_t stream) {
     GemmPlan p = gemm_plan_create(g);
     GemmKey key = gemm_key(g);
     const cublasLtMatmulAlgo_t* algo = gemm_cache_find(&key);
-    cublasLtMatmulHeuristicResult_t first;
-    if (algo == NULL && gemm_plan_algos(&p, &first, 1) == 1) {
-        algo = &first.algo;
-        if (gemm_cache_used < GEMM_ALGO_CACHE_SIZE) {
+    cublasLtMatmulHeuristicResult_t candidates[GEMM_TIMED_CANDIDATES];
+    if (algo == NULL) {
+        int found = gemm_plan_algos(&p, candidates, gemm_algo_choice == GEMM_ALGO_TIMED ? GEMM_TIMED_CANDIDATES : 1);
+        int chosen = found > 1 ? gemm_fastest_candidate(&p, g, candidates, found, stream) : 0;
+        if (found > 0) { algo = &candidates[chosen].algo; }
+        if (found > 0 && gemm_cache_used < GEMM_ALGO_CACHE_SIZE) {
             gemm_cache_keys[gemm_cache_used] = key;
-            gemm_cache_algos[gemm_cache_used++] = first.algo;
+            gemm_cache_timed[gemm_cache_used] = gemm_algo_choice == GEMM_ALGO_TIMED;
+            gemm_cache_algos[gemm_cache_used++] = candidates[chosen].algo;
         }
     }
     if (algo != NULL) { gemm_plan_run(&p, g, algo, stream); }
     gemm_plan_destroy(&p);
     return algo != NULL;
+}
+
+// The timed entries of the table as int32 words: cuBLASLt's version, the GPU's compute capability (major * 10 + minor),
+// the words of an entry, the number of entries, then each entry's GemmKey and algorithm as they lie in memory (keys
+// are zero-padded). An algorithm is valid for the cuBLASLt version and GPU that chose it only.
+#define GEMM_TABLE_HEADER_WORDS 4
+#define GEMM_ENTRY_WORDS ((int)((sizeof(GemmKey) + sizeof(cublasLtMatmulAlgo_t)) / sizeof(int32_t)))
+static_assert(sizeof(GemmKey) % sizeof(int32_t) == 0 && sizeof(cublasLtMatmulAlgo_t) % sizeof(int32_t) == 0,
+              "GEMM table entries are whole int32 words");
+
+static inline int gemm_device_capability(void) {
+    int device, major, minor;
+    cudaCheck(cudaGetDevice(&device));
+    cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return major * 10 + minor;
+}
+
+static inline int gemm_timed_entries(void) {
+    int timed = 0;
+    for (int i = 0; i < gemm_cache_used; i++) { timed += gemm_cache_timed[i]; }
+    return timed;
+}
+
+static inline size_t gemm_algo_table_words(void) {
+    return GEMM_TABLE_HEADER_WORDS + (size_t)gemm_timed_entries() * GEMM_ENTRY_WORDS;
+}
+
+// writes the table into words[0 .. gemm_algo_table_words())
+static inline void gemm_algo_table_save(int32_t* words) {
+    words[0] = (int32_t)cublasLtGetVersion();
+    words[1] = gemm_device_capability();
+    words[2] = GEMM_ENTRY_WORDS;
+    words[3] = gemm_timed_entries();
+    int32_t* e = words + GEMM_TABLE_HEADER_WORDS;
+    for (int i = 0; i < gemm_cache_used; i++) {
+        if (!gemm_cache_timed[i]) { continue; }
+        memcpy(e, &gemm_cache_keys[i], sizeof(GemmKey));
+        memcpy((char*)e + sizeof(GemmKey), &gemm_cache_algos[i], sizeof(cublasLtMatmulAlgo_t));
+        e += GEMM_ENTRY_WORDS;
+    }
+}
+
+// replaces the table with the one in words[0 .. n); returns 0, or -1 (the table left empty) with why[len] set when
+// the words are malformed or were chosen by another cuBLASLt version or GPU
+static inline int gemm_algo_table_load(const int32_t* words, size_t n, char* why, size_t len) {
+    gemm_cache_used = 0;
+    int version = (int)cublasLtGetVersion(), capability = gemm_device_capability();
+    if (n < GEMM_TABLE_HEADER_WORDS || words[2] != GEMM_ENTRY_WORDS || words[3] < 0 || words[3] > GEMM_ALGO_CACHE_SIZE ||
+        n != GEMM_TABLE_HEADER_WORDS + (size_t)words[3] * GEMM_ENTRY_WORDS) {
+        snprintf(why, len, "a malformed table (%zu words)", n);
+        return -1;
+    }
+    if (words[0] != version || words[1] != capability) {
+        snprintf(why, len, "chosen with cuBLASLt %d on sm_%d; this run has cuBLASLt %d on sm_%d", words[0], words[1], version,
+                 capability);
+        return -1;
+    }
+    for (int i = 0; i < words[3]; i++) {
+        const int32_t* e = words + GEMM_TABLE_HEADER_WORDS + (size_t)i * GEMM_ENTRY_WORDS;
+        memcpy(&gemm_cache_keys[i], e, sizeof(GemmKey));
+        memcpy(&gemm_cache_algos[i], (const char*)e + sizeof(GemmKey), sizeof(cublasLtMatmulAlgo_t));
+        gemm_cache_timed[i] = true;
+    }
+    gemm_cache_used = words[3];
+    return 0;
 }
 
 // runs the GEMM g, or stops with a message when cuBLASLt has no algorithm for it

@@ -184,6 +184,60 @@ static void test_linear(int N, int IC, int OC) {
     cudaFree(d_inp); cudaFree(d_w); cudaFree(d_bias); cudaFree(d_out); cudaFree(d_dout); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_db);
 }
 
+// GEMM algorithms by timing (llmc/matmul.cuh, GEMM_ALGO_TIMED): the timing runs leave an accumulating GEMM's D as it
+// was (dW = D0 + x^T dy against the CPU reference), the table's algorithm runs again bit for bit, the saved table
+// loads back to the same bits and refuses another cuBLASLt version or a malformed size, and first choices are not saved
+static void test_gemm_timed(int N, int IC, int OC) {
+    printf("GEMM algorithms by timing N=%d IC=%d OC=%d\n", N, IC, OC);
+    size_t ni = (size_t)N * IC, no = (size_t)N * OC, nw = (size_t)OC * IC;
+    float *inp = host_random(ni, 1.0f), *dout = host_random(no, 1.0f), *w = host_random(nw, 0.05f);
+    float *dw0 = host_random(nw, 1.0f), *dw = (float*)malloc_check(nw * sizeof(float)), *out = host_zeros(no);
+    float *dinp = host_zeros(ni), *db = host_zeros(OC);
+    memcpy(dw, dw0, nw * sizeof(float));
+    matmul_backward_cpu(dinp, dw, db, dout, inp, w, 1, N, IC, OC);
+    matmul_forward_cpu(out, inp, w, NULL, 1, N, IC, OC);
+    floatX *d_inp = to_device_bf16(inp, ni), *d_dout = to_device_bf16(dout, no), *d_w = to_device_bf16(w, nw);
+    float* d_dw = to_device_f32(dw0, nw);
+    floatX* d_out = (floatX*)device_malloc(no * sizeof(floatX), "out");
+    gemm_cache_used = 0;
+    gemm_algo_choice = GEMM_ALGO_TIMED;
+    matmul(d_dw, true, d_inp, d_dout, NULL, IC, OC, N, false, true, 1.0f, gemm_single, 0);   // timed, then run once
+    float* first = from_device_f32(d_dw, nw);
+    compare_abs("timed dweight (D0 + x^T dy)", from_device_f32(d_dw, nw), dw, nw, 1e-4f * sqrtf((float)N), 1e-4f);
+    linear_forward(d_out, d_inp, d_w, NULL, N, IC, OC, 0);
+    compare_abs("timed forward", from_device_bf16(d_out, no), out, no, 2e-3f * sqrtf((float)IC) * 0.05f, 1.0f / 64);
+    CHECK(gemm_cache_used == 2 && gemm_timed_entries() == 2, "two timed entries (%d, %d timed)", gemm_cache_used, gemm_timed_entries());
+
+    size_t n = gemm_algo_table_words();
+    int32_t* words = (int32_t*)malloc_check(n * sizeof(int32_t));
+    int32_t* again = (int32_t*)malloc_check(n * sizeof(int32_t));
+    gemm_algo_table_save(words);
+    gemm_cache_used = 0;
+    gemm_algo_choice = GEMM_ALGO_FIRST;
+    char why[256] = "";
+    CHECK(gemm_algo_table_load(words, n, why, sizeof(why)) == 0 && gemm_cache_used == 2, "the saved table loads: %s", why);
+    gemm_algo_table_save(again);
+    CHECK(memcmp(words, again, n * sizeof(int32_t)) == 0, "the loaded table saves the same words");
+    cudaCheck(cudaMemcpy(d_dw, dw0, nw * sizeof(float), cudaMemcpyHostToDevice));
+    matmul(d_dw, true, d_inp, d_dout, NULL, IC, OC, N, false, true, 1.0f, gemm_single, 0);
+    float* loaded = from_device_f32(d_dw, nw);
+    CHECK(memcmp(first, loaded, nw * sizeof(float)) == 0, "the loaded table's algorithm gives the timed run's bits");
+
+    words[0] += 1;
+    CHECK(gemm_algo_table_load(words, n, why, sizeof(why)) != 0 && strstr(why, "cuBLASLt") && gemm_cache_used == 0,
+          "a table of another cuBLASLt version is refused (%s)", why);
+    words[0] -= 1;
+    CHECK(gemm_algo_table_load(words, n - 1, why, sizeof(why)) != 0 && strstr(why, "malformed"), "a short table is refused (%s)", why);
+    CHECK(gemm_algo_table_load(words, 2, why, sizeof(why)) != 0, "a table shorter than its header is refused");
+    linear_forward(d_out, d_inp, d_w, NULL, N, IC, OC, 0);
+    CHECK(gemm_cache_used == 1 && gemm_algo_table_words() == GEMM_TABLE_HEADER_WORDS, "a first choice is not saved");
+    gemm_cache_used = 0;
+    free(inp); free(dout); free(w); free(dw0); free(dw); free(out); free(dinp); free(db); free(first); free(loaded);
+    free(words); free(again);
+    void* bufs[] = {d_inp, d_dout, d_w, d_dw, d_out};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) { cudaCheck(cudaFree(bufs[i])); }
+}
+
 // rows 0..rows-1 of a [rows+1 x cols] host tensor got (freed) compared with compare_abs; its last row must be all NaN
 static void compare_rows_nan_last(const char* what, float* got, const float* want, int rows, int cols, double atol, float rtol) {
     int nan_last = 0;
@@ -489,6 +543,8 @@ int main(void) {
     test_linear(64, 64, 192);
     test_linear(512, 768, 2304);
     test_linear(200, 3072, 768);
+    test_gemm_timed(512, 768, 2304);
+    test_gemm_timed(200, 64, 192);
     test_linear_gelu(37, 64, 192, 1.0f, false);
     test_linear_gelu(512, 768, 3072, 1.0f, false);
     test_linear_gelu(200, 3072, 768, 1.0f, false);

@@ -19,7 +19,7 @@ init=${1:-d6}
 out=build/dp_test_${init//:/_}
 rm -rf "$out"
 mkdir -p "$out"
-args=(-e "$init" -b 8 -t 256 -d 4096 -x 10 -u 2 -v 5 -m 4 -s 0 -w 3 -R 4 -W 2)
+args=(-e "$init" -b 8 -t 256 -d 4096 -x 10 -u 2 -v 5 -m 4 -s 0 -w 3 -R 4 -W 2 -a 0)   # -a 0: runs compared bit for bit
 tol=1e-4
 pass=0; fail=0
 

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 init=${1:-d12}
 out=${OUT:-build}/modes/${init//:/_}
 mkdir -p "$out"
-common=(-e "$init" -b 16 -t 1024 -x 10 -u 2 -l 6e-4 -v 0 -s 0 -w 5 -R 4 -W 2)
+common=(-e "$init" -b 16 -t 1024 -x 10 -u 2 -l 6e-4 -v 0 -s 0 -w 5 -R 4 -W 2 -a 0)   # -a 0: runs compared bit for bit
 pass=0; fail=0
 declare -A final
 for mode in bf16 mxfp4 hadamard adahop adahop:exact; do

@@ -3,7 +3,8 @@
 # that steps 11..20 log identical losses and gradient norms and that the model (family, shape) is the same.
 # The resumed run gives no -d: the total batch (2048, twice the default B*T) comes from the checkpoint. Then the same
 # with stochastic rounding of the gradients (-S 1), the resumed run started with another seed (-r 7): the
-# checkpoint's seed must drive everything, the rounding included.
+# checkpoint's seed must drive everything, the rounding included. The first runs choose their GEMM algorithms by timing
+# (-a 1, the default); the resumed runs must take them from the checkpoint.
 # Needs a GPU. usage: resume_test.sh [INIT]   INIT is the trainer's -e: d6 (GPT-2, the default) or e.g. llama:d8
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,6 +23,8 @@ check_resume() {
     cp "$a/state_00000010.bin" "$b/"
     ./train_gpt2_adahop "${args[@]}" $again -o "$b" -y 1 > "$b.out"
     grep -q "resumed from $b/state_00000010.bin at step 10" "$b.out" || { echo "resume $name: the second run did not resume"; exit 1; }
+    grep -q "GEMM algorithms: [1-9][0-9]* configurations from the checkpoint" "$b.out" ||
+        { echo "resume $name: the GEMM algorithms were not taken from the checkpoint"; exit 1; }
     local model_line='^[A-Za-z0-9-]*: L=[0-9]* C='   # the trainer's model line, "<family>: L=.. C=.. ..."
     [ "$(grep -m1 "$model_line" "$a.out")" == "$(grep -m1 "$model_line" "$b.out")" ] ||
         { echo "resume $name: the model differs: $(grep -m1 "$model_line" "$b.out")"; exit 1; }

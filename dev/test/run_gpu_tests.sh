@@ -73,7 +73,7 @@ bash dev/test/resume_test.sh d6 || failed+=(resume_test)
 bash dev/test/resume_test.sh llama:d8 || failed+=(resume_test_llama)
 
 echo "== SIGTERM mid-run and a kill -9 loop during checkpointing: every -y 1 resume continues exactly; a NaN stops cleanly"
-STEPS=24 WORK=build/signal_resume_gpu bash dev/test/signal_resume_test.sh ./train_gpt2_adahop -e d6 -b 8 -t 128 -d 2048 -u 5 -s 0 \
+STEPS=24 WORK=build/signal_resume_gpu bash dev/test/signal_resume_test.sh ./train_gpt2_adahop -e d6 -b 8 -t 128 -d 2048 -u 5 -s 0 -a 0 \
     || failed+=(signal_resume_test)
 WORK=build/nan_guard_gpu bash dev/test/nan_guard_test.sh ./train_gpt2_adahop -e d6 -b 8 -t 128 -u 0 -s 0 -l 10 -c 10 \
     || failed+=(nan_guard_test)
