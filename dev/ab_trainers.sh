@@ -5,6 +5,7 @@
 # each binary's mean over the rounds and its ratio to the first binary's.
 # Usage: [PREC=bf16] [REPS=2] [STEPS=15] dev/ab_trainers.sh BIN1 BIN2 [BIN ...] -- MODEL:B [MODEL:B ...]
 #   e.g. dev/ab_trainers.sh build/old/train_gpt2_adahop ./train_gpt2_adahop -- d12:64 d24:32 llama:d24:32
+#   A BIN may carry flags for its runs: dev/ab_trainers.sh "./train_gpt2_adahop -a 0" "./train_gpt2_adahop -a 1" -- d12:64
 # Exit status: 0 when every run gave step times, 1 otherwise, 2 on bad usage.
 set -uo pipefail
 DEV_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -16,7 +17,10 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do bins+=("$1"); shift; done
 [ $# -gt 0 ] && shift
 models=("$@")
 if [ ${#bins[@]} -lt 2 ] || [ ${#models[@]} -lt 1 ]; then usage >&2; exit 2; fi
-for bin in "${bins[@]}"; do [ -x "$bin" ] || { echo "ab_trainers.sh: '$bin' is not an executable file" >&2; exit 2; }; done
+for bin in "${bins[@]}"; do
+    exe=${bin%% *}
+    [ -x "$exe" ] || { echo "ab_trainers.sh: '$exe' is not an executable file" >&2; exit 2; }
+done
 for mb in "${models[@]}"; do
     [[ $mb =~ ^.+:[0-9]+$ ]] || { echo "ab_trainers.sh: '$mb' is not MODEL:B (e.g. d12:64)" >&2; exit 2; }
 done
@@ -33,7 +37,8 @@ for mb in "${models[@]}"; do
     for ((rep = 1; rep <= reps; rep++)); do
         line="$model B=$b round $rep:"
         for i in "${!bins[@]}"; do
-            bench_train "$log" "${bins[$i]}" "$model" "$b" "$steps" -p "$prec"
+            read -r -a run <<< "${bins[$i]}"   # the executable, then its own flags (after the common ones)
+            bench_train "$log" "${run[0]}" "$model" "$b" "$steps" -p "$prec" "${run[@]:1}"
             tok=$(bench_tok_mean "$log" $((b * 1024)))
             if [ -z "$tok" ]; then
                 echo "$model B=$b: ${bins[$i]} gave no step times:"; tail -n 3 "$log"; failed=1; tok=0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dev/ab_trainers.sh with fake trainers (shell scripts that print the trainer's step lines): the mean tok/s of
-# steps 6..15 and the ratios to the first binary, the flags each run gets, a trainer without step lines (exit 1),
-# and bad usage (exit 2).
+# steps 6..15 and the ratios to the first binary, the flags each run gets (a BIN's own flags too), a trainer without
+# step lines (exit 1), and bad usage (exit 2).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 work=$(mktemp -d)
@@ -39,6 +39,12 @@ check "REPS rounds of each binary" [ "$(wc -l < "$work/slow.args")" -eq 2 ]
 out=$(PREC=adahop REPS=1 dev/ab_trainers.sh "$work/slow" "$work/fast" -- llama:d24:32 2>&1); rc=$?
 check "MODEL with a colon and PREC: exit 0 (got $rc)" [ $rc -eq 0 ]
 check "llama:d24 at B=32 in adahop" grep -q -- "-e llama:d24 -b 32 .* -p adahop" "$work/fast.args"
+
+rm -f "$work/fast.args"
+out=$(REPS=1 dev/ab_trainers.sh "$work/fast -a 0" "$work/fast -a 1" -- d12:64 2>&1); rc=$?
+check "one binary with two flag sets: exit 0 (got $rc)" [ $rc -eq 0 ]
+check "each run gets its own flags after the common ones" \
+    [ "$(cat "$work/fast.args")" = "$(printf -- '-e d12 -b 64 -t 1024 -x 15 -u 0 -v 0 -s 0 -w 3 -R 0 -p bf16 -a %s\n' 0 1)" ]
 
 out=$(REPS=1 dev/ab_trainers.sh "$work/slow" "$work/broken" -- d12:8 2>&1); rc=$?
 check "a trainer without step lines: exit 1 (got $rc)" [ $rc -eq 1 ]
