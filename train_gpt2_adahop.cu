@@ -761,7 +761,8 @@ static void model_fix_gemm_algos(Model* m) {
     if (m->dp->world_size > 1) {
         size_t max_words = GEMM_TABLE_HEADER_WORDS + (size_t)GEMM_ALGO_CACHE_SIZE * GEMM_ENTRY_WORDS;
         int32_t* words = (int32_t*)calloc_check(max_words, sizeof(int32_t));
-        int32_t* dev = (int32_t*)device_malloc(max_words * sizeof(int32_t), "GEMM algorithm table");
+        int32_t* dev = NULL;
+        cudaCheck(cudaMalloc(&dev, max_words * sizeof(int32_t)));
         gemm_algo_table_save(words);
         cudaCheck(cudaMemcpyAsync(dev, words, max_words * sizeof(int32_t), cudaMemcpyHostToDevice, m->stream));
         dp_broadcast(m->dp, dev, max_words * sizeof(int32_t), m->stream);
@@ -772,7 +773,6 @@ static void model_fix_gemm_algos(Model* m) {
         if (gemm_algo_table_load(words, n, why, sizeof(why)) != 0) { die("rank %d: rank 0's GEMM algorithm table: %s", m->dp->rank, why); }
         free(words);
         cudaCheck(cudaFree(dev));
-        device_bytes_allocated -= max_words * sizeof(int32_t);
     }
     printf("GEMM algorithms: the fastest of cuBLASLt's candidates for %d configurations, kept for the run (-a 1)\n",
            gemm_timed_entries());
@@ -851,8 +851,8 @@ static void usage(const char* prog) {
            "  -L <f>     skip the update of a step whose loss z-score over the last 64 steps exceeds this, 0 = off (default 0)\n"
            "  -Z <f>     the same for the gradient norm, 0 = off (default 0)\n"
            "  -a <0|1>   GEMM algorithms: 1 = the fastest of cuBLASLt's first %d candidates per GEMM shape, timed in the\n"
-           "             first step and saved with the checkpoints (a resume runs the same ones); 0 = cuBLASLt's first\n"
-           "             choice, the same in every run (two runs then match bit for bit) (default 1)\n"
+           "             first step and saved with the checkpoints; 0 = cuBLASLt's first choice, the same in every run\n"
+           "             (two runs then match bit for bit). A resumed run takes the checkpoint's, whatever -a (default 1)\n"
            "SIGTERM / SIGINT: the step finishes, a checkpoint is written to the -o dir, the exit status is 128 + signal.\n"
            "Precision of the block linear layers (qkv, attention projection, MLP up and down; all three GEMMs each):\n"
            "  -p <mode>  bf16 | mxfp4 (no transform) | hadamard (IHT on every GEMM) | adahop (default adahop)\n"
@@ -1120,6 +1120,7 @@ static RunAgreement run_agreement_of(const Options* o, const ModelConfig* c, con
     a.calib_steps = l->calib_steps; a.calib_strategy = l->calib_strategy; a.reclass_every = l->reclass_every;
     a.reclass_window = l->reclass_window; a.oe_k = l->oe_k; a.recompute_fch = l->recompute_fch; a.lm_head = l->lm_head; a.overlap = o->overlap;
     a.skip_loss_z = agreement_double(o->skip_loss_z); a.skip_norm_z = agreement_double(o->skip_norm_z);   // -L, -Z: an extra norm all-reduce
+    a.timed_gemms = resumed ? 0 : o->timed_gemms;   // -a 1 broadcasts rank 0's table after the first step; a resume loads it
     a.seed = (int64_t)o->seed;
     a.resume_step = resumed ? resumed->step : 0;
     a.data_state = resumed ? agreement_hash(resumed->data_state, sizeof(resumed->data_state)) : 0;
