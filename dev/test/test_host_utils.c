@@ -66,6 +66,25 @@ static void write_bytes(const char* path, const void* data, size_t n) {
     fclose_check(fp);
 }
 
+// the first `size` bytes of the file at path, in a fresh buffer
+static unsigned char* read_bytes(const char* path, size_t size) {
+    unsigned char* raw = (unsigned char*)malloc_check(size);
+    FILE* fp = fopen_check(path, "rb");
+    fread_check(raw, 1, size, fp, "checkpoint");
+    fclose_check(fp);
+    return raw;
+}
+
+// reads the training state at path: its header into *back, params, m and v into q[0 .. 3n), its AdaHOP words and,
+// when it has them, its GEMM algorithm words
+static void read_state(const char* path, CheckpointHeader* back, float* q, size_t n, int32_t* adahop, int32_t* gemm) {
+    FILE* fp = checkpoint_open(path, back);
+    checkpoint_read_payload(fp, back, q, q + n, q + 2 * n);
+    checkpoint_read_adahop(fp, back, adahop);
+    if (back->contents & CKPT_GEMM_ALGOS) { checkpoint_read_gemm_algos(fp, back, gemm); }
+    fclose_check(fp);
+}
+
 // writes raw (size bytes) to path with header slot `slot` set to value; reseal: the header CRC is recomputed, so
 // the checks behind it see the change
 static void write_with_slot_crc(const char* path, unsigned char* raw, size_t size, int slot, int32_t value, int reseal) {
@@ -88,6 +107,21 @@ static void write_flipped(const char* path, unsigned char* raw, size_t size, siz
     raw[at] ^= mask;
     write_bytes(path, raw, size);
     raw[at] ^= mask;
+}
+
+// the file at path (size bytes) truncated by a word, or with a bit of its last section (named `section`) flipped, is
+// refused, also by a params-only reader; returns its bytes. `bad`: where the corrupt copies go
+static unsigned char* check_last_section(const char* path, const char* bad, size_t size, const char* section) {
+    unsigned char* raw = read_bytes(path, size);
+    char expect[128];
+    snprintf(expect, sizeof(expect), "section '%s' fails", section);
+    write_bytes(bad, raw, size - 4);
+    CHECK(open_fails_with(bad, "truncated or corrupt"), "a truncated %s is refused", section);
+    write_flipped(bad, raw, size, size - 3, 0x04);
+    CHECK(open_fails_with(bad, expect), "a flipped bit of the %s is refused", section);
+    open_path = bad;
+    CHECK(child_fails_with(read_params_only, expect), "a params-only reader verifies the %s it skips", section);
+    return raw;
 }
 
 // writes raw with float `index` of the payload set to value and the CRC of its section (slot) recomputed over
@@ -140,10 +174,7 @@ static void test_checkpoint(void) {
 
     // corrupt variants of the same file
     size_t size = 1024 + 3 * n * sizeof(float);
-    unsigned char* raw = (unsigned char*)malloc_check(size);
-    fp = fopen_check(path, "rb");
-    fread_check(raw, 1, size, fp, "checkpoint");
-    fclose_check(fp);
+    unsigned char* raw = read_bytes(path, size);
     char bad[256];
     snprintf(bad, sizeof(bad), "%s/bad.bin", tmpdir);
     int32_t* h = (int32_t*)raw;
@@ -203,23 +234,9 @@ static void test_checkpoint(void) {
     ck.adahop_words = 5;
     snprintf(path, sizeof(path), "%s/state_adahop.bin", tmpdir);
     checkpoint_write_state(path, &ck, p, p + n, p + 2 * n, words, NULL);
-    fp = checkpoint_open(path, &back);
-    checkpoint_read_payload(fp, &back, q, q + n, q + 2 * n);
-    checkpoint_read_adahop(fp, &back, back_words);
-    fclose_check(fp);
+    read_state(path, &back, q, n, back_words, NULL);
     CHECK(back.adahop_words == 5 && memcmp(words, back_words, sizeof(words)) == 0, "AdaHOP words round trip");
-    size = 1024 + 3 * n * sizeof(float) + 5 * sizeof(int32_t);
-    raw = (unsigned char*)malloc_check(size);
-    fp = fopen_check(path, "rb");
-    fread_check(raw, 1, size, fp, "checkpoint");
-    fclose_check(fp);
-    write_bytes(bad, raw, size - 4);
-    CHECK(open_fails_with(bad, "truncated or corrupt"), "truncated AdaHOP state is refused");
-    write_flipped(bad, raw, size, size - 3, 0x04);
-    CHECK(open_fails_with(bad, "section 'AdaHOP state' fails"), "a flipped AdaHOP bit is refused");
-    open_path = bad;
-    CHECK(child_fails_with(read_params_only, "section 'AdaHOP state' fails"), "a params-only reader verifies the sections it skips");
-    free(raw);
+    free(check_last_section(path, bad, 1024 + 3 * n * sizeof(float) + 5 * sizeof(int32_t), "AdaHOP state"));
 
     // with the GEMM algorithm table after the AdaHOP words
     int32_t gemm[3] = {-5, 0x7fffffff, 9}, back_gemm[3] = {0};
@@ -228,24 +245,11 @@ static void test_checkpoint(void) {
     snprintf(path, sizeof(path), "%s/state_gemm.bin", tmpdir);
     checkpoint_write_state(path, &ck, p, p + n, p + 2 * n, words, gemm);
     memset(back_words, 0, sizeof(back_words));
-    fp = checkpoint_open(path, &back);
-    checkpoint_read_payload(fp, &back, q, q + n, q + 2 * n);
-    checkpoint_read_adahop(fp, &back, back_words);
-    checkpoint_read_gemm_algos(fp, &back, back_gemm);
-    fclose_check(fp);
+    read_state(path, &back, q, n, back_words, back_gemm);
     CHECK(back.gemm_words == 3 && memcmp(gemm, back_gemm, sizeof(gemm)) == 0 && memcmp(words, back_words, sizeof(words)) == 0,
           "GEMM algorithm words round trip after the AdaHOP words");
     size = 1024 + 3 * n * sizeof(float) + 8 * sizeof(int32_t);
-    raw = (unsigned char*)malloc_check(size);
-    fp = fopen_check(path, "rb");
-    fread_check(raw, 1, size, fp, "checkpoint");
-    fclose_check(fp);
-    write_bytes(bad, raw, size - 4);
-    CHECK(open_fails_with(bad, "truncated or corrupt"), "a truncated GEMM algorithm table is refused");
-    write_flipped(bad, raw, size, size - 6, 0x10);
-    CHECK(open_fails_with(bad, "section 'GEMM algorithms' fails"), "a flipped GEMM algorithm bit is refused");
-    open_path = bad;
-    CHECK(child_fails_with(read_params_only, "section 'GEMM algorithms' fails"), "a params-only reader verifies the GEMM algorithms");
+    raw = check_last_section(path, bad, size, "GEMM algorithms");
     write_with_slot(bad, raw, size, 2, CKPT_PARAMS | CKPT_GEMM_ALGOS);
     CHECK(open_fails_with(bad, "unknown contents flags"), "GEMM algorithms without the optimizer and AdaHOP state are refused");
     write_with_slot(bad, raw, size, 22, CKPT_MAX_GEMM_WORDS + 1);
@@ -254,11 +258,7 @@ static void test_checkpoint(void) {
     ck.gemm_words = 0;
     snprintf(path, sizeof(path), "%s/state_gemm_empty.bin", tmpdir);
     checkpoint_write_state(path, &ck, p, p + n, p + 2 * n, words, NULL);
-    fp = checkpoint_open(path, &back);
-    checkpoint_read_payload(fp, &back, q, q + n, q + 2 * n);
-    checkpoint_read_adahop(fp, &back, back_words);
-    checkpoint_read_gemm_algos(fp, &back, NULL);
-    fclose_check(fp);
+    read_state(path, &back, q, n, back_words, NULL);
     CHECK((back.contents & CKPT_GEMM_ALGOS) && back.gemm_words == 0, "an empty GEMM algorithm table round trips");
     free(raw); free(p); free(q);
 }
@@ -290,10 +290,7 @@ static void test_checkpoint_llama(void) {
     open_any_family = 0;
     CHECK(open_fails_with(path, "reads family 0"), "checkpoint_open (GPT-2 only) refuses a LLaMA file");
     open_any_family = 1;
-    unsigned char* raw = (unsigned char*)malloc_check(size);
-    fp = fopen_check(path, "rb");
-    fread_check(raw, 1, size, fp, "checkpoint");
-    fclose_check(fp);
+    unsigned char* raw = read_bytes(path, size);
     write_with_slot(bad, raw, size, 3, 7);
     CHECK(open_fails_with(bad, "model family 7"), "unknown model family is refused");
     write_with_slot(bad, raw, size, 18, 3);
