@@ -1,7 +1,7 @@
 // The GPT-2 trainer's BF16 GEMMs (the block linears' forward, dX and dW, and the classifier's, as llmc/matmul.cuh
-// runs them) at d12 B64, d24 B32 and d48 B16 (T = 1024): cuBLASLt's first choice, which the trainer runs, against
-// the fastest of its heuristic list, each GEMM's time weighted by how often a step runs it. Says how much of a step
-// a per-shape algorithm choice by timing could win.
+// runs them) at d12 B64, d24 B32 and d48 B16 (T = 1024): cuBLASLt's first choice (the trainer's -a 0) against the
+// fastest of its heuristic list (what -a 1 picks by timing), each GEMM's time weighted by how often a step runs it.
+// Says how much of a step the choice by timing can win.
 // Usage: build/bench_gemm_algos [repeats]
 #include "dev/cuda/bench_common.cuh"
 
