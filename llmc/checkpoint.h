@@ -1,9 +1,10 @@
 // Model and training-state files. One format for both: a 1 KiB header of int32 slots, then FP32
 // parameters (the tensor order of the model's family: llmc/gpt2_config.h, llmc/llama_config.h), then, for a training
 // state, AdamW m and v, then the AdaHOP state, then the GEMM algorithm table (which cuBLASLt algorithm each GEMM shape
-// runs, llmc/matmul.cuh: a resumed run computes with the same ones). Every section carries a CRC-32 (llmc/crc32.h) that is verified on load,
-// and loaded parameters and moments must be finite: a corrupt file is refused with an error naming the file and the
-// section. Files are written to PATH.tmp, flushed, fsync'ed and renamed, so a crash never leaves half a file.
+// runs, llmc/matmul.cuh: a resumed run computes with the same ones). Every section carries a CRC-32 (llmc/crc32.h)
+// that is verified on load, and loaded parameters and moments must be finite: a corrupt file is refused with an error
+// naming the file and the section. Files are written to PATH.tmp, flushed, fsync'ed and renamed, so a crash never
+// leaves half a file.
 //
 // Header slots (int32, little endian; int64 values take two slots, low word first):
 //   0 magic 20261202      1 version 2           2 contents: 1 = params, 3 = params + optimizer state,
@@ -208,7 +209,7 @@ static inline void checkpoint_write_state(const char* path, const CheckpointHead
 
 static inline void checkpoint_write(const char* path, const CheckpointHeader* ck, const float* params, const float* m,
                                     const float* v) {
-    if (ck->contents & (CKPT_ADAHOP | CKPT_GEMM_ALGOS)) { die("checkpoint_write: AdaHOP state needs checkpoint_write_state"); }
+    if (ck->contents & (CKPT_ADAHOP | CKPT_GEMM_ALGOS)) { die("checkpoint_write: AdaHOP state and GEMM algorithms need checkpoint_write_state"); }
     checkpoint_write_state(path, ck, params, m, v, NULL, NULL);
 }
 
