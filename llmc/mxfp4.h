@@ -134,6 +134,18 @@ MX_HD uint32_t e2m1_encode_scaled(const MXScaledEncoder* k, float v) {
     return e2m1_encode_scaled_magnitude(k, v) | ((mx_float_bits(v) >> 31) << 3);
 }
 
+// unit * (the E2M1 value nearest a / unit, ties to even, saturating at 6) for finite a >= 0 and unit = 2^q (a float
+// normal, q <= 100): the value of e2m1_encode_scaled's code of a at block exponent q, without the code, for a consumer
+// that wants values (the E4M3 re-expression). a is clamped to 6 * unit (every a / unit in (6, 8) takes code 7 there),
+// then rounded by adding and subtracting magic = 1.5 * 2^(22 + band) * unit: the sum rounds to the grid step of the
+// band (its ulp), its parity is the code's mantissa bit (magic is even in those steps), and the subtraction is exact.
+MX_HD float e2m1_round_at(float a, float unit) {
+    a = fminf(a, 6.0f * unit);
+    uint32_t band = mx_float_bits(a) & 0x7F800000u, lo = mx_float_bits(unit);   // a's power of two, at least unit
+    float magic = mx_bits_float((band > lo ? band : lo) + (22u << 23) + 0x00400000u);
+    return (a + magic) - magic;
+}
+
 // value of an E2M1 code (low 4 bits of `code`)
 MX_HD float e2m1_decode(uint8_t code) {
     uint32_t e = (code >> 1) & 3u, m = code & 1u, sign = (uint32_t)(code & 8u) << 28;
@@ -168,14 +180,22 @@ MX_HD float mx_uniform(uint64_t seed, uint64_t index) {
     return (float)(uint32_t)(mx_mix64(z) >> 40) * (1.0f / 16777216.0f);
 }
 
-// in-place H32 x: fast Walsh-Hadamard transform in the fixed butterfly order, then the 1/sqrt(32) scaling
-MX_HD void hadamard32(float x[32]) {
+// 1 / sqrt(32), the orthonormal Hadamard's one multiply
+#define MX_H32_NORM 0.17677669529663687f
+
+// in place, Sylvester(32) x: the fast Walsh-Hadamard transform's butterflies in their fixed order
+MX_HD void sylvester32(float x[32]) {
     for (int h = 1; h < 32; h <<= 1) {
         for (int i = 0; i < 32; i++) {
             if ((i & h) == 0) { float a = x[i], b = x[i | h]; x[i] = a + b; x[i | h] = a - b; }
         }
     }
-    for (int i = 0; i < 32; i++) { x[i] *= 0.17677669529663687f; }
+}
+
+// in place, H32 x: the butterflies, then the 1/sqrt(32) scaling
+MX_HD void hadamard32(float x[32]) {
+    sylvester32(x);
+    for (int i = 0; i < 32; i++) { x[i] *= MX_H32_NORM; }
 }
 
 // x / 2^s rounded to nearest even, for 1 <= s <= 31

@@ -4,11 +4,15 @@
 //     (dequantize + BF16 GEMM) and the fast path (Hadamard + MXFP4 -> E4M3 as the trainer does it: in one pass
 //     up to MX_E4M3_ONE_PASS_MAX_K, else quantize then convert; then FP8 tensor cores).
 //     The activation operand's quantization is included; the weight operand is quantized outside the timed region.
-// Prints a table. Usage: build/bench_mxfp4 [repeats]
+//  3. the fast path's row quantizer (BF16 -> Hadamard -> E4M3) against its candidate without codes
+//     (dev/cuda/mx_rows_e4m3_direct.cuh) at the trainer's row-major operand shapes.
+// Prints tables. Usage: build/bench_mxfp4 [repeats [sections]], sections a comma-separated list of bandwidth, gemm,
+// rows (default all three)
 #include "llmc/cuda_common.cuh"
 #include "llmc/matmul.cuh"
 #include "dev/cuda/bench_common.cuh"
 #include "llmc/mxfp4.cuh"
+#include "dev/cuda/mx_rows_e4m3_direct.cuh"
 
 // the rows quantizer's structure without the E2M1 encoding: the same loads, block amax and scale byte, but the
 // codes are only the sign bits. It shows how fast the rows kernel would be if encoding cost nothing (bench only).
@@ -26,10 +30,8 @@ __global__ void rows_without_encoding_kernel(uint8_t* codes, uint8_t* scales, co
     scales[b] = mx_scale_byte(bad ? 128 : mx_block_exponent(amax, MX_SCALE_OCP));
 }
 
-int main(int argc, char** argv) {
-    int reps = bench_start(argc, argv);
-
-    // 1. bandwidth
+// 1. achieved bandwidth of the quantize / dequantize / E4M3 kernels against a device-to-device copy
+static void bench_bandwidth(int reps) {
     const int R = 65536, K = 3072;
     long n = (long)R * K;
     floatX* x = random_bf16(n, 1, 1.0f);
@@ -72,7 +74,11 @@ int main(int argc, char** argv) {
     mx_operand_free(&q); mx_operand_free(&qt); e4m3_operand_free(&e8);
     cudaCheck(cudaFree(x)); cudaCheck(cudaFree(y)); cudaCheck(cudaFree(col_sq)); cudaCheck(cudaFree(col_part));
 
-    // 2. GEMMs: out [M x N] = A [M x K] (activation, quantized in the timed region) x B [N x K]^T (weight)
+}
+
+// 2. quantize + GEMM against cuBLASLt BF16, and the dW GEMMs's two ways of applying the row scales
+static void bench_gemms(int reps) {
+    // out [M x N] = A [M x K] (activation, quantized in the timed region) x B [N x K]^T (weight)
     struct { int M, N, K; const char* what; } shapes[] = {
         {65536, 2304, 768, "124M qkv"}, {65536, 3072, 768, "124M fc"}, {65536, 768, 3072, "124M fc proj"},
         {65536, 1024, 4096, "350M fc proj"}, {32768, 6400, 1600, "1.5B fc"}, {32768, 1600, 6400, "1.5B fc proj"},
@@ -131,6 +137,43 @@ int main(int argc, char** argv) {
         void* bufs[] = {a, b, out, part};
         for (int i = 0; i < 4; i++) { cudaCheck(cudaFree(bufs[i])); }
         mx_operand_free(&qa); mx_operand_free(&qb); e4m3_operand_free(&ea); e4m3_operand_free(&eb);
+    }
+}
+
+// 3. the fast path's row quantizer against its candidate without codes
+static void bench_row_quantizers(int reps) {
+    // tokens x K of the forward / dX operands of GPT-2 124M (B=64), 350M (B=32), 1.5B (B=16)
+    struct { int R, K; const char* what; } q_shapes[] = {
+        {65536, 768, "124M C"}, {65536, 3072, "124M 4C"}, {32768, 1024, "350M C"}, {32768, 4096, "350M 4C"},
+        {16384, 1600, "1.5B C"}, {16384, 6400, "1.5B 4C"}};
+    printf("\n| rows x K, BF16 -> Hadamard -> E4M3 | production ms | without codes ms | production / without codes |\n|---|---|---|---|\n");
+    for (size_t s = 0; s < sizeof(q_shapes) / sizeof(q_shapes[0]); s++) {
+        int R = q_shapes[s].R, Kd = q_shapes[s].K;
+        floatX* a = random_bf16((long)R * Kd, 4, 1.0f);
+        MXOperand qa = mx_operand_alloc(R, Kd);
+        E4M3Operand ea = e4m3_operand_alloc(R, Kd);
+        MXQuantOptions opt = {1, MX_SCALE_OCP, 0, 0};
+        float prod_ms = time_ms([&] {   // as operand_prepare (llmc/adahop_linear.cuh) runs it
+            if (Kd <= MX_E4M3_ONE_PASS_MAX_K) { mx_quantize_rows_e4m3(&ea, NULL, a, R, Kd, opt, 0); }
+            else { mx_quantize_rows(&qa, a, R, Kd, opt, 0); mx_to_e4m3(&ea, &qa, 0); }
+        }, reps);
+        float direct_ms = time_ms([&] { mx_quantize_rows_e4m3_direct(&ea, a, R, Kd, opt, 0); }, reps);
+        printf("| %d x %d (%s) | %.3f | %.3f | %.2fx |\n", R, Kd, q_shapes[s].what, prod_ms, direct_ms, prod_ms / direct_ms);
+        cudaCheck(cudaFree(a));
+        mx_operand_free(&qa); e4m3_operand_free(&ea);
+    }
+}
+
+int main(int argc, char** argv) {
+    int reps = bench_start(argc, argv);
+    const char* which = argc > 2 ? argv[2] : "bandwidth,gemm,rows";
+    for (const char* w = which; *w;) {   // the comma-separated sections, in the order given
+        size_t len = strcspn(w, ",");
+        if (len == 9 && strncmp(w, "bandwidth", len) == 0) { bench_bandwidth(reps); }
+        else if (len == 4 && strncmp(w, "gemm", len) == 0) { bench_gemms(reps); }
+        else if (len == 4 && strncmp(w, "rows", len) == 0) { bench_row_quantizers(reps); }
+        else { die("bench_mxfp4: unknown section '%.*s' (sections: bandwidth, gemm, rows)", (int)len, w); }
+        w += len + (w[len] == ',');
     }
     matmul_free();
     return 0;

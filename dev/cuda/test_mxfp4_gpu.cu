@@ -1,6 +1,7 @@
 // The AdaHOP GPU kernels against the C reference (llmc/adahop_cpu.h) on fresh random and adversarial inputs:
 // MXFP4 codes and scales bit for bit (rows, columns, with/without Hadamard, both scale rules, RNE and SR),
-// dequantization and E4M3 re-expression bit for bit, the fused one-pass E4M3 quantizer, both GEMM paths
+// dequantization and E4M3 re-expression bit for bit, the fused one-pass E4M3 quantizer and its candidate without
+// codes (dev/cuda/mx_rows_e4m3_direct.cuh), both GEMM paths
 // against an FP64 product of the dequantized operands, the Hadamard's error reduction on in-block outliers,
 // outlier statistics and classification, top-k and outlier extraction. Unsupported shapes exit with a message.
 #include <float.h>
@@ -13,12 +14,14 @@
 #include "llmc/rand.h"
 #include "dev/test/test_common.h"
 #include "dev/cuda/test_transfer.cuh"
+#include "dev/cuda/mx_rows_e4m3_direct.cuh"
 
 static Rng rng;
 
-enum { DATA_GAUSS, DATA_HEAVY, DATA_ROW_OUTLIERS, DATA_COL_OUTLIERS, DATA_ZERO_BLOCKS, DATA_NONFINITE, DATA_HUGE_TINY, NUM_DATA };
+enum { DATA_GAUSS, DATA_HEAVY, DATA_ROW_OUTLIERS, DATA_COL_OUTLIERS, DATA_ZERO_BLOCKS, DATA_NONFINITE, DATA_HUGE_TINY,
+       DATA_TINY_ROWS, DATA_SCALE_SPREAD, NUM_DATA };
 static const char* data_names[NUM_DATA] = {"gaussian", "heavy-tailed", "row outliers", "column outliers",
-                                           "all-zero blocks", "NaN/Inf", "huge + tiny"};
+                                           "all-zero blocks", "NaN/Inf", "huge + tiny", "tiny rows", "scale spread"};
 
 // a BF16-representable [R x C] test tensor of the given kind
 static float* make_data(int kind, int R, int C) {
@@ -35,6 +38,22 @@ static float* make_data(int kind, int R, int C) {
     if (kind == DATA_NONFINITE) { x[5] = NAN; x[n / 2] = INFINITY; x[n - 1] = -INFINITY; }
     if (kind == DATA_HUGE_TINY) {
         for (size_t i = 0; i < n; i++) { x[i] *= (i / 64) % 2 ? 1e30f : 1e-30f; }
+    }
+    // rows whose values all lie near 2^-120 (every third row: BF16 subnormals, every other third: normals near 2^-110)
+    // and one row of 2^-135 values in its first half only
+    if (kind == DATA_TINY_ROWS) {
+        for (int r = 0; r < R; r++) {
+            float f = r % 3 == 0 ? 0x1p-128f : r % 3 == 1 ? 0x1p-110f : 1.0f;
+            for (int c = 0; c < C; c++) { x[(size_t)r * C + c] *= r == 1 && c < C / 2 ? 0x1p-135f : f; }
+        }
+    }
+    // rows scaled from 2^-40 to 2^39, every fifth block of a row 1e-4 of the others (about 2^-13: E4M3 blocks at the
+    // edge of what the row scale leaves them)
+    if (kind == DATA_SCALE_SPREAD) {
+        for (int r = 0; r < R; r++) {
+            float f = ldexpf(1.0f, (r * 37) % 80 - 40);
+            for (int c = 0; c < C; c++) { x[(size_t)r * C + c] *= (c / 32) % 5 == 0 ? f * 1e-4f : f; }
+        }
     }
     for (size_t i = 0; i < n; i++) { x[i] = __bfloat162float(__float2bfloat16(x[i])); }
     return x;
@@ -107,6 +126,21 @@ static void test_quantize(int kind, int R, int C, MXQuantOptions opt) {
               same_operand("fused codes", &d1, &h), "%s: fused quantize -> E4M3 differs from the reference", what);
         free(g1); free(s1); free(c1);
         mx_operand_free(&d1); e4m3_operand_free(&e1);
+    }
+    {   // the candidate without codes, any K up to its limit
+        E4M3Operand e3 = e4m3_operand_alloc(R, C);
+        mx_quantize_rows_e4m3_direct(&e3, dx, R, C, opt, 0);
+        uint8_t* g3 = (uint8_t*)download(e3.values, (size_t)R * C);
+        float* s3 = (float*)download(e3.row_scale, R * sizeof(float));
+        int* c3 = (int*)download(e3.inexact_blocks, sizeof(int));
+        size_t first = 0;
+        while (first < (size_t)R * C && g3[first] == he[first]) { first++; }
+        CHECK(first == (size_t)R * C && memcmp(s3, hs, R * sizeof(float)) == 0 && *c3 == h_inexact,
+              "%s: quantize -> E4M3 without codes differs from the reference (first byte %zu: gpu 0x%02x cpu 0x%02x; "
+              "inexact blocks gpu %d cpu %d)", what, first, first < (size_t)R * C ? g3[first] : 0,
+              first < (size_t)R * C ? he[first] : 0, *c3, h_inexact);
+        free(g3); free(s3); free(c3);
+        e4m3_operand_free(&e3);
     }
     // along columns (K = R), transposed output
     if (R % 32 == 0 && C % 8 == 0) {
@@ -364,11 +398,17 @@ static void bad_one_pass_k(void) {
     E4M3Operand e = {4, 4128, NULL, NULL, NULL, NULL};
     mx_quantize_rows_e4m3(&e, NULL, NULL, 4, 4128, o, 0);
 }
+static void bad_direct_k(void) {
+    MXQuantOptions o = {0, 0, 0, 0};
+    E4M3Operand e = {4, 32800, NULL, NULL, NULL, NULL};
+    mx_quantize_rows_e4m3_direct(&e, NULL, 4, 32800, o, 0);
+}
 
 int main(void) {
     CHECK(child_fails_with(bad_rows_shape, "multiple of 32"), "K=48 is refused with a clear message");
     CHECK(child_fails_with(bad_cols_shape, "multiple of 32"), "R=40 for column quantization is refused with a clear message");
     CHECK(child_fails_with(bad_one_pass_k, "K=4128 is above 4096"), "K above the one-pass quantizer's limit is refused with a clear message");
+    CHECK(child_fails_with(bad_direct_k, "K=32800 is above 32768"), "K above the direct quantizer's limit is refused with a clear message");
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the MXFP4 tests need one"); }
     uint64_t seed = (uint64_t)time(NULL);
@@ -376,11 +416,12 @@ int main(void) {
     printf("seed %llu\n", (unsigned long long)seed);
     matmul_init();
     test_encoder_exhaustive();
-    // K = 3072: 3 blocks per lane in the one-pass E4M3 quantizer; 6400 (the d48 MLP width): above its limit;
-    // 37 x 160: 185 blocks, a partly filled last warp in the one-thread-per-block kernels (rows only: 37 % 32 != 0)
-    int shapes[6][2] = {{96, 256}, {64, 96}, {200, 1024}, {40, 3072}, {64, 6400}, {37, 160}};
+    // K = 3072: 3 blocks per lane in the one-pass E4M3 quantizer, 3 warps a row in the direct one; 6400 (the d48 MLP
+    // width): above the one-pass limit; 37 x 160: 185 blocks, a partly filled last warp in the one-thread-per-block
+    // kernels (rows only: 37 % 32 != 0); 3 x 32768: the direct quantizer's longest rows, 1024 threads each
+    int shapes[7][2] = {{96, 256}, {64, 96}, {200, 1024}, {40, 3072}, {64, 6400}, {37, 160}, {3, 32768}};
     for (int kind = 0; kind < NUM_DATA; kind++) {
-        for (int s = 0; s < 6; s++) {
+        for (int s = 0; s < 7; s++) {
             for (int h = 0; h < 2; h++) {
                 for (int rule = 0; rule < 2; rule++) {
                     for (int sr = 0; sr < 2; sr++) {

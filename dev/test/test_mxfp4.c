@@ -57,15 +57,30 @@ static void test_e2m1_rne(void) {
     CHECK(e2m1_decode(0xF7) == 6.0f, "decode uses only the low 4 bits");
 }
 
-// the GPU quantizers' encoder (one fused multiply-add) against the reference e2m1_encode_rne(ldexpf(v, -e)) on its
-// domain (finite v, |v| < 8 * 2^e): every such float at e = 0; at other block exponents (the extremes included)
-// every subnormal, the E2M1 thresholds and grid points scaled by 2^e with 4 ulps around each, and a strided scan of
-// all floats (the GPU test runs all e and v)
+// the GPU quantizers' encoder (one fused multiply-add) and its value form e2m1_round_at (at units 2^q from 2^-12 to
+// 2^6, as the E4M3 re-expression uses it) against the reference e2m1_encode_rne(ldexpf(v, -e)) and that code's value,
+// on their domain (finite v, |v| < 8 * 2^e): every such float at e = 0; at other block exponents (the extremes
+// included) every subnormal, the E2M1 thresholds and grid points scaled by 2^e with 4 ulps around each, and a strided
+// scan of all floats (the GPU test runs all e and v)
 static int encoder_domain(int e, float v) { return !mx_nonfinite(v) && fabsf(v) < ldexpf(8.0f, e); }
+
+static const float round_units[] = {1.0f, 0x1p-12f, 0x1p-9f, 0.5f, 8.0f, 64.0f};   // 2^q
+
+static long long encoder_mismatch_k(const MXScaledEncoder* k, int e, float v, int units) {
+    if (!encoder_domain(e, v)) { return 0; }
+    float y = e == 0 ? v : ldexpf(v, -e);
+    uint8_t want = e2m1_encode_rne(y);
+    long long bad = e2m1_encode_scaled(k, v) != want;
+    for (int i = 0; i < units; i++) {   // |y| 2^q is exact where it is not far below the first threshold
+        float unit = round_units[i];
+        bad |= mx_float_bits(e2m1_round_at(fabsf(y) * unit, unit)) != mx_float_bits(fabsf(e2m1_decode(want)) * unit);
+    }
+    return bad;
+}
 
 static long long encoder_mismatch(int e, float v) {
     MXScaledEncoder k = mx_scaled_encoder(e);
-    return encoder_domain(e, v) && e2m1_encode_scaled(&k, v) != e2m1_encode_rne(ldexpf(v, -e));
+    return encoder_mismatch_k(&k, e, v, (int)(sizeof(round_units) / sizeof(round_units[0])));
 }
 
 static void test_e2m1_scaled_encoder(void) {
@@ -74,9 +89,10 @@ static void test_e2m1_scaled_encoder(void) {
     #pragma omp parallel for reduction(+ : mismatches)
     for (long long i = 0; i < (1ll << 32); i++) {
         float v = mx_bits_float((uint32_t)i);
-        mismatches += encoder_domain(0, v) && e2m1_encode_scaled(&k0, v) != e2m1_encode_rne(v);
+        mismatches += encoder_mismatch_k(&k0, 0, v, 2);   // units 2^0 and 2^-12
     }
-    CHECK(mismatches == 0, "e2m1_encode_scaled (e = 0) differs from e2m1_encode_rne on %lld floats below 8", mismatches);
+    CHECK(mismatches == 0, "e2m1_encode_scaled or e2m1_round_at (e = 0) differs from e2m1_encode_rne on %lld floats "
+          "below 8", mismatches);
     const int exps[] = {-127, -126, -125, -100, -64, -3, -1, 1, 2, 64, 100, 124, 125, 126};
     // thresholds and grid points; of 8 * 2^e only the floats below it are in the domain
     const float points[] = {0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f, 7.0f, 7.5f, 8.0f};
@@ -105,7 +121,8 @@ static void test_e2m1_scaled_encoder(void) {
             checked += encoder_domain(e, mx_bits_float((uint32_t)i));
         }
     }
-    CHECK(mismatches == 0, "e2m1_encode_scaled differs from e2m1_encode_rne(ldexpf(v, -e)) on %lld of %lld (e, v) pairs", mismatches, checked);
+    CHECK(mismatches == 0, "e2m1_encode_scaled or e2m1_round_at differs from e2m1_encode_rne(ldexpf(v, -e)) on %lld "
+          "of %lld (e, v) pairs", mismatches, checked);
 }
 
 static void test_e2m1_sr(void) {
