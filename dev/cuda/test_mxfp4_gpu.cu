@@ -39,8 +39,8 @@ static float* make_data(int kind, int R, int C) {
     if (kind == DATA_HUGE_TINY) {
         for (size_t i = 0; i < n; i++) { x[i] *= (i / 64) % 2 ? 1e30f : 1e-30f; }
     }
-    // rows whose values all lie near 2^-120 (every third row: BF16 subnormals, every other third: normals near 2^-110)
-    // and one row of 2^-135 values in its first half only
+    // rows of tiny values only: a third of the rows near 2^-128 (BF16 subnormals), a third near 2^-110 (normals), the
+    // rest at 1; row 1 has 2^-135 (mostly BF16 zeros) in its first half
     if (kind == DATA_TINY_ROWS) {
         for (int r = 0; r < R; r++) {
             float f = r % 3 == 0 ? 0x1p-128f : r % 3 == 1 ? 0x1p-110f : 1.0f;
