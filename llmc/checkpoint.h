@@ -413,20 +413,22 @@ static inline void checkpoint_read_payload(FILE* fp, const CheckpointHeader* ck,
     }
 }
 
-// reads and verifies the AdaHOP words that follow m and v (after checkpoint_read_payload read params, m and v)
-static inline void checkpoint_read_adahop(FILE* fp, const CheckpointHeader* ck, int32_t* words) {
-    if (!(ck->contents & CKPT_ADAHOP)) { die("checkpoint '%s' has no AdaHOP state", ck->path); }
+// reads and verifies int32 section sec (AdaHOP state or GEMM algorithms, the contents flag `flag`, nwords words) into words
+static inline void ckpt_read_words(FILE* fp, const CheckpointHeader* ck, int sec, int flag, int64_t nwords, int32_t* words) {
+    if (!(ck->contents & flag)) { die("checkpoint '%s' has no %s", ck->path, ckpt_section_names[sec]); }
     char err[CKPT_ERR_LEN];
     void* p[1] = {words};
-    if (ckpt_read_section(fp, ck, CKPT_SEC_ADAHOP, p, 1, (size_t)ck->adahop_words * sizeof(int32_t), err) != 0) { die("%s", err); }
+    if (ckpt_read_section(fp, ck, sec, p, 1, (size_t)nwords * sizeof(int32_t), err) != 0) { die("%s", err); }
+}
+
+// reads and verifies the AdaHOP words that follow m and v (after checkpoint_read_payload read params, m and v)
+static inline void checkpoint_read_adahop(FILE* fp, const CheckpointHeader* ck, int32_t* words) {
+    ckpt_read_words(fp, ck, CKPT_SEC_ADAHOP, CKPT_ADAHOP, ck->adahop_words, words);
 }
 
 // reads and verifies the GEMM algorithm words that follow the AdaHOP words (after checkpoint_read_adahop)
 static inline void checkpoint_read_gemm_algos(FILE* fp, const CheckpointHeader* ck, int32_t* words) {
-    if (!(ck->contents & CKPT_GEMM_ALGOS)) { die("checkpoint '%s' has no GEMM algorithm table", ck->path); }
-    char err[CKPT_ERR_LEN];
-    void* p[1] = {words};
-    if (ckpt_read_section(fp, ck, CKPT_SEC_GEMM_ALGOS, p, 1, (size_t)ck->gemm_words * sizeof(int32_t), err) != 0) { die("%s", err); }
+    ckpt_read_words(fp, ck, CKPT_SEC_GEMM_ALGOS, CKPT_GEMM_ALGOS, ck->gemm_words, words);
 }
 
 // the step of a training-state file name: "state_" then the step in at least 8 digits, exactly as the trainers
