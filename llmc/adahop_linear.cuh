@@ -173,7 +173,7 @@ static inline const MXOperand* operand_prepare(AdahopWorkspace* ws, MXOperand* q
     bool fast = ws->path == GEMM_PATH_FAST;
     if (fast && !saved && !op.transposed && op.K <= MX_E4M3_ONE_PASS_MAX_K) {
         if (k > 0) { topk_rows(idx, operand_row_norms(ws, op, s), op.rows, k, s); }
-        mx_quantize_rows_e4m3(e, NULL, op.data, op.rows, op.K, opt, s);
+        mx_quantize_rows_e4m3(e, op.data, op.rows, op.K, opt, s);
         if (k > 0) { e4m3_zero_rows(e, idx, k, s); }
         return NULL;
     }

@@ -234,18 +234,15 @@ __global__ void mx_row_max_exponent_kernel(int* row_exp, float* row_scale, const
     if (lane == 0) { row_exp[row] = mx; row_scale[row] = mx_e4m3_row_scale(mx); }
 }
 
-// writes 32-block b as E4M3 against the largest scale byte emax of its row or group (and, when codes is given, its
-// MXFP4 codes and scale byte); returns 1 if the block is finite and below the exact range (scale byte < emax - 14).
-// Traffic: 32 bytes (+ 17) written.
-__device__ __forceinline__ int mx_store_e4m3_block(uint8_t* e4m3, uint8_t* codes, uint8_t* scales, size_t b, uint4 packed,
-                                                    uint8_t scale, int emax) {
+// writes 32-block b as E4M3 against the largest scale byte emax of its row or group; returns 1 if the block is
+// finite and below the exact range (scale byte < emax - 14). Traffic: 32 bytes written.
+__device__ __forceinline__ int mx_store_e4m3_block(uint8_t* e4m3, size_t b, uint4 packed, uint8_t scale, int emax) {
     uint2 table = mx_e4m3_table(scale, emax);
     uint64_t e[4] = {mx_codes_to_e4m3(packed.x, table, scale), mx_codes_to_e4m3(packed.y, table, scale),
                      mx_codes_to_e4m3(packed.z, table, scale), mx_codes_to_e4m3(packed.w, table, scale)};
     uint4* out = reinterpret_cast<uint4*>(e4m3 + b * 32);   // two 16-byte stores
     out[0] = make_uint4((uint32_t)e[0], (uint32_t)(e[0] >> 32), (uint32_t)e[1], (uint32_t)(e[1] >> 32));
     out[1] = make_uint4((uint32_t)e[2], (uint32_t)(e[2] >> 32), (uint32_t)e[3], (uint32_t)(e[3] >> 32));
-    if (codes) { reinterpret_cast<uint4*>(codes)[b] = packed; scales[b] = scale; }
     return scale != 0xFF && scale - emax + 6 < -8;
 }
 
@@ -257,49 +254,113 @@ __global__ void mx_to_e4m3_kernel(uint8_t* out, int* inexact_blocks, const uint8
     uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;   // fewer than 2^32 blocks
     int inexact = 0;
     if (b < nblocks) {
-        inexact = mx_store_e4m3_block(out, NULL, NULL, b, reinterpret_cast<const uint4*>(codes)[b], scales[b],
-                                      row_exp[b / blocks_per_row]);
+        inexact = mx_store_e4m3_block(out, b, reinterpret_cast<const uint4*>(codes)[b], scales[b], row_exp[b / blocks_per_row]);
     }
     mx_count_inexact(inexact_blocks, inexact);
 }
 
-// Fast path in one pass: x [R x K] BF16 -> E4M3 [R x K] + FP32 row scales, identical to mx_quantize_rows
-// followed by mx_to_e4m3 (and optionally also writing the MXFP4 codes and scales). One warp per row, lane l
-// quantizes blocks l, l + 32, ... (at most MAXB) and keeps their codes in registers until the warp knows the row's
-// largest finite scale byte; then it writes them as E4M3. Traffic: reads 2 bytes, writes 1 byte (+ 0.53 with
-// codes) per element.
-template <int MAXB>
-__global__ void mx_quantize_rows_e4m3_kernel(uint8_t* e4m3, float* row_scale, int* inexact_blocks, uint8_t* codes,
-                                             uint8_t* scales, const floatX* x, int R, int K, MXQuantOptions opt) {
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= R) { return; }   // whole warps leave together
-    size_t b0 = (size_t)row * (K / 32);
-    uint4 packed[MAXB];
-    uint8_t scale[MAXB];
-    int emax = 0;
-    #pragma unroll
-    for (int j = 0; j < MAXB; j++) {
-        int k = (lane + 32 * j) * 32;
-        if (k < K) {
-            float v[32];
-            mx_load32(v, x + b0 * 32 + k);
-            packed[j] = mx_quantize_block32(v, opt, (uint64_t)(b0 + k / 32) * 32, &scale[j]);
-            emax = mx_max_finite_scale(emax, scale[j]);
-        }
+// the 32 values v times p as E4M3 bytes (RNE, saturating), two at a time; two 16-byte stores
+__device__ __forceinline__ void mx_store_e4m3_values(uint8_t* out, const float v[32], float p) {
+    uint32_t w[8];
+    for (int i = 0; i < 8; i++) {
+        uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * i] * p, v[4 * i + 1] * p), __NV_SATFINITE, __NV_E4M3);
+        uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * i + 2] * p, v[4 * i + 3] * p), __NV_SATFINITE, __NV_E4M3);
+        w[i] = lo | (hi << 16);
     }
-    emax = __reduce_max_sync(0xffffffffu, emax);
-    if (lane == 0) { row_scale[row] = mx_e4m3_row_scale(emax); }
+    uint4* o = reinterpret_cast<uint4*>(out);
+    o[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    o[1] = make_uint4(w[4], w[5], w[6], w[7]);
+}
+
+// v with the sign bit of s
+MX_HD float mx_with_sign_of(float v, float s) { return mx_bits_float(mx_float_bits(v) | (mx_float_bits(s) & 0x80000000u)); }
+
+// The rows of the scale byte emax (the row's largest finite one) whose blocks can be rounded at the output's scale
+// from the unscaled butterflies: 1/sqrt(32) * 2^(133 - emax) is a float normal, and every value that reaches the
+// output (at least 2^-14 there) is a product the reference forms as a float normal, not a subnormal. Other rows
+// (every value below 2^-104) take the reference's own multiplies.
+#define MX_E4M3_DIRECT_MIN_EMAX 24
+
+// In place, a finite block's butterflies h (its values, without the Hadamard's 1/sqrt(32)) -> its E2M1 values (RNE)
+// at the E4M3 output's scale, signed: block scale byte s = 127 + e, row emax, norm 1/sqrt(32) (Hadamard) or 1. The
+// output scale 2^shift, shift = s - emax + 6 <= 6, makes 6 * 2^6 = 384 the largest value, inside E4M3's range;
+// below shift = -12 (6 * 2^shift < 2^-10) E4M3 holds only zeros, so there every value becomes a zero with its sign.
+// The reference's h * norm * 2^-e, rounded to E2M1 and multiplied by 2^shift, is the same number as h * g rounded
+// at the unit 2^shift, g = norm * 2^(shift - e) = norm * 2^(133 - emax): the scaling is by powers of two, exact.
+MX_HD void mx_block_output_values(float h[32], int s, int e, int emax, float norm) {
+    int shift = s - emax + 6;
+    float unit = mx_bits_float((uint32_t)(127 + (shift > -12 ? shift : -12)) << 23);   // 2^max(shift, -12)
+    if (emax >= MX_E4M3_DIRECT_MIN_EMAX) {   // 2^(shift - e) = 2^(133 - emax) in [2^-121, 2^109]
+        float g = shift < -12 ? 0.0f : norm * mx_bits_float((uint32_t)(127 + shift - e) << 23);
+        for (int j = 0; j < 32; j++) { h[j] = mx_with_sign_of(e2m1_round_at(fabsf(h[j]) * g, unit), h[j]); }
+    } else {   // 2^(133 - emax) > 2^109 in two exact factors, after the reference's product h * norm
+        float g1 = shift < -12 ? 0.0f : mx_bits_float((uint32_t)(127 + shift - e - 64) << 23), g2 = 0x1p64f;
+        for (int j = 0; j < 32; j++) { h[j] = mx_with_sign_of(e2m1_round_at(fabsf(h[j]) * norm * g1 * g2, unit), h[j]); }
+    }
+}
+
+// The fast path's row quantizer in one pass: x [R x K] BF16 -> E4M3 [R x K] + FP32 row scales (+ the count of blocks
+// below the exact range), bit for bit mx_quantize_rows followed by mx_to_e4m3. A thread quantizes one 32-block and
+// keeps its Hadamard butterflies (unscaled) until the row's largest finite scale byte emax is known; then it rounds
+// the values straight at the E4M3 output's scale (mx_block_output_values) and converts them in hardware. Rows are
+// packed into a CTA one after the other (rows_per_cta of them, K / 32 threads each; a warp may hold parts of
+// several rows); each warp reduces emax for each row it holds part of, and the warps meet in shared memory.
+// Traffic: reads 2 bytes, writes 1 byte per element.
+template <bool STOCHASTIC>
+__global__ void mx_quantize_rows_e4m3_kernel(uint8_t* e4m3, float* row_scale, int* inexact_blocks, const floatX* x, int R,
+                                             int K, int rows_per_cta, MXQuantOptions opt) {
+    __shared__ int row_emax[256];   // rows_per_cta <= 256
+    int nblocks = K / 32;
+    int local_row = threadIdx.x / nblocks, t = threadIdx.x % nblocks;
+    int row = blockIdx.x * rows_per_cta + local_row;
+    bool active = local_row < rows_per_cta && row < R;   // the other threads take part in the reductions only
+    size_t b = (size_t)row * nblocks + t;
+    if (threadIdx.x < rows_per_cta) { row_emax[threadIdx.x] = 0; }
+    const float norm = opt.hadamard ? MX_H32_NORM : 1.0f;
+    float h[32];   // the block's butterflies (its BF16 values without the Hadamard's 1/sqrt(32))
+    int scale = 0, e = 0;
+    if (active) {
+        mx_load32(h, x + b * 32);
+        if (opt.hadamard) { sylvester32(h); }
+        int bad;
+        float amax = mx_block_amax(h, &bad) * norm;   // the largest of the products h * norm (rounding is monotone)
+        e = bad ? 128 : mx_block_exponent(amax, opt.rule);
+        scale = mx_scale_byte(e);
+    }
+    __syncthreads();
+    // the row's largest finite scale byte: per row within each warp, then across the row's warps
+    int mine = active ? mx_max_finite_scale(0, scale) : 0;
+    int warp_first = threadIdx.x & ~31;
+    int r_first = warp_first / nblocks, r_last = min((warp_first + 31) / nblocks, rows_per_cta - 1);   // warp-uniform
+    for (int r = r_first; r <= r_last; r++) {
+        int m = __reduce_max_sync(0xffffffffu, local_row == r ? mine : 0);
+        if ((threadIdx.x & 31) == 0 && m > 0) { atomicMax(&row_emax[r], m); }
+    }
+    __syncthreads();
+    int emax = active ? row_emax[local_row] : 0;
+    if (active && t == 0) { row_scale[row] = mx_e4m3_row_scale(emax); }
     int inexact = 0;
-    #pragma unroll
-    for (int j = 0; j < MAXB; j++) {
-        int k = (lane + 32 * j) * 32;
-        if (k < K) { inexact += mx_store_e4m3_block(e4m3, codes, scales, b0 + k / 32, packed[j], scale[j], emax); }
+    if (active) {
+        uint8_t* out = e4m3 + b * 32;
+        int shift = scale - emax + 6;   // the block's values times 2^shift are the output: at most 6 * 2^6 = 384
+        if (scale == 0xFF) {
+            uint4 nan = make_uint4(0x7F7F7F7Fu, 0x7F7F7F7Fu, 0x7F7F7F7Fu, 0x7F7F7F7Fu);
+            reinterpret_cast<uint4*>(out)[0] = nan;
+            reinterpret_cast<uint4*>(out)[1] = nan;
+        } else if (STOCHASTIC) {   // the reference's codes, then their values
+            MXScaledEncoder enc = mx_scaled_encoder(e);
+            for (int j = 0; j < 32; j++) { h[j] = e2m1_decode(e2m1_encode_sr(h[j] * norm * enc.inv, mx_uniform(opt.seed, b * 32 + j))); }
+            mx_store_e4m3_values(out, h, shift >= -126 ? mx_pow2(shift) : 0.0f);   // below 2^-126 all round to 0
+        } else {
+            mx_block_output_values(h, scale, e, emax, norm);
+            mx_store_e4m3_values(out, h, 1.0f);
+        }
+        inexact = scale != 0xFF && shift < -8;   // finite, below the exact range (scale byte < emax - 14)
     }
     mx_count_inexact(inexact_blocks, inexact);
 }
-// The one-pass quantizer's K limit (MAXB = 4 blocks of codes per lane, held in registers); longer rows go through
-// quantize + mx_to_e4m3, the faster route there (dev/RESULTS.md, MXFP4 kernels)
-#define MX_E4M3_ONE_PASS_MAX_K (4 * 32 * 32)
+// The one-pass quantizer's K limit: a row's blocks in one CTA of at most 1024 threads
+#define MX_E4M3_ONE_PASS_MAX_K (1024 * 32)
 
 static inline void mx_check_shape(const char* what, int rows, int K) {
     if (rows <= 0 || K <= 0 || K % 32 != 0) {
@@ -379,20 +440,16 @@ static inline void mx_to_e4m3(E4M3Operand* out, const MXOperand* q, cudaStream_t
     cudaCheckLaunch();
 }
 
-// x [R x K] BF16 -> E4M3 operand (and, when codes_out is given, the same MXFP4 operand) in one pass; K at most
-// MX_E4M3_ONE_PASS_MAX_K
-static inline void mx_quantize_rows_e4m3(E4M3Operand* out, MXOperand* codes_out, const floatX* x, int R, int K,
-                                         MXQuantOptions opt, cudaStream_t s) {
+// x [R x K] BF16 -> E4M3 operand in one pass (mx_quantize_rows_e4m3_kernel); K at most MX_E4M3_ONE_PASS_MAX_K
+static inline void mx_quantize_rows_e4m3(E4M3Operand* out, const floatX* x, int R, int K, MXQuantOptions opt, cudaStream_t s) {
     mx_check_shape("mx_quantize_rows_e4m3", R, K);
-    if (out->rows != R || out->K != K || (codes_out && (codes_out->rows != R || codes_out->K != K))) {
-        die("mx_quantize_rows_e4m3: operand shapes do not match the %d x %d input", R, K);
-    }
+    if (out->rows != R || out->K != K) { die("mx_quantize_rows_e4m3: operand is %d x %d, input %d x %d", out->rows, out->K, R, K); }
     if (K > MX_E4M3_ONE_PASS_MAX_K) { die("mx_quantize_rows_e4m3: K=%d is above %d (quantize, then mx_to_e4m3)", K, MX_E4M3_ONE_PASS_MAX_K); }
-    int blocks_per_lane = ceil_div(K, 32 * 32);
-    auto kernel = blocks_per_lane <= 1 ? mx_quantize_rows_e4m3_kernel<1> : blocks_per_lane <= 2 ? mx_quantize_rows_e4m3_kernel<2>
-                                       : mx_quantize_rows_e4m3_kernel<4>;
-    kernel<<<ceil_div(R, 8), 256, 0, s>>>(out->values, out->row_scale, out->inexact_blocks, codes_out ? codes_out->codes : NULL,
-                                          codes_out ? codes_out->scales : NULL, x, R, K, opt);
+    int nblocks = K / 32;
+    int rows_per_cta = nblocks >= 256 ? 1 : 256 / nblocks;
+    int threads = 32 * ceil_div(rows_per_cta * nblocks, 32), grid = ceil_div(R, rows_per_cta);
+    auto kernel = opt.stochastic ? mx_quantize_rows_e4m3_kernel<true> : mx_quantize_rows_e4m3_kernel<false>;
+    kernel<<<grid, threads, 0, s>>>(out->values, out->row_scale, out->inexact_blocks, x, R, K, rows_per_cta, opt);
     cudaCheckLaunch();
 }
 

@@ -1,8 +1,8 @@
 // Benchmark of the producers that emit operands (llmc/fused_operands.cuh): GELU forward writing the fc projection's
 // operands in the same pass (gelu_forward_emit) against gelu_forward followed by the separate quantizers
 // (quantize_operands_separate: the E4M3 forward operand, x^T in MXFP4, the OE column sums), at the MLP shapes of
-// GPT-2 d24 (N = 32768 tokens, 4C = 4096), d12 (N = 65536, 4C = 3072) and d48 (N = 16384, 4C = 6400: above the
-// one-pass quantizer's K limit, the separate path quantizes, then converts), the same for SwiGLU at LLaMA-small
+// GPT-2 d24 (N = 32768 tokens, 4C = 4096), d12 (N = 65536, 4C = 3072) and d48 (N = 16384, 4C = 6400), the same for
+// SwiGLU at LLaMA-small
 // d24 (N = 32768, H = 2752), and for the norms with the residual add in front (the qkv and fc / gate-up inputs):
 // LayerNorm at GPT-2 d12 (65536 x 768), d24 (32768 x 1024), d48 (16384 x 1600), RMSNorm at LLaMA-small d24
 // (32768 x 1024); and the backward producers of the fc / gate-up linear's output gradient the same way
@@ -149,7 +149,6 @@ int main(int argc, char** argv) {
             e.bf16 = b->bf16 ? bench_output(&bp) : NULL;
             OperandEmit fe = e;
             fe.row_codes = &row_codes;   // the fused path's E4M3 rows are made from the row codes
-            if (C > MX_E4M3_ONE_PASS_MAX_K) { e.row_codes = &row_codes; }   // the separate path's codes pass through it
             float fused_ms = time_ms([&] { produce_emit(&bp, &fe); }, reps);
             float separate_ms = time_ms([&] {
                 quantize_operands_separate(&e, produce(&bp), N, C, 0);

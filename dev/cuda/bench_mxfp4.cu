@@ -1,18 +1,17 @@
 // Benchmarks of the MXFP4 kernels on the GPU, as ratios against ceilings measured in the same run:
 //  1. achieved bandwidth of each quantize / dequantize / E4M3 kernel vs a device-to-device copy;
 //  2. quantize + GEMM vs cuBLASLt BF16 at the linear-layer shapes of GPT-2 124M, 350M and 1.5B, for the exact path
-//     (dequantize + BF16 GEMM) and the fast path (Hadamard + MXFP4 -> E4M3 as the trainer does it: in one pass
-//     up to MX_E4M3_ONE_PASS_MAX_K, else quantize then convert; then FP8 tensor cores).
+//     (dequantize + BF16 GEMM) and the fast path (Hadamard + MXFP4 -> E4M3 in one pass as the trainer does it; then
+//     FP8 tensor cores).
 //     The activation operand's quantization is included; the weight operand is quantized outside the timed region.
-//  3. the fast path's row quantizer (BF16 -> Hadamard -> E4M3) against its candidate without codes
-//     (dev/cuda/mx_rows_e4m3_direct.cuh) at the trainer's row-major operand shapes.
+//  3. the fast path's one-pass row quantizer (BF16 -> Hadamard -> E4M3) against the two-pass route (MXFP4 codes,
+//     then mx_to_e4m3) at the trainer's row-major operand shapes.
 // Prints tables. Usage: build/bench_mxfp4 [repeats [sections]], sections a comma-separated list of bandwidth, gemm,
 // rows (default all three)
 #include "llmc/cuda_common.cuh"
 #include "llmc/matmul.cuh"
 #include "dev/cuda/bench_common.cuh"
 #include "llmc/mxfp4.cuh"
-#include "dev/cuda/mx_rows_e4m3_direct.cuh"
 
 // the rows quantizer's structure without the E2M1 encoding: the same loads, block amax and scale byte, but the
 // codes are only the sign bits. It shows how fast the rows kernel would be if encoding cost nothing (bench only).
@@ -65,7 +64,7 @@ static void bench_bandwidth(int reps) {
     rows[nr++] = {"dequantize to BF16", mx_bytes, time_ms([&] { mx_dequantize(y, &q, 0); }, reps)};
     rows[nr++] = {"MXFP4 -> E4M3 + row scales", n * (1.0 + 0.5 + 1.0 / 32), time_ms([&] { mx_to_e4m3(&e8, &q, 0); }, reps)};
     MXQuantOptions hopt = {1, MX_SCALE_OCP, 0, 0};
-    rows[nr++] = {"one pass: BF16 -> Hadamard -> E4M3 + row scales", n * 3.0, time_ms([&] { mx_quantize_rows_e4m3(&e8, NULL, x, R, K, hopt, 0); }, reps)};
+    rows[nr++] = {"one pass: BF16 -> Hadamard -> E4M3 + row scales", n * 3.0, time_ms([&] { mx_quantize_rows_e4m3(&e8, x, R, K, hopt, 0); }, reps)};
     printf("| kernel (%d x %d) | ms | GB/s | of copy ceiling |\n|---|---|---|---|\n", R, K);
     for (int i = 0; i < nr; i++) {
         double gbs = rows[i].bytes / rows[i].ms / 1e6;
@@ -102,8 +101,7 @@ static void bench_gemms(int reps) {
             matmul(out, false, bbf, abf, NULL, N, M, Kd, true, false, 0.0f, gemm_single, 0);
         }, reps);
         float fast_ms = time_ms([&] {   // the activation operand as the trainer prepares it (llmc/adahop_linear.cuh)
-            if (Kd <= MX_E4M3_ONE_PASS_MAX_K) { mx_quantize_rows_e4m3(&ea, NULL, a, M, Kd, opt, 0); }
-            else { mx_quantize_rows(&qa, a, M, Kd, opt, 0); mx_to_e4m3(&ea, &qa, 0); }
+            mx_quantize_rows_e4m3(&ea, a, M, Kd, opt, 0);
             mx_gemm_fast(out, false, &ea, &eb, NULL, 0.0f, 0);
         }, reps);
         float fp8_only_ms = time_ms([&] { mx_gemm_fast(out, false, &ea, &eb, NULL, 0.0f, 0); }, reps);
@@ -140,25 +138,22 @@ static void bench_gemms(int reps) {
     }
 }
 
-// 3. the fast path's row quantizer against its candidate without codes
+// 3. the fast path's one-pass row quantizer against the two-pass route
 static void bench_row_quantizers(int reps) {
     // tokens x K of the forward / dX operands of GPT-2 124M (B=64), 350M (B=32), 1.5B (B=16)
     struct { int R, K; const char* what; } q_shapes[] = {
         {65536, 768, "124M C"}, {65536, 3072, "124M 4C"}, {32768, 1024, "350M C"}, {32768, 4096, "350M 4C"},
         {16384, 1600, "1.5B C"}, {16384, 6400, "1.5B 4C"}};
-    printf("\n| rows x K, BF16 -> Hadamard -> E4M3 | production ms | without codes ms | production / without codes |\n|---|---|---|---|\n");
+    printf("\n| rows x K, BF16 -> Hadamard -> E4M3 | codes + mx_to_e4m3 ms | one pass ms | two-pass / one pass |\n|---|---|---|---|\n");
     for (size_t s = 0; s < sizeof(q_shapes) / sizeof(q_shapes[0]); s++) {
         int R = q_shapes[s].R, Kd = q_shapes[s].K;
         floatX* a = random_bf16((long)R * Kd, 4, 1.0f);
         MXOperand qa = mx_operand_alloc(R, Kd);
         E4M3Operand ea = e4m3_operand_alloc(R, Kd);
         MXQuantOptions opt = {1, MX_SCALE_OCP, 0, 0};
-        float prod_ms = time_ms([&] {   // as operand_prepare (llmc/adahop_linear.cuh) runs it
-            if (Kd <= MX_E4M3_ONE_PASS_MAX_K) { mx_quantize_rows_e4m3(&ea, NULL, a, R, Kd, opt, 0); }
-            else { mx_quantize_rows(&qa, a, R, Kd, opt, 0); mx_to_e4m3(&ea, &qa, 0); }
-        }, reps);
-        float direct_ms = time_ms([&] { mx_quantize_rows_e4m3_direct(&ea, a, R, Kd, opt, 0); }, reps);
-        printf("| %d x %d (%s) | %.3f | %.3f | %.2fx |\n", R, Kd, q_shapes[s].what, prod_ms, direct_ms, prod_ms / direct_ms);
+        float two_ms = time_ms([&] { mx_quantize_rows(&qa, a, R, Kd, opt, 0); mx_to_e4m3(&ea, &qa, 0); }, reps);
+        float one_ms = time_ms([&] { mx_quantize_rows_e4m3(&ea, a, R, Kd, opt, 0); }, reps);
+        printf("| %d x %d (%s) | %.3f | %.3f | %.2fx |\n", R, Kd, q_shapes[s].what, two_ms, one_ms, two_ms / one_ms);
         cudaCheck(cudaFree(a));
         mx_operand_free(&qa); e4m3_operand_free(&ea);
     }

@@ -6,18 +6,11 @@
 #include "llmc/fused_operands.cuh"
 
 // the same operands through the separate quantizers, from x [N x C], the producer's BF16 output (e->bf16 is not
-// written): the reference path. Above MX_E4M3_ONE_PASS_MAX_K the E4M3 rows go through e->row_codes.
+// written): the reference path
 static inline void quantize_operands_separate(const OperandEmit* e, const floatX* x, int N, int C, cudaStream_t s) {
     emit_check_shapes(e, N, C);
-    if (e->rows && C <= MX_E4M3_ONE_PASS_MAX_K) {
-        mx_quantize_rows_e4m3(e->rows, e->row_codes, x, N, C, e->row_opt, s);
-    } else if (e->rows || e->row_codes) {
-        if (!e->row_codes) {
-            die("quantize_operands_separate: E4M3 rows of K=%d above %d need the MXFP4 row operand", C, MX_E4M3_ONE_PASS_MAX_K);
-        }
-        mx_quantize_rows(e->row_codes, x, N, C, e->row_opt, s);
-        if (e->rows) { mx_to_e4m3(e->rows, e->row_codes, s); }
-    }
+    if (e->rows) { mx_quantize_rows_e4m3(e->rows, x, N, C, e->row_opt, s); }
+    if (e->row_codes) { mx_quantize_rows(e->row_codes, x, N, C, e->row_opt, s); }
     if (e->cols) { mx_quantize_cols(e->cols, x, N, C, e->col_opt, e->col_sq, e->col_sq_scratch, s); }
 }
 

@@ -4,9 +4,9 @@
 // operand with its row scales and inexact-block count, the row-wise MXFP4 codes, x^T in MXFP4 and the column sums of
 // squares, each compared bit for bit with gelu_forward / swiglu_forward / layernorm_forward / rmsnorm_forward /
 // gelu_backward / swiglu_backward followed by the separate quantizers (quantize_operands_separate:
-// mx_quantize_rows_e4m3, or mx_quantize_rows + mx_to_e4m3 above its K limit, and mx_quantize_cols), and the norms'
-// residual sum, mean and rstd with theirs, on random, outlier-heavy, zero, huge + tiny and NaN/Inf inputs, at shapes
-// with a lone 32-token strip, partial 256-channel chunks and widths above the one-pass limit, for each strategy
+// mx_quantize_rows_e4m3, mx_quantize_rows and mx_quantize_cols), and the norms' residual sum, mean and rstd with
+// theirs, on random, outlier-heavy, zero, huge + tiny and NaN/Inf inputs, at shapes with a lone 32-token strip,
+// partial 256-channel chunks and the MLP widths of every preset, for each strategy
 // combination with round-to-nearest and stochastic rounding (a different seed for the rows and for x^T, as the dX and
 // dW GEMMs have). Every emitted buffer starts as a different byte pattern than its reference, so a missed write
 // fails. Unsupported shapes, an in-place SwiGLU backward and a norm's residual add without its sum exit with a
@@ -244,7 +244,7 @@ static void test_case(int producer, const EmitCase* k, int kind, const ProducerI
     cudaCheck(cudaMemset(fused.rows.inexact_blocks, 0, sizeof(int)));
     cudaCheck(cudaMemset(ref.rows.inexact_blocks, 0, sizeof(int)));
     OperandEmit fe = emit_of(k, &fused, k->e4m3_rows);   // the E4M3 rows are made from the row codes
-    OperandEmit re = emit_of(k, &ref, k->e4m3_rows && C > MX_E4M3_ONE_PASS_MAX_K);
+    OperandEmit re = emit_of(k, &ref, false);
     re.bf16 = ref.bf16;
     run_fused(producer, &fe, &fused, in, N, C);
     run_unfused(producer, &ref, in, N, C);
@@ -296,8 +296,8 @@ static const EmitCase cases[] = {
 };
 
 // shapes in the emitter's constraints (N, C multiples of 32): a lone 32-token strip in the last 64-token block
-// (96, 160, 32), partial 256-channel chunks (160, 800, 3104, 5504), GPT-2 MLP widths d12 (3072), d24 (4096 = the
-// one-pass limit) and d48 (6400, above it: the reference goes through mx_to_e4m3), LLaMA d24's gate/up 2H (5504),
+// (96, 160, 32), partial 256-channel chunks (160, 800, 3104, 5504), GPT-2 MLP widths d12 (3072), d24 (4096) and
+// d48 (6400), LLaMA d24's gate/up 2H (5504),
 // many blocks (1056 x 1024). SwiGLU backward's H = C/2 puts the gate/up boundary inside a 32-block at 160, 800, 3104.
 static const int shapes[][2] = {{64, 256}, {96, 160}, {32, 800}, {160, 3072}, {96, 4096}, {64, 6400}, {96, 3104},
                                 {64, 5504}, {1056, 1024}};

@@ -1,7 +1,6 @@
 // The AdaHOP GPU kernels against the C reference (llmc/adahop_cpu.h) on fresh random and adversarial inputs:
 // MXFP4 codes and scales bit for bit (rows, columns, with/without Hadamard, both scale rules, RNE and SR),
-// dequantization and E4M3 re-expression bit for bit, the fused one-pass E4M3 quantizer and its candidate without
-// codes (dev/cuda/mx_rows_e4m3_direct.cuh), both GEMM paths
+// dequantization and E4M3 re-expression bit for bit, the one-pass BF16 -> E4M3 row quantizer, both GEMM paths
 // against an FP64 product of the dequantized operands, the Hadamard's error reduction on in-block outliers,
 // outlier statistics and classification, top-k and outlier extraction. Unsupported shapes exit with a message.
 #include <float.h>
@@ -14,7 +13,6 @@
 #include "llmc/rand.h"
 #include "dev/test/test_common.h"
 #include "dev/cuda/test_transfer.cuh"
-#include "dev/cuda/mx_rows_e4m3_direct.cuh"
 
 static Rng rng;
 
@@ -115,32 +113,20 @@ static void test_quantize(int kind, int R, int C, MXQuantOptions opt) {
     int* c2 = (int*)download(e2.inexact_blocks, sizeof(int));
     CHECK(memcmp(g2, he, (size_t)R * C) == 0 && memcmp(s2, hs, R * sizeof(float)) == 0 && *c2 == h_inexact,
           "%s: MXFP4 -> E4M3 differs from the reference (inexact blocks gpu %d cpu %d)", what, *c2, h_inexact);
-    if (C <= MX_E4M3_ONE_PASS_MAX_K) {
+    if (C <= MX_E4M3_ONE_PASS_MAX_K) {   // the one-pass quantizer: the same E4M3 bytes, row scales and count
         E4M3Operand e1 = e4m3_operand_alloc(R, C);
-        MXOperand d1 = mx_operand_alloc(R, C);
-        mx_quantize_rows_e4m3(&e1, &d1, dx, R, C, opt, 0);
+        mx_quantize_rows_e4m3(&e1, dx, R, C, opt, 0);
         uint8_t* g1 = (uint8_t*)download(e1.values, (size_t)R * C);
         float* s1 = (float*)download(e1.row_scale, R * sizeof(float));
         int* c1 = (int*)download(e1.inexact_blocks, sizeof(int));
-        CHECK(memcmp(g1, he, (size_t)R * C) == 0 && memcmp(s1, hs, R * sizeof(float)) == 0 && *c1 == h_inexact &&
-              same_operand("fused codes", &d1, &h), "%s: fused quantize -> E4M3 differs from the reference", what);
-        free(g1); free(s1); free(c1);
-        mx_operand_free(&d1); e4m3_operand_free(&e1);
-    }
-    {   // the candidate without codes, any K up to its limit
-        E4M3Operand e3 = e4m3_operand_alloc(R, C);
-        mx_quantize_rows_e4m3_direct(&e3, dx, R, C, opt, 0);
-        uint8_t* g3 = (uint8_t*)download(e3.values, (size_t)R * C);
-        float* s3 = (float*)download(e3.row_scale, R * sizeof(float));
-        int* c3 = (int*)download(e3.inexact_blocks, sizeof(int));
         size_t first = 0;
-        while (first < (size_t)R * C && g3[first] == he[first]) { first++; }
-        CHECK(first == (size_t)R * C && memcmp(s3, hs, R * sizeof(float)) == 0 && *c3 == h_inexact,
-              "%s: quantize -> E4M3 without codes differs from the reference (first byte %zu: gpu 0x%02x cpu 0x%02x; "
-              "inexact blocks gpu %d cpu %d)", what, first, first < (size_t)R * C ? g3[first] : 0,
-              first < (size_t)R * C ? he[first] : 0, *c3, h_inexact);
-        free(g3); free(s3); free(c3);
-        e4m3_operand_free(&e3);
+        while (first < (size_t)R * C && g1[first] == he[first]) { first++; }
+        CHECK(first == (size_t)R * C && memcmp(s1, hs, R * sizeof(float)) == 0 && *c1 == h_inexact,
+              "%s: one-pass quantize -> E4M3 differs from the reference (first byte %zu: gpu 0x%02x cpu 0x%02x; "
+              "inexact blocks gpu %d cpu %d)", what, first, first < (size_t)R * C ? g1[first] : 0,
+              first < (size_t)R * C ? he[first] : 0, *c1, h_inexact);
+        free(g1); free(s1); free(c1);
+        e4m3_operand_free(&e1);
     }
     // along columns (K = R), transposed output
     if (R % 32 == 0 && C % 8 == 0) {
@@ -395,20 +381,14 @@ static void bad_rows_shape(void) { MXOperand op = {4, 48, NULL, NULL}; MXQuantOp
 static void bad_cols_shape(void) { MXOperand op = {16, 40, NULL, NULL}; MXQuantOptions o = {0, 0, 0, 0}; mx_quantize_cols(&op, NULL, 40, 16, o, NULL, NULL, 0); }
 static void bad_one_pass_k(void) {
     MXQuantOptions o = {0, 0, 0, 0};
-    E4M3Operand e = {4, 4128, NULL, NULL, NULL, NULL};
-    mx_quantize_rows_e4m3(&e, NULL, NULL, 4, 4128, o, 0);
-}
-static void bad_direct_k(void) {
-    MXQuantOptions o = {0, 0, 0, 0};
     E4M3Operand e = {4, 32800, NULL, NULL, NULL, NULL};
-    mx_quantize_rows_e4m3_direct(&e, NULL, 4, 32800, o, 0);
+    mx_quantize_rows_e4m3(&e, NULL, 4, 32800, o, 0);
 }
 
 int main(void) {
     CHECK(child_fails_with(bad_rows_shape, "multiple of 32"), "K=48 is refused with a clear message");
     CHECK(child_fails_with(bad_cols_shape, "multiple of 32"), "R=40 for column quantization is refused with a clear message");
-    CHECK(child_fails_with(bad_one_pass_k, "K=4128 is above 4096"), "K above the one-pass quantizer's limit is refused with a clear message");
-    CHECK(child_fails_with(bad_direct_k, "K=32800 is above 32768"), "K above the direct quantizer's limit is refused with a clear message");
+    CHECK(child_fails_with(bad_one_pass_k, "K=32800 is above 32768"), "K above the one-pass quantizer's limit is refused with a clear message");
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the MXFP4 tests need one"); }
     uint64_t seed = (uint64_t)time(NULL);
@@ -416,12 +396,13 @@ int main(void) {
     printf("seed %llu\n", (unsigned long long)seed);
     matmul_init();
     test_encoder_exhaustive();
-    // K = 3072: 3 blocks per lane in the one-pass E4M3 quantizer, 3 warps a row in the direct one; 6400 (the d48 MLP
-    // width): above the one-pass limit; 37 x 160: 185 blocks, a partly filled last warp in the one-thread-per-block
-    // kernels (rows only: 37 % 32 != 0); 3 x 32768: the direct quantizer's longest rows, 1024 threads each
-    int shapes[7][2] = {{96, 256}, {64, 96}, {200, 1024}, {40, 3072}, {64, 6400}, {37, 160}, {3, 32768}};
+    // the one-pass E4M3 quantizer packs K / 32 threads a row into CTAs of about 256: 96 and 160 (3 and 5 blocks: a
+    // warp holds parts of up to 12 rows), 1600 (50 blocks: rows straddle warps, 6 idle threads), 1024 and 3072 (whole
+    // warps), 6400 (one row of 200 threads a CTA), 3 x 32768 (the longest rows, 1024 threads); 37 x 160: 185 blocks,
+    // a partly filled last warp in the one-thread-per-block kernels and a partly filled CTA (rows only: 37 % 32 != 0)
+    int shapes[8][2] = {{96, 256}, {64, 96}, {200, 1024}, {40, 3072}, {64, 6400}, {37, 160}, {3, 32768}, {45, 1600}};
     for (int kind = 0; kind < NUM_DATA; kind++) {
-        for (int s = 0; s < 7; s++) {
+        for (int s = 0; s < 8; s++) {
             for (int h = 0; h < 2; h++) {
                 for (int rule = 0; rule < 2; rule++) {
                     for (int sr = 0; sr < 2; sr++) {
