@@ -63,7 +63,8 @@ enum { A_ENCODED, A_LN1, A_QKV, A_ATTY, A_RES2, A_LN2, A_FCH, A_MLP_ACT, A_RES3,
 typedef struct {
     floatX* t[NUM_ACT_TENSORS];
     bool linear_inputs_kept;   // ln1, ln2, mlp_act of every layer (bf16); else one layer's worth, recomputed
-    bool fch_recomputed;       // fch of one layer, recomputed in the backward pass (-A 1); else of every layer
+    bool fch_recomputed;       // fch of one layer, recomputed in the backward pass (-A 1 or 2); else of every layer
+    bool qkv_recomputed;       // qkv of one layer, recomputed in the backward pass (-A 2); else of every layer
     int qkv_ch, fc_ch, hidden; // widths of the rows of qkv, fch and mlp_act (GPT-2: 3C, 4C, 4C)
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd;   // the means: LayerNorm only
     float* losses;     // [B*T], summed over the micro-steps of one optimizer step
@@ -77,15 +78,15 @@ typedef struct {
 // their dW operands in MXFP4 instead (llmc/adahop_linear.cuh): in the forward pass ln1 and ln2 share one
 // layer's buffer and mlp_act goes to the backward scratch A_D4C; a backward that reads the BF16 input
 // recomputes it into its own output buffer (block_linear_backward, recompute_linear_input). The attention projection's input
-// atty stays, as attention's own output. With fch_recomputed, fch (the MLP's pre-activation) is one layer's
-// buffer, recomputed by the backward pass (recompute_fch).
-static void activation_sizes(const ModelConfig* c, int B, int T, bool linear_inputs_kept, bool fch_recomputed,
+// atty stays, as attention's own output. recompute (-A) >= 1: fch (the MLP's pre-activation) is one layer's buffer,
+// recomputed by the backward pass (recompute_fch); 2: qkv too (recompute_qkv).
+static void activation_sizes(const ModelConfig* c, int B, int T, bool linear_inputs_kept, int recompute,
                              size_t sizes[NUM_ACT_TENSORS]) {
     size_t L = c->num_layers, C = c->channels, BT = (size_t)B * T, LK = linear_inputs_kept ? L : 0;
     size_t QKV = model_qkv_channels(c), FC = model_fc_channels(c), H = c->hidden;
-    sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = (LK ? LK : 1) * BT * C; sizes[A_QKV] = L * BT * QKV;
+    sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = (LK ? LK : 1) * BT * C; sizes[A_QKV] = (recompute >= 2 ? 1 : L) * BT * QKV;
     sizes[A_ATTY] = L * BT * C;     sizes[A_RES2] = L * BT * C;
-    sizes[A_LN2] = LK * BT * C;     sizes[A_FCH] = (fch_recomputed ? 1 : L) * BT * FC;      sizes[A_MLP_ACT] = LK * BT * H;
+    sizes[A_LN2] = LK * BT * C;     sizes[A_FCH] = (recompute >= 1 ? 1 : L) * BT * FC;      sizes[A_MLP_ACT] = LK * BT * H;
     sizes[A_RES3] = L * BT * C;     sizes[A_LNF] = BT * C;           sizes[A_LOGITS] = BT * c->padded_vocab_size;
     sizes[A_DRES] = BT * C;         sizes[A_D4C] = BT * model_widest_linear(c);
     sizes[A_DC] = BT * C;
@@ -131,7 +132,8 @@ typedef struct {
 // precision options of the linear layers
 typedef struct {
     int precision, path, stochastic_grads, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
-    int recompute_fch;   // keep one layer's fc (gate/up) output and recompute it in the backward pass
+    int recompute;       // -A: keep one layer's fc (gate/up) output (1), and its qkv output (2), and recompute them in
+                         // the backward pass
     int producers_emit;  // -Q fused: the kernels that make a linear's input also write its quantized operands
     int lm_head;         // -H 1: the LM head is one more linear in the run's precision (AdaHOP included)
 } LinearOptions;
@@ -159,7 +161,7 @@ static size_t model_scratch_bytes(const ModelConfig* c, int BT) {
 static size_t model_device_bytes(const ModelConfig* c, int B, int T, const LinearOptions* lo, int world) {
     size_t n = model_num_params(c), sizes[NUM_ACT_TENSORS], act = 0, offs[6];
     size_t shard = zero_shard_size(n, world), padded = shard * world;
-    activation_sizes(c, B, T, lo->precision == PREC_BF16, lo->recompute_fch, sizes);
+    activation_sizes(c, B, T, lo->precision == PREC_BF16, lo->recompute, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { act += sizes[i]; }
     staging_layout(B * T, offs);
     size_t stats = (size_t)c->num_layers * (4 + c->num_heads) * B * T + (3 + (size_t)c->num_heads) * B * T;   // norms, losses, lse, delta
@@ -275,11 +277,12 @@ static void model_build(Model* m, DataParallel* dp, const ModelConfig* c, const 
     }
     size_t sizes[NUM_ACT_TENSORS];
     m->acts.linear_inputs_kept = lo->precision == PREC_BF16;
-    m->acts.fch_recomputed = lo->recompute_fch;
+    m->acts.fch_recomputed = lo->recompute >= 1;
+    m->acts.qkv_recomputed = lo->recompute >= 2;
     m->acts.qkv_ch = model_qkv_channels(c);
     m->acts.fc_ch = model_fc_channels(c);
     m->acts.hidden = c->hidden;
-    activation_sizes(c, B, T, m->acts.linear_inputs_kept, m->acts.fch_recomputed, sizes);
+    activation_sizes(c, B, T, m->acts.linear_inputs_kept, lo->recompute, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { m->acts.t[i] = (floatX*)device_malloc(sizes[i] * sizeof(floatX), "activations"); }
     size_t LBT = (size_t)c->num_layers * B * T, BT = (size_t)B * T;
     float** stats[6] = {&m->acts.ln1_mean, &m->acts.ln1_rstd, &m->acts.ln2_mean, &m->acts.ln2_rstd,
@@ -312,7 +315,7 @@ static void model_build(Model* m, DataParallel* dp, const ModelConfig* c, const 
 static size_t model_saved_input_bytes(const Model* m) {
     size_t sizes[NUM_ACT_TENSORS], bytes = 0;
     if (m->acts.linear_inputs_kept) {
-        activation_sizes(&m->config, m->max_B, m->max_T, true, m->acts.fch_recomputed, sizes);
+        activation_sizes(&m->config, m->max_B, m->max_T, true, 0, sizes);   // the linears' inputs only
         return (sizes[A_LN1] + sizes[A_LN2] + sizes[A_MLP_ACT]) * sizeof(floatX);
     }
     for (int i = 0; i < NUM_LINEAR_KINDS * m->config.num_layers; i++) {
@@ -389,7 +392,7 @@ static LayerActs layer_acts(const Activations* a, int l, int B, int T, int C, in
     bool kept = a->linear_inputs_kept;
     LayerActs la;
     la.ln1 = a->t[A_LN1] + (kept ? l * nc : 0);
-    la.qkv = a->t[A_QKV] + l * BT * a->qkv_ch;
+    la.qkv = a->t[A_QKV] + (a->qkv_recomputed ? 0 : l * BT * a->qkv_ch);
     la.atty = a->t[A_ATTY] + l * nc;
     la.lse = a->lse + (size_t)l * B * NH * T;
     la.res_in = l == 0 ? a->t[A_ENCODED] : a->t[A_RES3] + (l - 1) * nc;
@@ -582,17 +585,30 @@ static void recompute_norm(Model* m, const LayerActs* la, int l, bool first, con
     else { layernorm_forward(into, NULL, NULL, NULL, src, NULL, w, b, N, C, s); }   // the forward saved mean, rstd
 }
 
-// with -A 1: fch of layer l again, bit for bit as the forward pass computed it: the norm in front of the fc (gate/up)
-// linear from the residual stream into A_LN1 (free during the backward pass) unless the norms are kept, then that
-// linear, which keeps its dW operand from the forward pass
-static void recompute_fch(Model* m, const LayerActs* la, int l, int N) {
-    if (!m->acts.fch_recomputed) { return; }
-    const floatX* x = la->ln2;
+// the output of the linear behind a norm of layer l (the qkv linear behind the first, the fc / gate-up linear behind
+// the second) into out again, bit for bit as the forward pass computed it: the norm from the residual stream into
+// A_LN1 (free during the backward pass) unless the norms are kept, then the linear, which keeps its dW operand from
+// the forward pass
+static void recompute_norm_linear(Model* m, const LayerActs* la, int l, bool first, floatX* out, int N) {
+    const floatX* x = first ? la->ln1 : la->ln2;
     if (!m->acts.linear_inputs_kept) {
-        recompute_norm(m, la, l, false, NULL, 0, N, m->acts.t[A_LN1]);
+        recompute_norm(m, la, l, first, NULL, 0, N, m->acts.t[A_LN1]);
         x = m->acts.t[A_LN1];
     }
-    block_linear_forward(m, l, LIN_FC, la->fch, x, N, false);
+    block_linear_forward(m, l, first ? LIN_QKV : LIN_FC, out, x, N, false);
+}
+
+// with -A 1 or 2: fch of layer l again, as the forward pass computed it
+static void recompute_fch(Model* m, const LayerActs* la, int l, int N) {
+    if (m->acts.fch_recomputed) { recompute_norm_linear(m, la, l, false, la->fch, N); }
+}
+
+// with -A 2: qkv of layer l again, as attention saw it (LLaMA: q and k rotated)
+static void recompute_qkv(Model* m, const LayerActs* la, int l, int B, int T) {
+    if (!m->acts.qkv_recomputed) { return; }
+    const ModelConfig* c = &m->config;
+    recompute_norm_linear(m, la, l, true, la->qkv, B * T);
+    if (c->family == FAMILY_LLAMA) { rope_forward(la->qkv, &m->rope, B, T, c->num_heads, c->num_kv_heads, m->stream); }
 }
 
 // the BF16 input of linear `kind` of layer l, recomputed for its backward pass from what the forward pass kept: the
@@ -651,6 +667,7 @@ static void gpt2_blocks_backward(Model* m, int B, int T) {
                            dc, res2, a->ln2_mean + l * N, a->ln2_rstd + l * N, w[P_LN2W] + l * C, N, C, s);
         // attention
         block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N, true);
+        recompute_qkv(m, &la, l, B, T);
         flash_attention_backward(d4c, a->delta, dc, qkv, la.atty, la.lse, B, T, NH, NH, C / NH, s);
         block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N, false);
         layernorm_backward(dres, g[P_LN1W] + l * C, g[P_LN1B] + l * C, l > 0 ? block_linear(m, l - 1, LIN_FCPROJ).dbias : NULL,
@@ -680,6 +697,7 @@ static void llama_blocks_backward(Model* m, int B, int T) {
         rmsnorm_backward(dres, g[LL_RMS2W] + l * C, m->scratch, dc, la.res2, a->ln2_rstd + l * N, w[LL_RMS2W] + l * C, N, C, s);
         // attention: d(q, k) back through RoPE (in place), then the qkv linear
         block_linear_backward(m, &la, l, LIN_ATTPROJ, dc, dres, N, false);
+        recompute_qkv(m, &la, l, B, T);
         flash_attention_backward(d4c, a->delta, dc, la.qkv, la.atty, la.lse, B, T, NH, NKV, C / NH, s);
         rope_backward(d4c, &m->rope, B, T, NH, NKV, s);
         block_linear_backward(m, &la, l, LIN_QKV, dc, d4c, N, false);
@@ -871,9 +889,10 @@ static void usage(const char* prog) {
            "  -H <0|1>   the LM head too (logits and their two backward GEMMs) in the -p precision, as one more AdaHOP\n"
            "             linear; mxfp4 / hadamard / adahop only, B x T x padded vocab below 2^31 (default 0: BF16)\n"
            "Memory:\n"
-           "  -A <0|1>   recompute the MLP's pre-activation (fc / gate-up output) in the backward pass instead of keeping\n"
-           "             it for every layer: saves (layers - 1) x B x T x its width BF16 values, costs one more fc\n"
-           "             forward per layer; results are identical (default 0)\n"
+           "  -A <0|1|2> recompute activations in the backward pass instead of keeping them for every layer: 1 the MLP's\n"
+           "             pre-activation (fc / gate-up output), 2 also the qkv output; each saves (layers - 1) x B x T x its\n"
+           "             width BF16 values and costs one more forward of its linear per layer; results are identical\n"
+           "             (default 0)\n"
            "Data parallel, one process per GPU: mpirun -np N <this program> ..., or without MPI N processes on one node\n"
            "started with -G N -I 0..N-1 -F <file> (the same batches, results and checkpoints as one GPU with N times the\n"
            "gradient accumulation; only rank 0 prints, samples and writes files):\n"
@@ -934,7 +953,7 @@ static Options parse_options(int argc, char** argv) {
             case 'R': o.lin.reclass_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'W': o.lin.reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'K': o.lin.oe_k = (int)parse_int(f, v, 1, 4096); break;
-            case 'A': o.lin.recompute_fch = (int)parse_int(f, v, 0, 1); break;
+            case 'A': o.lin.recompute = (int)parse_int(f, v, 0, 2); break;
             case 'H': o.lin.lm_head = (int)parse_int(f, v, 0, 1); break;
             case 'Q':
                 if (strcmp(v, "fused") == 0) { o.lin.producers_emit = 1; }
@@ -1118,7 +1137,7 @@ static RunAgreement run_agreement_of(const Options* o, const ModelConfig* c, con
     a.weight_decay = agreement_double(o->weight_decay); a.grad_clip = agreement_double(o->grad_clip);
     a.precision = l->precision; a.gemm_path = l->path; a.stochastic_grads = l->stochastic_grads;
     a.calib_steps = l->calib_steps; a.calib_strategy = l->calib_strategy; a.reclass_every = l->reclass_every;
-    a.reclass_window = l->reclass_window; a.oe_k = l->oe_k; a.recompute_fch = l->recompute_fch; a.lm_head = l->lm_head; a.overlap = o->overlap;
+    a.reclass_window = l->reclass_window; a.oe_k = l->oe_k; a.recompute = l->recompute; a.lm_head = l->lm_head; a.overlap = o->overlap;
     a.skip_loss_z = agreement_double(o->skip_loss_z); a.skip_norm_z = agreement_double(o->skip_norm_z);   // -L, -Z: an extra norm all-reduce
     a.timed_gemms = resumed ? 0 : o->timed_gemms;   // -a 1 broadcasts rank 0's table after the first step; a resume loads it
     a.seed = (int64_t)o->seed;
@@ -1351,7 +1370,8 @@ int main(int argc, char** argv) {
     printf("block linears%s: %s%s%s, stochastic rounding of gradients %s%s\n", o.lin.lm_head ? " and the LM head (-H 1)" : "",
            precision_names[o.lin.precision], o.lin.precision == PREC_BF16 ? "" : ", MXFP4 GEMM path ",
            o.lin.precision == PREC_BF16 ? "" : path_names[o.lin.path], o.lin.stochastic_grads ? "on" : "off",
-           o.lin.recompute_fch ? ", MLP pre-activation recomputed in the backward (-A 1)" : "");
+           o.lin.recompute == 2 ? ", MLP pre-activation and qkv recomputed in the backward (-A 2)"
+           : o.lin.recompute == 1 ? ", MLP pre-activation recomputed in the backward (-A 1)" : "");
     if (o.lin.precision == PREC_ADAHOP) {
         printf("AdaHOP: %d calibration steps of %s MXFP4, re-classification every %d steps over %d steps, OE k=%d\n",
                o.lin.calib_steps, adahop_strategy_names[o.lin.calib_strategy], o.lin.reclass_every, o.lin.reclass_window, o.lin.oe_k);

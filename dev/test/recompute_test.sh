@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# -A 1 (the MLP's pre-activation recomputed in the backward pass) changes nothing but memory: 10 steps of a small
-# model in bf16 and adahop (calibration vote at step 3, re-classification at 4 and 8), with and without -A 1, log
-# the same losses, norms, val losses and strategy checksums bit for bit, and -A 1 allocates less. -a 0: both runs take
-# cuBLASLt's first GEMM algorithms (by timing, two runs may choose differently).
+# -A 1 (the MLP's pre-activation recomputed in the backward pass) and -A 2 (the qkv output too) change nothing but
+# memory: 10 steps of a small model in bf16 and adahop (calibration vote at step 3, re-classification at 4 and 8)
+# with -A 0, 1 and 2 log the same losses, norms, val losses and strategy checksums bit for bit, and each level
+# allocates less than the one below. -a 0: the runs take cuBLASLt's first GEMM algorithms (by timing, two runs may
+# choose differently).
 # usage: recompute_test.sh [INIT]   INIT is the trainer's -e: d6 (GPT-2, the default) or e.g. llama:d8
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,17 +14,19 @@ rm -rf "$out"; mkdir -p "$out"
 pass=0; fail=0
 result() { if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi; }
 for mode in bf16 adahop; do
-    for a in 0 1; do
+    for a in 0 1 2; do
         timeout 200 ./train_gpt2_adahop -e "$init" -b 8 -t 256 -x 10 -u 2 -v 5 -m 4 -s 0 -w 3 -R 4 -W 2 -p $mode -A $a -a 0 \
             -o "$out/${mode}_A$a" > "$out/${mode}_A$a.txt" 2>&1 || { tail -3 "$out/${mode}_A$a.txt"; }
     done
     strip() { sed 's/ tok\/s:[0-9]*//; s/ mem_gib:[0-9.]*//' "$1/main.log"; }
-    cmp -s <(strip "$out/${mode}_A0") <(strip "$out/${mode}_A1") && [ -s "$out/${mode}_A0/main.log" ]
-    result "$init $mode: -A 1 logs the same numbers bit for bit as -A 0 ($(grep -c ' tl:' "$out/${mode}_A1/main.log" 2>/dev/null) steps)" $?
-    m0=$(sed -n 's/.*mem_gib:\([0-9.]*\).*/\1/p' "$out/${mode}_A0/main.log" | tail -1)
-    m1=$(sed -n 's/.*mem_gib:\([0-9.]*\).*/\1/p' "$out/${mode}_A1/main.log" | tail -1)
-    awk -v a="$m0" -v b="$m1" 'BEGIN { exit !(b > 0 && b < a) }'
-    result "$init $mode: -A 1 allocates less ($m1 GiB vs $m0 GiB)" $?
+    mem() { sed -n 's/.*mem_gib:\([0-9.]*\).*/\1/p' "$1/main.log" | tail -1; }
+    for a in 1 2; do
+        cmp -s <(strip "$out/${mode}_A0") <(strip "$out/${mode}_A$a") && [ -s "$out/${mode}_A0/main.log" ]
+        result "$init $mode: -A $a logs the same numbers bit for bit as -A 0 ($(grep -c ' tl:' "$out/${mode}_A$a/main.log" 2>/dev/null) steps)" $?
+        m_below=$(mem "$out/${mode}_A$((a - 1))"); m=$(mem "$out/${mode}_A$a")
+        awk -v a="$m_below" -v b="$m" 'BEGIN { exit !(b > 0 && b < a) }'
+        result "$init $mode: -A $a allocates less than -A $((a - 1)) ($m GiB vs $m_below GiB)" $?
+    done
 done
 echo "recompute_test $init: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -104,7 +104,7 @@ if part signal "SIGTERM mid-run and a kill -9 loop during checkpointing: every -
         || failed+=(nan_guard_test)
 fi
 
-if part recompute "-A 1 (MLP pre-activation recomputed in the backward pass) gives the same numbers with less memory"; then
+if part recompute "-A 1 / -A 2 (MLP pre-activation / also qkv recomputed in the backward pass) give the same numbers with less memory"; then
     bash dev/test/recompute_test.sh d6 || failed+=(recompute_test)
     bash dev/test/recompute_test.sh llama:d8 || failed+=(recompute_test_llama)
 fi
