@@ -1363,7 +1363,7 @@ int main(int argc, char** argv) {
            micro_steps / dp.world_size, o.overlap ? "during" : "after", model.shard.size);
     if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
     if (gemm_algo_choice == GEMM_ALGO_TIMED) { printf("GEMM algorithms: timed in the first step (-a 1)\n"); }
-    else if (resume_path[0]) { printf("GEMM algorithms: %d configurations from the checkpoint\n", gemm_cache_used); }
+    else if (resume_path[0]) { printf("GEMM algorithms: %d configurations from the checkpoint\n", gemm_algo_entries()); }
     else { printf("GEMM algorithms: cuBLASLt's first choices (-a 0)\n"); }
     printf("saved inputs of the block linears: %.2f GiB\n", model_saved_input_bytes(&model) / 1073741824.0);
     static const char* path_names[2] = {"exact", "fast"};

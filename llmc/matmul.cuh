@@ -32,6 +32,15 @@ static cublasLtMatmulAlgo_t gemm_cache_algos[GEMM_ALGO_CACHE_SIZE];
 static bool gemm_cache_timed[GEMM_ALGO_CACHE_SIZE];   // chosen by timing (or loaded: timed by the run that saved it)
 static int gemm_cache_used = 0;
 
+// configurations in the table (timed, loaded or first choices)
+static inline int gemm_algo_entries(void) { return gemm_cache_used; }
+
+// empties the table; configurations met from now on get `choice`
+static inline void gemm_algo_table_clear(GemmAlgoChoice choice) {
+    gemm_cache_used = 0;
+    gemm_algo_choice = choice;
+}
+
 static inline void cublas_check_(cublasStatus_t status, const char* file, int line) {
     if (status != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "error: cuBLAS status %d [%s:%d]\n", (int)status, file, line);
@@ -48,8 +57,7 @@ static inline void matmul_init(void) {
 static inline void matmul_free(void) {
     cudaCheck(cudaFree(cublaslt_workspace));
     cublasCheck(cublasLtDestroy(cublaslt_handle));
-    gemm_cache_used = 0;
-    gemm_algo_choice = GEMM_ALGO_FIRST;
+    gemm_algo_table_clear(GEMM_ALGO_FIRST);
 }
 
 // One GEMM in cuBLAS's column-major terms: D[m x n] = op(A)[m x k] op(B)[k x n] (+ beta * D) (+ bias[m]).

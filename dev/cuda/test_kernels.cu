@@ -199,23 +199,22 @@ static void test_gemm_timed(int N, int IC, int OC) {
     floatX *d_inp = to_device_bf16(inp, ni), *d_dout = to_device_bf16(dout, no), *d_w = to_device_bf16(w, nw);
     float* d_dw = to_device_f32(dw0, nw);
     floatX* d_out = (floatX*)device_malloc(no * sizeof(floatX), "out");
-    gemm_cache_used = 0;
-    gemm_algo_choice = GEMM_ALGO_TIMED;
+    gemm_algo_table_clear(GEMM_ALGO_TIMED);
     matmul(d_dw, true, d_inp, d_dout, NULL, IC, OC, N, false, true, 1.0f, gemm_single, 0);   // timed, then run once
     float* first = from_device_f32(d_dw, nw);
     compare_abs("timed dweight (D0 + x^T dy)", from_device_f32(d_dw, nw), dw, nw, 1e-4f * sqrtf((float)N), 1e-4f);
     linear_forward(d_out, d_inp, d_w, NULL, N, IC, OC, 0);
     compare_abs("timed forward", from_device_bf16(d_out, no), out, no, 2e-3f * sqrtf((float)IC) * 0.05f, 1.0f / 64);
-    CHECK(gemm_cache_used == 2 && gemm_timed_entries() == 2, "two timed entries (%d, %d timed)", gemm_cache_used, gemm_timed_entries());
+    CHECK(gemm_algo_entries() == 2 && gemm_timed_entries() == 2, "two timed entries (%d, %d timed)", gemm_algo_entries(),
+          gemm_timed_entries());
 
     size_t n = gemm_algo_table_words();
     int32_t* words = (int32_t*)malloc_check(n * sizeof(int32_t));
     int32_t* again = (int32_t*)malloc_check(n * sizeof(int32_t));
     gemm_algo_table_save(words);
-    gemm_cache_used = 0;
-    gemm_algo_choice = GEMM_ALGO_FIRST;
+    gemm_algo_table_clear(GEMM_ALGO_FIRST);
     char why[256] = "";
-    CHECK(gemm_algo_table_load(words, n, why, sizeof(why)) == 0 && gemm_cache_used == 2, "the saved table loads: %s", why);
+    CHECK(gemm_algo_table_load(words, n, why, sizeof(why)) == 0 && gemm_algo_entries() == 2, "the saved table loads: %s", why);
     gemm_algo_table_save(again);
     CHECK(memcmp(words, again, n * sizeof(int32_t)) == 0, "the loaded table saves the same words");
     cudaCheck(cudaMemcpy(d_dw, dw0, nw * sizeof(float), cudaMemcpyHostToDevice));
@@ -224,14 +223,14 @@ static void test_gemm_timed(int N, int IC, int OC) {
     CHECK(memcmp(first, loaded, nw * sizeof(float)) == 0, "the loaded table's algorithm gives the timed run's bits");
 
     words[0] += 1;
-    CHECK(gemm_algo_table_load(words, n, why, sizeof(why)) != 0 && strstr(why, "cuBLASLt") && gemm_cache_used == 0,
+    CHECK(gemm_algo_table_load(words, n, why, sizeof(why)) != 0 && strstr(why, "cuBLASLt") && gemm_algo_entries() == 0,
           "a table of another cuBLASLt version is refused (%s)", why);
     words[0] -= 1;
     CHECK(gemm_algo_table_load(words, n - 1, why, sizeof(why)) != 0 && strstr(why, "malformed"), "a short table is refused (%s)", why);
     CHECK(gemm_algo_table_load(words, 2, why, sizeof(why)) != 0, "a table shorter than its header is refused");
     linear_forward(d_out, d_inp, d_w, NULL, N, IC, OC, 0);
-    CHECK(gemm_cache_used == 1 && gemm_algo_table_words() == GEMM_TABLE_HEADER_WORDS, "a first choice is not saved");
-    gemm_cache_used = 0;
+    CHECK(gemm_algo_entries() == 1 && gemm_algo_table_words() == GEMM_TABLE_HEADER_WORDS, "a first choice is not saved");
+    gemm_algo_table_clear(GEMM_ALGO_FIRST);
     free(inp); free(dout); free(w); free(dw0); free(dw); free(out); free(dinp); free(db); free(first); free(loaded);
     free(words); free(again);
     void* bufs[] = {d_inp, d_dout, d_w, d_dw, d_out};
