@@ -139,6 +139,29 @@ int main(int argc, char** argv) {
         off += model.tensors.sizes[i];
     }
 
+    // the classifier in chunks of one sequence (-M T: B chunks, the head's weight gradient summed over them)
+    LinearOptions chunked_opts = bf16;
+    chunked_opts.head_chunk = T;
+    Model chunked;
+    model_build(&chunked, &dp, &config, params, B, T, &chunked_opts, 0);
+    model_sync_params(&chunked);
+    model_zero_grad(&chunked);
+    model_forward(&chunked, ref.inputs, ref.targets, B, T, dloss);
+    model_backward(&chunked, B, T);
+    float chunked_loss = model_mean_loss(&chunked, B, T, 1);
+    float* chunked_grads = grads_to_host(&chunked);
+    printf("classifier in %d chunks of %d tokens (logits buffer %d rows):\n", B, T, chunked.acts.logit_rows);
+    CHECK(chunked.acts.logit_rows == T, "the chunked model's logits hold %d rows, want %d", chunked.acts.logit_rows, T);
+    printf("  loss %.6f vs reference %.6f\n", chunked_loss, ref.loss);
+    CHECK(fabs(chunked_loss - ref.loss) <= tol_loss * fabs(ref.loss), "chunked loss %.6f vs %.6f", chunked_loss, ref.loss);
+    off = 0;
+    for (int i = 0; i < chunked.tensors.num_tensors; i++) {
+        compare_tensor(chunked.tensors.names[i], chunked_grads + off, ref.grads + off, chunked.tensors.sizes[i], tol_grads);
+        off += chunked.tensors.sizes[i];
+    }
+    free(chunked_grads);
+    model_free(&chunked);
+
     // optimizer steps on the same batch
     printf("AdamW steps (lr %g, betas %g %g, eps %g, wd %g, clip %g):\n", ref.lr, ref.beta1, ref.beta2, ref.eps,
            ref.weight_decay, ref.grad_clip);

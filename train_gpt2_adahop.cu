@@ -71,6 +71,7 @@ typedef struct {
     float* losses_host;   // pinned copy for the mean
     float* lse;        // [L, B, NH, T] log-sum-exp of every attention row (flash attention keeps no T x T)
     float* delta;      // [B, NH, T] scratch of the attention backward
+    int logit_rows;    // tokens of the logits buffer: the classifier's chunk (model_forward)
 } Activations;
 
 // elements of each activation tensor for a micro-batch of B x T. The inputs of the qkv, fc and fc-projection
@@ -79,15 +80,16 @@ typedef struct {
 // layer's buffer and mlp_act goes to the backward scratch A_D4C; a backward that reads the BF16 input
 // recomputes it into its own output buffer (block_linear_backward, recompute_linear_input). The attention projection's input
 // atty stays, as attention's own output. recompute (-A) >= 1: fch (the MLP's pre-activation) is one layer's buffer,
-// recomputed by the backward pass (recompute_fch); 2: qkv too (recompute_qkv).
-static void activation_sizes(const ModelConfig* c, int B, int T, bool linear_inputs_kept, int recompute,
+// recomputed by the backward pass (recompute_fch); 2: qkv too (recompute_qkv). The logits hold logit_rows tokens,
+// the classifier's chunk (classifier_rows).
+static void activation_sizes(const ModelConfig* c, int B, int T, bool linear_inputs_kept, int recompute, int logit_rows,
                              size_t sizes[NUM_ACT_TENSORS]) {
     size_t L = c->num_layers, C = c->channels, BT = (size_t)B * T, LK = linear_inputs_kept ? L : 0;
     size_t QKV = model_qkv_channels(c), FC = model_fc_channels(c), H = c->hidden;
     sizes[A_ENCODED] = BT * C;      sizes[A_LN1] = (LK ? LK : 1) * BT * C; sizes[A_QKV] = (recompute >= 2 ? 1 : L) * BT * QKV;
     sizes[A_ATTY] = L * BT * C;     sizes[A_RES2] = L * BT * C;
     sizes[A_LN2] = LK * BT * C;     sizes[A_FCH] = (recompute >= 1 ? 1 : L) * BT * FC;      sizes[A_MLP_ACT] = LK * BT * H;
-    sizes[A_RES3] = L * BT * C;     sizes[A_LNF] = BT * C;           sizes[A_LOGITS] = BT * c->padded_vocab_size;
+    sizes[A_RES3] = L * BT * C;     sizes[A_LNF] = BT * C;           sizes[A_LOGITS] = (size_t)logit_rows * c->padded_vocab_size;
     sizes[A_DRES] = BT * C;         sizes[A_D4C] = BT * model_widest_linear(c);
     sizes[A_DC] = BT * C;
 }
@@ -136,7 +138,18 @@ typedef struct {
                          // the backward pass
     int producers_emit;  // -Q fused: the kernels that make a linear's input also write its quantized operands
     int lm_head;         // -H 1: the LM head is one more linear in the run's precision (AdaHOP included)
+    int head_chunk;      // -M: tokens whose logits exist at a time (the BF16 head's forward, loss, gradient and
+                         // backward run chunk by chunk); 0 = all of the micro-batch
 } LinearOptions;
+
+#define DEFAULT_HEAD_CHUNK 8192   // -M
+
+// tokens of the logits buffer for micro-batches of B x T: the chunk, at least one sequence (sampling reads a window's
+// logits), or all B T (-M 0, and the low-precision head of -H 1, whose operands span the whole micro-batch)
+static int classifier_rows(const LinearOptions* lo, int B, int T) {
+    int rows = lo->head_chunk > T ? lo->head_chunk : T;
+    return lo->head_chunk > 0 && !lo->lm_head && rows < B * T ? rows : B * T;
+}
 
 // the widest output or input of a low-precision linear: the block linears', or the padded vocabulary with -H 1
 static int lowp_widest_linear(const ModelConfig* c, const LinearOptions* lo) {
@@ -161,7 +174,7 @@ static size_t model_scratch_bytes(const ModelConfig* c, int BT) {
 static size_t model_device_bytes(const ModelConfig* c, int B, int T, const LinearOptions* lo, int world) {
     size_t n = model_num_params(c), sizes[NUM_ACT_TENSORS], act = 0, offs[6];
     size_t shard = zero_shard_size(n, world), padded = shard * world;
-    activation_sizes(c, B, T, lo->precision == PREC_BF16, lo->recompute, sizes);
+    activation_sizes(c, B, T, lo->precision == PREC_BF16, lo->recompute, classifier_rows(lo, B, T), sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { act += sizes[i]; }
     staging_layout(B * T, offs);
     size_t stats = (size_t)c->num_layers * (4 + c->num_heads) * B * T + (3 + (size_t)c->num_heads) * B * T;   // norms, losses, lse, delta
@@ -282,7 +295,8 @@ static void model_build(Model* m, DataParallel* dp, const ModelConfig* c, const 
     m->acts.qkv_ch = model_qkv_channels(c);
     m->acts.fc_ch = model_fc_channels(c);
     m->acts.hidden = c->hidden;
-    activation_sizes(c, B, T, m->acts.linear_inputs_kept, lo->recompute, sizes);
+    m->acts.logit_rows = classifier_rows(lo, B, T);
+    activation_sizes(c, B, T, m->acts.linear_inputs_kept, lo->recompute, m->acts.logit_rows, sizes);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { m->acts.t[i] = (floatX*)device_malloc(sizes[i] * sizeof(floatX), "activations"); }
     size_t LBT = (size_t)c->num_layers * B * T, BT = (size_t)B * T;
     float** stats[6] = {&m->acts.ln1_mean, &m->acts.ln1_rstd, &m->acts.ln2_mean, &m->acts.ln2_rstd,
@@ -315,7 +329,7 @@ static void model_build(Model* m, DataParallel* dp, const ModelConfig* c, const 
 static size_t model_saved_input_bytes(const Model* m) {
     size_t sizes[NUM_ACT_TENSORS], bytes = 0;
     if (m->acts.linear_inputs_kept) {
-        activation_sizes(&m->config, m->max_B, m->max_T, true, 0, sizes);   // the linears' inputs only
+        activation_sizes(&m->config, m->max_B, m->max_T, true, 0, m->acts.logit_rows, sizes);   // the linears' inputs only
         return (sizes[A_LN1] + sizes[A_LN2] + sizes[A_MLP_ACT]) * sizeof(floatX);
     }
     for (int i = 0; i < NUM_LINEAR_KINDS * m->config.num_layers; i++) {
@@ -521,31 +535,60 @@ static void llama_blocks_forward(Model* m, int B, int T, bool bw) {
     }
 }
 
-// logits for a micro-batch; with targets, per-token losses are added into acts.losses, and when dloss != 0 the
-// logits are replaced by d(loss)/d(logits) * dloss for the backward pass
-static void model_forward(Model* m, const int* inputs, const int* targets, int B, int T, float dloss) {
+// The classifier over the N tokens of a micro-batch, acts.logit_rows tokens at a time: logits over the padded
+// vocabulary with the LM head (GPT-2: the tied embedding); with targets the per-token losses added into acts.losses
+// and, where argmax_flags is given, whether each target is the greedy choice (evals); with dloss != 0 the logits are
+// replaced by d(loss)/d(logits) * dloss and the head's backward runs on them at once: d(lnf) into A_DC and the head's
+// weight gradient added. Chunks keep one chunk of logits in memory, not N x 50304; the head's gradient is then a sum
+// of per-chunk GEMMs (the same for every run with the same -M). Without targets all N tokens must fit one chunk.
+static void classifier_forward(Model* m, int N, const int* targets, float dloss, float* argmax_flags) {
+    const ModelConfig* c = &m->config;
+    Activations* a = &m->acts;
+    int C = c->channels, Vp = c->padded_vocab_size, rows = a->logit_rows, head = family_tensors[c->family].head;
+    if (!targets && N > rows) { die("classifier: logits of %d tokens asked for, the buffer holds %d (-M)", N, rows); }
+    for (int t0 = 0; t0 < N; t0 += rows) {
+        int n = min(rows, N - t0);
+        const floatX* lnf = a->t[A_LNF] + (size_t)t0 * C;
+        AdahopLinear lowp_head;
+        if (adahop_has_head(&m->adahop)) {   // one chunk (classifier_rows)
+            lowp_head = head_linear(m);
+            adahop_linear_forward(&lowp_head, a->t[A_LOGITS], lnf, n, dloss != 0.0f, NULL);
+        } else {
+            linear_forward(a->t[A_LOGITS], lnf, m->w[head], NULL, n, C, Vp, m->stream);
+        }
+        if (!targets) { continue; }
+        if (argmax_flags) {
+            eval_argmax_flags(argmax_flags + t0, a->t[A_LOGITS], targets + t0, n, c->vocab_size, Vp, m->stream);
+        }
+        softmax_crossentropy(a->t[A_LOGITS], a->losses + t0, targets + t0, n, c->vocab_size, Vp, dloss, m->stream);
+        if (dloss == 0.0f) { continue; }
+        if (adahop_has_head(&m->adahop)) {
+            LinearInput in = {lnf, NULL, NULL};
+            adahop_linear_backward(&lowp_head, a->t[A_DC], a->t[A_LOGITS], n, &in, m->scratch);
+        } else {
+            linear_backward(a->t[A_DC] + (size_t)t0 * C, m->g[head], NULL, m->scratch, a->t[A_LOGITS], lnf, m->w[head], n,
+                            C, Vp, m->stream);
+        }
+    }
+}
+
+// a micro-batch through the model: the family's blocks, then the classifier (classifier_forward, whose head backward
+// runs here when dloss != 0, so model_backward starts at the blocks)
+static void model_forward_flags(Model* m, const int* inputs, const int* targets, int B, int T, float dloss,
+                                float* argmax_flags) {
     const ModelConfig* c = &m->config;
     if (B > m->max_B || T > m->max_T) { die("forward with B=%d T=%d, but the model was sized for B=%d T=%d", B, T, m->max_B, m->max_T); }
     model_stage_batch(m, inputs, targets, B, T);
     bool bw = dloss != 0.0f;   // a backward pass follows: keep the dW operands
     if (c->family == FAMILY_LLAMA) { llama_blocks_forward(m, B, T, bw); }
     else { gpt2_blocks_forward(m, B, T, bw); }
-    // classifier: logits over the padded vocabulary with the LM head (GPT-2: the tied embedding)
-    int N = B * T;
     size_t offs[6];
-    staging_layout(N, offs);
-    Activations* a = &m->acts;
-    if (adahop_has_head(&m->adahop)) {
-        AdahopLinear head = head_linear(m);
-        adahop_linear_forward(&head, a->t[A_LOGITS], a->t[A_LNF], N, bw, NULL);
-    } else {
-        linear_forward(a->t[A_LOGITS], a->t[A_LNF], m->w[family_tensors[c->family].head], NULL, N, c->channels,
-                       c->padded_vocab_size, m->stream);
-    }
-    if (targets) {
-        softmax_crossentropy(a->t[A_LOGITS], a->losses, m->staging_dev + offs[1], N, c->vocab_size, c->padded_vocab_size,
-                             dloss, m->stream);
-    }
+    staging_layout(B * T, offs);
+    classifier_forward(m, B * T, targets ? m->staging_dev + offs[1] : NULL, dloss, argmax_flags);
+}
+
+static void model_forward(Model* m, const int* inputs, const int* targets, int B, int T, float dloss) {
+    model_forward_flags(m, inputs, targets, B, T, dloss, NULL);
 }
 
 // ----------------------------------------------------------------------------
@@ -706,8 +749,8 @@ static void llama_blocks_backward(Model* m, int B, int T) {
     }
 }
 
-// the classifier (the logits buffer holds dlogits now), then the family's blocks, then the embeddings; each
-// gradient bucket goes to the all-reduce as soon as it is final (model_bucket_done)
+// the family's blocks from d(lnf) in A_DC (the classifier's backward ran in model_forward), then the embeddings;
+// each gradient bucket goes to the all-reduce as soon as it is final (model_bucket_done)
 static void model_backward(Model* m, int B, int T) {
     const ModelConfig* c = &m->config;
     const FamilyTensors* ft = &family_tensors[c->family];
@@ -715,14 +758,6 @@ static void model_backward(Model* m, int B, int T) {
     size_t offs[6];
     staging_layout(N, offs);
     Activations* a = &m->acts;
-    if (adahop_has_head(&m->adahop)) {
-        AdahopLinear head = head_linear(m);
-        LinearInput lnf = {a->t[A_LNF], NULL, NULL};
-        adahop_linear_backward(&head, a->t[A_DC], a->t[A_LOGITS], N, &lnf, m->scratch);
-    } else {
-        linear_backward(a->t[A_DC], m->g[ft->head], NULL, m->scratch, a->t[A_LOGITS], a->t[A_LNF], m->w[ft->head], N,
-                        c->channels, c->padded_vocab_size, m->stream);
-    }
     cudaCheck(cudaMemsetAsync(a->t[A_DRES], 0, (size_t)N * c->channels * sizeof(floatX), m->stream));
     if (c->family == FAMILY_LLAMA) { llama_blocks_backward(m, B, T); }
     else { gpt2_blocks_backward(m, B, T); }
@@ -893,6 +928,10 @@ static void usage(const char* prog) {
            "             pre-activation (fc / gate-up output), 2 also the qkv output; each saves (layers - 1) x B x T x its\n"
            "             width BF16 values and costs one more forward of its linear per layer; results are identical\n"
            "             (default 0)\n"
+           "  -M <int>   tokens whose logits exist at once: the LM head's forward, loss, logits gradient and backward run\n"
+           "             on chunks of M tokens (at least T), so the logits take M x padded vocab BF16 values instead of\n"
+           "             B x T x that; 0 = the whole micro-batch. The head's weight gradient is then a sum of per-chunk\n"
+           "             products (other bits than -M 0). With -H 1 the head takes the whole micro-batch (default %d)\n"
            "Data parallel, one process per GPU: mpirun -np N <this program> ..., or without MPI N processes on one node\n"
            "started with -G N -I 0..N-1 -F <file> (the same batches, results and checkpoints as one GPU with N times the\n"
            "gradient accumulation; only rank 0 prints, samples and writes files):\n"
@@ -902,13 +941,14 @@ static void usage(const char* prog) {
            "             failed run, refusing those of a live one), every rank waits for all the others up to %.0f s, and\n"
            "             a rank that fails tells the others there (needed for G > 1 without mpirun)\n"
            "  -O <0|1>   all-reduce the gradients layer by layer during the backward pass (default 1)\n"
-           "  -h         this help\n", prog, GEMM_TIMED_CANDIDATES, RENDEZVOUS_TIMEOUT_S);
+           "  -h         this help\n", prog, GEMM_TIMED_CANDIDATES, DEFAULT_HEAD_CHUNK,
+           RENDEZVOUS_TIMEOUT_S);
 }
 
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
                  NULL, 0, 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
-                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64, 0, 0}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1, 0.0f, 0.0f, 1};
+                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64, 0, 0, 0, DEFAULT_HEAD_CHUNK}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1, 0.0f, 0.0f, 1};
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
@@ -955,6 +995,7 @@ static Options parse_options(int argc, char** argv) {
             case 'K': o.lin.oe_k = (int)parse_int(f, v, 1, 4096); break;
             case 'A': o.lin.recompute = (int)parse_int(f, v, 0, 2); break;
             case 'H': o.lin.lm_head = (int)parse_int(f, v, 0, 1); break;
+            case 'M': o.lin.head_chunk = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'Q':
                 if (strcmp(v, "fused") == 0) { o.lin.producers_emit = 1; }
                 else if (strcmp(v, "separate") == 0) { o.lin.producers_emit = 0; }
@@ -1041,12 +1082,8 @@ static void gpu_eval_forward(void* runner, const EvalBatch* b, float* losses, fl
     EvalRunner* r = (EvalRunner*)runner;
     Model* m = r->m;
     int N = b->rows * b->T_used;
-    size_t offs[6];
-    staging_layout(N, offs);
     cudaCheck(cudaMemsetAsync(m->acts.losses, 0, (size_t)N * sizeof(float), m->stream));
-    model_forward(m, b->inputs, b->targets, b->rows, b->T_used, 0.0f);
-    eval_argmax_flags(r->flags, m->acts.t[A_LOGITS], m->staging_dev + offs[1], N, m->config.vocab_size,
-                      m->config.padded_vocab_size, m->stream);
+    model_forward_flags(m, b->inputs, b->targets, b->rows, b->T_used, 0.0f, r->flags);
     cudaCheck(cudaMemcpyAsync(losses, m->acts.losses, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost, m->stream));
     cudaCheck(cudaMemcpyAsync(argmax, r->flags, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost, m->stream));
     cudaCheck(cudaStreamSynchronize(m->stream));
@@ -1175,6 +1212,7 @@ static void json_run_event(FILE* fp, const Model* m, const Options* o, int micro
     jsonl_int(&j, "world_size", m->dp->world_size);
     jsonl_string(&j, "precision", precision_names[o->lin.precision]);
     jsonl_int(&j, "lm_head_lowp", o->lin.lm_head);
+    jsonl_int(&j, "logit_rows", m->acts.logit_rows);
     jsonl_int(&j, "seed", (long long)o->seed);
     jsonl_int(&j, "start_step", start_step);  jsonl_int(&j, "max_steps", o->max_steps);
     jsonl_number(&j, "flops_per_token", flops_per_token);
@@ -1366,6 +1404,7 @@ int main(int argc, char** argv) {
     else if (resume_path[0]) { printf("GEMM algorithms: %d configurations from the checkpoint\n", gemm_algo_entries()); }
     else { printf("GEMM algorithms: cuBLASLt's first choices (-a 0)\n"); }
     printf("saved inputs of the block linears: %.2f GiB\n", model_saved_input_bytes(&model) / 1073741824.0);
+    printf("classifier: logits of %d tokens at a time (-M %d)\n", model.acts.logit_rows, o.lin.head_chunk);
     static const char* path_names[2] = {"exact", "fast"};
     printf("block linears%s: %s%s%s, stochastic rounding of gradients %s%s\n", o.lin.lm_head ? " and the LM head (-H 1)" : "",
            precision_names[o.lin.precision], o.lin.precision == PREC_BF16 ? "" : ", MXFP4 GEMM path ",

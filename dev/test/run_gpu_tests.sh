@@ -8,7 +8,7 @@
 # failed, 2 for an unknown part.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-PARTS=(kernels flash nccl mxfp4 fused adahop gpt2 llama modes resume signal recompute jsonl dp export evals)
+PARTS=(kernels flash nccl mxfp4 fused adahop gpt2 llama modes resume signal recompute chunks jsonl dp export evals)
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; echo "parts: ${PARTS[*]}"; exit 0; fi
 for want in "$@"; do
     [[ " ${PARTS[*]} " == *" $want "* ]] || { echo "run_gpu_tests.sh: unknown part '$want' (parts: ${PARTS[*]})" >&2; exit 2; }
@@ -107,6 +107,11 @@ fi
 if part recompute "-A 1 / -A 2 (MLP pre-activation / also qkv recomputed in the backward pass) give the same numbers with less memory"; then
     bash dev/test/recompute_test.sh d6 || failed+=(recompute_test)
     bash dev/test/recompute_test.sh llama:d8 || failed+=(recompute_test_llama)
+fi
+
+if part chunks "-M (the classifier in chunks of tokens): repeatable, the losses of -M 0 within tolerance, the logits' memory less"; then
+    bash dev/test/head_chunk_test.sh d6 || failed+=(head_chunk_test)
+    bash dev/test/head_chunk_test.sh llama:d8 || failed+=(head_chunk_test_llama)
 fi
 
 if part jsonl "main.jsonl: every event equals main.log's, FLOPs per token and MFU recomputed; plot_losses.py reads it"; then

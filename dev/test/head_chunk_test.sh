@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# -M (the classifier in chunks of M tokens: the LM head's forward, loss, logits gradient and backward a chunk at a
+# time) against -M 0 (the whole micro-batch at once): 10 steps of a small model (B=8, T=256: 2048 tokens; -M 256 is
+# 8 chunks) in bf16 and adahop. Checks: a chunked run repeats bit for bit; its train and val losses stay within the
+# BF16 engine's loss tolerance of test_gpt2cu (5e-3 relative; only the summation order of the head's weight gradient
+# differs, then everything downstream of it); it allocates (2048 - 256) x 50304 BF16 logits less (within 2 MiB: main.log rounds to 1 MiB).
+# usage: head_chunk_test.sh [INIT]   INIT is the trainer's -e: d6 (GPT-2, the default) or e.g. llama:d8
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source dev/test/nccl_path.sh ./train_gpt2_adahop
+init=${1:-d6}
+out=build/head_chunk_test_${init//:/_}
+rm -rf "$out"; mkdir -p "$out"
+pass=0; fail=0
+result() { if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi; }
+strip() { sed 's/ tok\/s:[0-9]*//; s/ mem_gib:[0-9.]*//' "$1/main.log"; }
+mem() { sed -n 's/.*mem_gib:\([0-9.]*\).*/\1/p' "$1/main.log" | tail -1; }
+losses() { sed -n 's/^s:\([0-9]*\) \(tl\|vl\):\([-0-9.naif]*\).*/\1 \2 \3/p' "$1/main.log"; }
+for mode in bf16 adahop; do
+    for run in M0 M256 M256b; do
+        m=${run#M}; m=${m%b}
+        timeout 200 ./train_gpt2_adahop -e "$init" -b 8 -t 256 -x 10 -u 2 -v 5 -m 4 -s 0 -w 3 -R 4 -W 2 -p $mode -M $m -a 0 \
+            -o "$out/${mode}_$run" > "$out/${mode}_$run.txt" 2>&1 || { tail -3 "$out/${mode}_$run.txt"; }
+    done
+    grep -q "logits of 256 tokens at a time" "$out/${mode}_M256.txt"
+    result "$init $mode: -M 256 runs the classifier in 256-token chunks" $?
+    cmp -s <(strip "$out/${mode}_M256") <(strip "$out/${mode}_M256b") && [ -s "$out/${mode}_M256/main.log" ]
+    result "$init $mode: two -M 256 runs log the same numbers bit for bit" $?
+    n=$(losses "$out/${mode}_M0" | wc -l)
+    paste <(losses "$out/${mode}_M0") <(losses "$out/${mode}_M256") |
+        awk -v n="$n" '{ d = $3 - $6; if (d < 0) d = -d; if ($1 != $4 || $2 != $5 || $3 !~ /^[0-9.]+$/ || $6 !~ /^[0-9.]+$/ || d > 5e-3 * $3) bad++; k++ }
+                       END { if (k != n || n < 11 || bad) { printf "  %d of %d losses outside the tolerance\n", bad, k; exit 1 } }'
+    result "$init $mode: -M 256's $n train and val losses within 5e-3 of -M 0's" $?
+    a=$(mem "$out/${mode}_M0"); b=$(mem "$out/${mode}_M256")
+    awk -v a="$a" -v b="$b" 'BEGIN { want = (2048 - 256) * 50304 * 2 / 1073741824; d = a - b;
+                                     exit !(a > 0 && b > 0 && d > want - 2 / 1024 && d < want + 2 / 1024) }'
+    result "$init $mode: -M 256 allocates $a - $b GiB, the logits of 1792 tokens less" $?
+done
+echo "head_chunk_test $init: $pass passed, $fail failed"
+[ $fail -eq 0 ]
