@@ -587,6 +587,7 @@ static void model_forward_flags(Model* m, const int* inputs, const int* targets,
     classifier_forward(m, B * T, targets ? m->staging_dev + offs[1] : NULL, dloss, argmax_flags);
 }
 
+// model_forward_flags without the argmax flags
 static void model_forward(Model* m, const int* inputs, const int* targets, int B, int T, float dloss) {
     model_forward_flags(m, inputs, targets, B, T, dloss, NULL);
 }
