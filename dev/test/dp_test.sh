@@ -15,6 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/test/nccl_path.sh ./train_gpt2_adahop
+source dev/test/run_checks.sh
 init=${1:-d6}
 out=build/dp_test_${init//:/_}
 rm -rf "$out"
@@ -22,11 +23,6 @@ mkdir -p "$out"
 args=(-e "$init" -b 8 -t 256 -d 4096 -x 10 -u 2 -v 5 -m 4 -s 0 -w 3 -R 4 -W 2 -a 0)   # -a 0: runs compared bit for bit
 tol=1e-4
 pass=0; fail=0
-
-# result NAME STATUS: counts and prints one check
-result() {
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi
-}
 
 # train DIR FLAGS...: one process into DIR (a fresh rendezvous file per run), its stdout in DIR.txt
 train() {
@@ -79,7 +75,7 @@ killed_rank_stops_other() {
 
 # log_lines DIR [FROM]: main.log without throughput and memory, only the step lines after step FROM when given
 log_lines() {
-    sed 's/ tok\/s:[0-9]*//; s/ mem_gib:[0-9.]*//' "$1/main.log" | awk -v from="${2:--1}" 'from < 0 || ($0 ~ /^s:/ && substr($1, 3) + 0 > from)'
+    log_numbers "$1" | awk -v from="${2:--1}" 'from < 0 || ($0 ~ /^s:/ && substr($1, 3) + 0 > from)'
 }
 
 # same_logs A B TOL [FROM]: the same lines; with TOL 0 identical, else numbers (key:value) within relative TOL plus

@@ -11,13 +11,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/test/nccl_path.sh ./train_gpt2_adahop
+source dev/test/run_checks.sh
 init=${1:-d6}
 out=build/head_chunk_test_${init//:/_}
 rm -rf "$out"; mkdir -p "$out"
 pass=0; fail=0
-result() { if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi; }
-strip() { sed 's/ tok\/s:[0-9]*//; s/ mem_gib:[0-9.]*//' "$1/main.log"; }
-mem() { sed -n 's/.*mem_gib:\([0-9.]*\).*/\1/p' "$1/main.log" | tail -1; }
 losses() { sed -n 's/^s:\([0-9]*\) \(tl\|vl\):\([-0-9.naif]*\).*/\1 \2 \3/p' "$1/main.log"; }
 for mode in bf16 adahop; do
     for run in M0 M256 M256b; do
@@ -27,7 +25,7 @@ for mode in bf16 adahop; do
     done
     grep -q "logits of 256 tokens at a time" "$out/${mode}_M256.txt"
     result "$init $mode: -M 256 runs the classifier in 256-token chunks" $?
-    cmp -s <(strip "$out/${mode}_M256") <(strip "$out/${mode}_M256b") && [ -s "$out/${mode}_M256/main.log" ]
+    cmp -s <(log_numbers "$out/${mode}_M256") <(log_numbers "$out/${mode}_M256b") && [ -s "$out/${mode}_M256/main.log" ]
     result "$init $mode: two -M 256 runs log the same numbers bit for bit" $?
     n=$(losses "$out/${mode}_M0" | wc -l)
     paste <(losses "$out/${mode}_M0") <(losses "$out/${mode}_M256") |
@@ -39,7 +37,7 @@ for mode in bf16 adahop; do
               k++ }
             END { if (k != n || n < 11 || bad) { printf "  %d of %d losses outside the tolerance\n", bad, k; exit 1 } }'
     result "$init $mode: -M 256's losses near -M 0's ($([ $mode = bf16 ] && echo "all $n" || echo "first and last train"))" $?
-    a=$(mem "$out/${mode}_M0"); b=$(mem "$out/${mode}_M256")
+    a=$(alloc_gib "$out/${mode}_M0"); b=$(alloc_gib "$out/${mode}_M256")
     awk -v a="$a" -v b="$b" 'BEGIN { want = (2048 - 256) * 50304 * 2 / 1073741824; d = a - b;
                                      exit !(a > 0 && b > 0 && d > want - 2 / 1024 && d < want + 2 / 1024) }'
     result "$init $mode: -M 256 allocates $a - $b GiB, the logits of 1792 tokens less" $?

@@ -8,22 +8,20 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/test/nccl_path.sh ./train_gpt2_adahop
+source dev/test/run_checks.sh
 init=${1:-d6}
 out=build/recompute_test_${init//:/_}
 rm -rf "$out"; mkdir -p "$out"
 pass=0; fail=0
-result() { if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi; }
 for mode in bf16 adahop; do
     for a in 0 1 2; do
         timeout 200 ./train_gpt2_adahop -e "$init" -b 8 -t 256 -x 10 -u 2 -v 5 -m 4 -s 0 -w 3 -R 4 -W 2 -p $mode -A $a -a 0 \
             -o "$out/${mode}_A$a" > "$out/${mode}_A$a.txt" 2>&1 || { tail -3 "$out/${mode}_A$a.txt"; }
     done
-    strip() { sed 's/ tok\/s:[0-9]*//; s/ mem_gib:[0-9.]*//' "$1/main.log"; }
-    mem() { sed -n 's/.*mem_gib:\([0-9.]*\).*/\1/p' "$1/main.log" | tail -1; }
     for a in 1 2; do
-        cmp -s <(strip "$out/${mode}_A0") <(strip "$out/${mode}_A$a") && [ -s "$out/${mode}_A0/main.log" ]
+        cmp -s <(log_numbers "$out/${mode}_A0") <(log_numbers "$out/${mode}_A$a") && [ -s "$out/${mode}_A0/main.log" ]
         result "$init $mode: -A $a logs the same numbers bit for bit as -A 0 ($(grep -c ' tl:' "$out/${mode}_A$a/main.log" 2>/dev/null) steps)" $?
-        m_below=$(mem "$out/${mode}_A$((a - 1))"); m=$(mem "$out/${mode}_A$a")
+        m_below=$(alloc_gib "$out/${mode}_A$((a - 1))"); m=$(alloc_gib "$out/${mode}_A$a")
         awk -v a="$m_below" -v b="$m" 'BEGIN { exit !(b > 0 && b < a) }'
         result "$init $mode: -A $a allocates less than -A $((a - 1)) ($m GiB vs $m_below GiB)" $?
     done

@@ -1,0 +1,13 @@
+# Shared by the trainer's GPU test scripts (source it; the caller sets pass=0 fail=0): counting checks and reading a
+# run's main.log.
+
+# result NAME STATUS: counts and prints one check
+result() {
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi
+}
+
+# log_numbers DIR: DIR/main.log without throughput and memory, the figures that differ between identical runs
+log_numbers() { sed 's/ tok\/s:[0-9]*//; s/ mem_gib:[0-9.]*//' "$1/main.log"; }
+
+# alloc_gib DIR: the GiB the run allocated (the last mem_gib of DIR/main.log)
+alloc_gib() { sed -n 's/.*mem_gib:\([0-9.]*\).*/\1/p' "$1/main.log" | tail -1; }
