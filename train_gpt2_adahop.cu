@@ -564,7 +564,7 @@ static void classifier_forward(Model* m, int N, const int* targets, float dloss,
         if (dloss == 0.0f) { continue; }
         if (adahop_has_head(&m->adahop)) {
             LinearInput in = {lnf, NULL, NULL};
-            adahop_linear_backward(&lowp_head, a->t[A_DC], a->t[A_LOGITS], n, &in, m->scratch);
+            adahop_linear_backward(&lowp_head, a->t[A_DC] + (size_t)t0 * C, a->t[A_LOGITS], n, &in, m->scratch);
         } else {
             linear_backward(a->t[A_DC] + (size_t)t0 * C, m->g[head], NULL, m->scratch, a->t[A_LOGITS], lnf, m->w[head], n,
                             C, Vp, m->stream);
