@@ -332,6 +332,35 @@ def build_table(runs, ref, spread, alpha):
     return header, rows, lines, notes
 
 
+GEMM_KINDS = ("fwd", "dx", "dw")   # llmc/adahop.h's GEMM names, in the order of the change tables' columns
+
+
+def changes_markdown(runs):
+    """Markdown of each run's AdaHOP strategy changes: per step, how many GEMMs changed and the strategies they moved
+    to by GEMM kind (forward, dX, dW); then every change"""
+    md = []
+    for r in runs:
+        if not r.adahop:
+            continue
+        md += [f"## {r.name}", "", "| step | GEMMs changed | forward | dX | dW |", "|---:|---:|---|---|---|"]
+        for step in sorted({k[0] for k in r.adahop}):
+            moved = {g: {} for g in GEMM_KINDS}
+            for (s, _layer, _linear, gemm), (_old, new) in r.adahop.items():
+                if s == step:
+                    moved.setdefault(gemm, {})
+                    moved[gemm][new] = moved[gemm].get(new, 0) + 1
+            cells = [", ".join(f"{k} {n}" for k, n in sorted(moved[g].items())) for g in GEMM_KINDS]
+            count = sum(n for m in moved.values() for n in m.values())
+            md.append(f"| {step} | {count} | " + " | ".join(cells) + " |")
+        md += ["", "| step | layer | linear | GEMM | from | to |", "|---:|---:|---|---|---|---|"]
+        for (step, layer, linear, gemm), (old, new) in sorted(r.adahop.items()):
+            md.append(f"| {step} | {layer} | {linear} | {gemm} | {old} | {new} |")
+        md.append("")
+    if not md:
+        md = ["no AdaHOP strategy changes in these runs", ""]
+    return "\n".join(md)
+
+
 def text_table(header, rows):
     w = [max(len(x) for x in col) for col in zip(header, *rows)]
     out = ["  ".join(c.ljust(w[i]) if i < 2 else c.rjust(w[i]) for i, c in enumerate(row)) for row in [header] + rows]
@@ -442,6 +471,8 @@ def main(argv=None):
                    help="EMA weight of the past for the train loss, 0 <= A < 1, 0 = no smoothing (default 0.9)")
     p.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to FILE")
     p.add_argument("--ref", metavar="RUN", help="reference run name (default: the bf16 run with the other modes' seed)")
+    p.add_argument("--changes", metavar="FILE", help="also write each run's AdaHOP strategy changes as Markdown to FILE: "
+                   "per step the GEMMs that changed and the strategies they moved to, then every change")
     p.add_argument("--no-plot", action="store_true", help="table only (no matplotlib needed)")
     p.add_argument("--ymax", default="auto", help="upper limit of the train and val loss axes: a number, 'auto' "
                    "(default: the highest loss after the first 10%% of the steps) or 'none' (the full range)")
@@ -473,6 +504,10 @@ def main(argv=None):
             with open(a.markdown, "w") as f:
                 f.write(markdown_table(header, rows, lines, notes, a.ema))
             print(f"wrote {a.markdown}")
+        if a.changes:
+            with open(a.changes, "w") as f:
+                f.write(changes_markdown(runs))
+            print(f"wrote {a.changes}")
         if not a.no_plot:
             out = a.out
             if out is None:

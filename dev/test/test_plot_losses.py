@@ -8,7 +8,7 @@ seed-to-seed spread, the EMA train loss, the AdaHOP change counts and the median
 computed here; the evals (adahop: main.jsonl "eval" events, mxfp4: main.log eval lines, hadamard: a main.jsonl
 without eval events, so main.log's eval lines) fill the eval columns with each run's last scores, n/a for the
 bf16 runs, and a fourth figure panel (the PNG is four panels wide); eval events win over main.log's eval lines;
-the Markdown table is written; a main.jsonl run takes its mode and seed from its run event and leaves out a last
+the Markdown table is written; --changes lists the AdaHOP changes per step and GEMM kind; a main.jsonl run takes its mode and seed from its run event and leaves out a last
 line still being written; missing and empty logs, a bad JSON line and an eval line with a non-number stop with a
 clear error. Without matplotlib the plotting checks are skipped (with a message) and the table is checked with
 --no-plot.
@@ -214,6 +214,18 @@ def test_plot(tmp, have_mpl):
     mdtext = open(md).read() if os.path.isfile(md) else ""
     check(mdtext.startswith("| run |") and mdtext.count("\n| ") == 5 and "seed-to-seed spread" in mdtext,
           "Markdown table written (--markdown)", mdtext[:300])
+
+    # --changes: per step the GEMMs that changed and where they went, by GEMM kind, then every change
+    ch = os.path.join(tmp, "changes.md")
+    rc, out, err = run([sys.executable, PLOT, root, "--no-plot", "--changes", ch])
+    text = open(ch).read() if os.path.isfile(ch) else ""
+    want_summary = ["| 31 | 4 | iht 2 | iht 1 | iht+oe_rows_a 1 |", "| 131 | 1 |  |  | iht 1 |"]
+    want_detail = ["| %d | %d | %s | %s | %s | %s |" % a for a in sorted(ADAHOP_LINES)]
+    check(rc == 0 and all(x in text.splitlines() for x in want_summary + want_detail),
+          "--changes: per-step summary by GEMM kind and every change of the adahop run", text + err)
+    check(text.count("## ") == 1 and "## adahop_s1337" in text, "--changes: only the run with changes has a section", text)
+    rc, out, err = run([sys.executable, PLOT, os.path.join(root, "bf16_s1337"), "--no-plot", "--changes", ch])
+    check(rc == 0 and open(ch).read().startswith("no AdaHOP strategy changes"), "--changes without changes says so", err)
 
     # eval events win over main.log's eval lines; a run without evals has no eval panel nor columns
     both = os.path.join(tmp, "both", "adahop_s1337")
