@@ -70,9 +70,10 @@ class Run:
     def adahop_change_steps(self):
         return len({k[0] for k in self.adahop})
 
-    def add_change(self, step, m):
-        """a strategy change at `step` from a CHANGE match"""
-        self.adahop[(step, int(m.group(1)), m.group(2), m.group(3))] = (m.group(4), m.group(5))
+    def add_change(self, step, change):
+        """a strategy change at `step`: change = the five groups of a CHANGE match (layer, linear, GEMM, old, new)"""
+        layer, linear, gemm, old, new = change
+        self.adahop[(step, int(layer), linear, gemm)] = (old, new)
 
 
 def median_after_first(values):
@@ -120,7 +121,7 @@ def read_text_log(run, log):
                 continue
             m = RE_ADAHOP.match(line)
             if m:
-                run.add_change(int(m.group(1)), m)
+                run.add_change(int(m.group(1)), m.groups()[1:])
 
 
 def read_json_log(run, log):
@@ -141,7 +142,7 @@ def read_json_log(run, log):
                     m = RE_CHANGE.match(text)
                     if not m:
                         raise ValueError(f"strategy change '{text}'")
-                    run.add_change(s, m)
+                    run.add_change(s, m.groups())
             elif kind == "val":
                 run.val[int(ev["step"])] = float(ev["val_loss"])
             elif kind == "eval":   # null: a non-finite score

@@ -224,6 +224,13 @@ def test_plot(tmp, have_mpl):
     check(rc == 0 and all(x in text.splitlines() for x in want_summary + want_detail),
           "--changes: per-step summary by GEMM kind and every change of the adahop run", text + err)
     check(text.count("## ") == 1 and "## adahop_s1337" in text, "--changes: only the run with changes has a section", text)
+    text_only = os.path.join(tmp, "text_only", "adahop_s1337")   # the changes from main.log's "adahop step" lines
+    write_log(text_only, "adahop_s1337")
+    rc, out, err = run([sys.executable, PLOT, text_only, "--no-plot", "--changes", ch])
+    text = open(ch).read() if os.path.isfile(ch) else ""
+    row = next((ln.split() for ln in out.splitlines() if ln.startswith("adahop_s1337")), [""] * 12)
+    check(rc == 0 and row[10:12] == [str(len(ADAHOP_LINES)), "2"] and all(x in text.splitlines() for x in want_summary + want_detail),
+          f"main.log only: {len(ADAHOP_LINES)} changes at 2 steps, the same --changes tables", out + text + err)
     rc, out, err = run([sys.executable, PLOT, os.path.join(root, "bf16_s1337"), "--no-plot", "--changes", ch])
     check(rc == 0 and open(ch).read().startswith("no AdaHOP strategy changes"), "--changes without changes says so", err)
 
