@@ -16,13 +16,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/test/nccl_path.sh ./train_gpt2_adahop
 source dev/test/run_checks.sh
-init=${1:-d6}
-out=build/dp_test_${init//:/_}
-rm -rf "$out"
-mkdir -p "$out"
+start_checks dp_test "${1:-}"
 args=(-e "$init" -b 8 -t 256 -d 4096 -x 10 -u 2 -v 5 -m 4 -s 0 -w 3 -R 4 -W 2 -a 0)   # -a 0: runs compared bit for bit
 tol=1e-4
-pass=0; fail=0
 
 # train DIR FLAGS...: one process into DIR (a fresh rendezvous file per run), its stdout in DIR.txt
 train() {
@@ -168,5 +164,4 @@ if [ "$gpus" -ge 2 ]; then
 else
     echo "dp_test $init: skipped: the 2-rank part needs 2 GPUs, this machine has $gpus" | tee -a "${TEST_SKIP_LOG:-/dev/null}"
 fi
-echo "dp_test $init: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish_checks dp_test

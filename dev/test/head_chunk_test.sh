@@ -12,10 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/test/nccl_path.sh ./train_gpt2_adahop
 source dev/test/run_checks.sh
-init=${1:-d6}
-out=build/head_chunk_test_${init//:/_}
-rm -rf "$out"; mkdir -p "$out"
-pass=0; fail=0
+start_checks head_chunk_test "${1:-}"
 losses() { sed -n 's/^s:\([0-9]*\) \(tl\|vl\):\([-0-9.naif]*\).*/\1 \2 \3/p' "$1/main.log"; }
 for mode in bf16 adahop; do
     for run in M0 M256 M256b; do
@@ -42,5 +39,4 @@ for mode in bf16 adahop; do
                                      exit !(a > 0 && b > 0 && d > want - 2 / 1024 && d < want + 2 / 1024) }'
     result "$init $mode: -M 256 allocates $a - $b GiB, the logits of 1792 tokens less" $?
 done
-echo "head_chunk_test $init: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish_checks head_chunk_test

@@ -9,10 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/test/nccl_path.sh ./train_gpt2_adahop
 source dev/test/run_checks.sh
-init=${1:-d6}
-out=build/recompute_test_${init//:/_}
-rm -rf "$out"; mkdir -p "$out"
-pass=0; fail=0
+start_checks recompute_test "${1:-}"
 for mode in bf16 adahop; do
     for a in 0 1 2; do
         timeout 200 ./train_gpt2_adahop -e "$init" -b 8 -t 256 -x 10 -u 2 -v 5 -m 4 -s 0 -w 3 -R 4 -W 2 -p $mode -A $a -a 0 \
@@ -26,5 +23,4 @@ for mode in bf16 adahop; do
         result "$init $mode: -A $a allocates less than -A $((a - 1)) ($m GiB vs $m_below GiB)" $?
     done
 done
-echo "recompute_test $init: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish_checks recompute_test

@@ -1,5 +1,19 @@
-# Shared by the trainer's GPU test scripts (source it; the caller sets pass=0 fail=0): counting checks and reading a
-# run's main.log.
+# Shared by the trainer's GPU test scripts (source it, then start_checks): counting checks and reading a run's
+# main.log.
+
+# start_checks NAME [INIT]: init = INIT (the trainer's -e; d6 when empty), out = build/NAME_INIT emptied, counters zeroed
+start_checks() {
+    init=${2:-d6}
+    out=build/$1_${init//:/_}
+    rm -rf "$out"; mkdir -p "$out"
+    pass=0; fail=0
+}
+
+# finish_checks NAME: prints the counts; the status is non-zero when a check failed
+finish_checks() {
+    echo "$1 $init: $pass passed, $fail failed"
+    [ $fail -eq 0 ]
+}
 
 # result NAME STATUS: counts and prints one check
 result() {
