@@ -83,7 +83,7 @@ static void usage(const char* prog) {
         "  -V <int>   run the evals every n steps too, 0 = only at the end (default 0)\n"
         "  -p <mode>  block linears: bf16 (FP32 here) | mxfp4 | hadamard | adahop, emulated (default bf16)\n"
         "  -w <int>   AdaHOP calibration steps before the first strategy vote (default 30)\n"
-        "  -C <str>   precision of the calibration steps: plain (MXFP4, docs/adahop.md) | iht (with the Hadamard) (default plain)\n"
+        "  -C <str>   precision of the calibration steps: iht (with the Hadamard) | plain (MXFP4, as in the paper) (default iht)\n"
         "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 0)\n"
         "  -W <int>   steps of pattern statistics before each re-classification (default 5)\n"
         "  -K <int>   rows/columns taken out by outlier extraction, at most the operand's (default 64)\n"
@@ -103,7 +103,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->B = 4; a->T = 64; a->max_steps = 40; a->val_every = 10; a->val_batches = 4;
     a->checkpoint_every = 0; a->keep_checkpoints = 0; a->resume = 0; a->gen_tokens = 32;
     a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337; a->skip_loss_z = 0.0f; a->skip_norm_z = 0.0f;
-    a->precision = PREC_BF16; a->calib_steps = 30; a->calib_strategy = STRAT_PLAIN; a->reclass_every = 0; a->reclass_window = 5; a->oe_k = 64;
+    a->precision = PREC_BF16; a->calib_steps = 30; a->calib_strategy = STRAT_IHT; a->reclass_every = 0; a->reclass_window = 5; a->oe_k = 64;
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];

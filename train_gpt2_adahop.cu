@@ -913,8 +913,8 @@ static void usage(const char* prog) {
            "  -P <path>  MXFP4 GEMM path: fast (E4M3 on FP8 tensor cores) | exact (dequantize + BF16) (default fast)\n"
            "  -S <0|1>   stochastic rounding of the gradient operands (default 0)\n"
            "  -w <int>   AdaHOP calibration steps before the first strategy vote (default 30)\n"
-           "  -C <str>   precision of the calibration steps: plain (MXFP4, docs/adahop.md) | iht (with the Hadamard; closer to\n"
-           "             bf16 in dev/RESULTS.md's d12 runs) (default plain)\n"
+           "  -C <str>   precision of the calibration steps: iht (with the Hadamard; closer to bf16 in dev/RESULTS.md's runs) |\n"
+           "             plain (MXFP4, as in the paper; docs/adahop.md) (default iht)\n"
            "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 250)\n"
            "  -W <int>   steps of pattern statistics before each re-classification (default 10)\n"
            "  -K <int>   rows/columns taken out by outlier extraction (default 64)\n"
@@ -949,7 +949,7 @@ static void usage(const char* prog) {
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
                  NULL, 0, 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
-                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_PLAIN, 250, 10, 64, 0, 0, 0, DEFAULT_HEAD_CHUNK}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1, 0.0f, 0.0f, 1};
+                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_IHT, 250, 10, 64, 0, 0, 0, DEFAULT_HEAD_CHUNK}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1, 0.0f, 0.0f, 1};
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];

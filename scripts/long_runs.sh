@@ -6,7 +6,7 @@
 # several GPUs, run_modes.sh's --gpus trains a set's runs side by side, and sets can run beside each other on other
 # GPUs (each run has its own lock), e.g. on 8 GPUs:
 #   scripts/long_runs.sh gpt2 ROOT --gpus 0,1,2,3,4 --minutes 9 & scripts/long_runs.sh gpt2_frozen ROOT --gpus 5 --minutes 9 &
-#   scripts/long_runs.sh gpt2_ciht ROOT --gpus 6 --minutes 9 & scripts/long_runs.sh gpt2_head ROOT --gpus 7 --minutes 9 & wait
+#   scripts/long_runs.sh gpt2_cplain ROOT --gpus 6 --minutes 9 & scripts/long_runs.sh gpt2_head ROOT --gpus 7 --minutes 9 & wait
 #
 # The corpus (once; CORPUS = the folder of the raw text files named below): the
 # held-out Gutenberg books first, so the 5M validation tokens are those 1.24M plus the first 3.76M of the training
@@ -26,8 +26,8 @@ Trains the runs of SET in ROOT/SET/<mode>_s<seed> through scripts/run_modes.sh; 
         llama         LLaMA-small llama:d12, B=64: the same five runs
         gpt2_frozen   GPT-2 d12 adahop with -R 0: strategies frozen after the calibration vote
         llama_frozen  llama:d12 adahop with -R 0
-        gpt2_ciht     GPT-2 d12 adahop with -C iht: the calibration steps in IHT instead of plain MXFP4
-        llama_ciht    llama:d12 adahop with -C iht
+        gpt2_cplain   GPT-2 d12 adahop with -C plain: the calibration steps in plain MXFP4 (the paper's) instead of IHT
+        llama_cplain  llama:d12 adahop with -C plain
         gpt2_head     GPT-2 d12 adahop with -H 1 (the LM head through AdaHOP too), B=32 (-H needs B*T*50304 < 2^31)
         llama_head    llama:d12 adahop with -H 1, B=32
         d24           GPT-2 d24, B=32: bf16 and adahop
@@ -52,8 +52,8 @@ case $set_name in
     llama)        sel=(--seed2 42); flags=(-e llama:d12 -b 64) ;;
     gpt2_frozen)  sel=(--modes adahop); flags=(-e d12 -b 64 -R 0) ;;
     llama_frozen) sel=(--modes adahop); flags=(-e llama:d12 -b 64 -R 0) ;;
-    gpt2_ciht)    sel=(--modes adahop); flags=(-e d12 -b 64 -C iht) ;;
-    llama_ciht)   sel=(--modes adahop); flags=(-e llama:d12 -b 64 -C iht) ;;
+    gpt2_cplain)  sel=(--modes adahop); flags=(-e d12 -b 64 -C plain) ;;
+    llama_cplain) sel=(--modes adahop); flags=(-e llama:d12 -b 64 -C plain) ;;
     gpt2_head)    sel=(--modes adahop); flags=(-e d12 -b 32 -H 1) ;;
     llama_head)   sel=(--modes adahop); flags=(-e llama:d12 -b 32 -H 1) ;;
     d24)          sel=(--modes bf16,adahop); flags=(-e d24 -b 32) ;;

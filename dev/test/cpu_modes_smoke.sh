@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 passed=0; failed=0
-for run in bf16 mxfp4 hadamard adahop "adahop -C iht"; do
+for run in bf16 mxfp4 hadamard adahop "adahop -C plain"; do
     mode=${run%% *}; extra=${run#"$mode"}
     if [ "$mode" = adahop ]; then extra="-w 5 -R 10 -W 3$extra"; fi
     log=$(./train_gpt2 -x 20 -v 0 -g 0 -p $mode $extra 2>&1)
