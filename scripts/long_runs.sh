@@ -22,6 +22,7 @@ usage() {
 Usage: scripts/long_runs.sh SET ROOT [run_modes.sh options, e.g. --minutes 9 --modes bf16]
 
 Trains the runs of SET in ROOT/SET/<mode>_s<seed> through scripts/run_modes.sh; call again until it exits 0.
+Every run gets -C iht (AdaHOP's calibration precision; -C plain in the *_cplain sets), whatever the trainer's default.
   SET   gpt2          GPT-2 d12, B=64: bf16 (seeds 1337 and 42), mxfp4, hadamard, adahop
         llama         LLaMA-small llama:d12, B=64: the same five runs
         gpt2_frozen   GPT-2 d12 adahop with -R 0: strategies frozen after the calibration vote
@@ -52,13 +53,15 @@ case $set_name in
     llama)        sel=(--seed2 42); flags=(-e llama:d12 -b 64) ;;
     gpt2_frozen)  sel=(--modes adahop); flags=(-e d12 -b 64 -R 0) ;;
     llama_frozen) sel=(--modes adahop); flags=(-e llama:d12 -b 64 -R 0) ;;
-    gpt2_cplain)  sel=(--modes adahop); flags=(-e d12 -b 64 -C plain) ;;
-    llama_cplain) sel=(--modes adahop); flags=(-e llama:d12 -b 64 -C plain) ;;
+    gpt2_cplain)  sel=(--modes adahop); flags=(-e d12 -b 64); calib=plain ;;
+    llama_cplain) sel=(--modes adahop); flags=(-e llama:d12 -b 64); calib=plain ;;
     gpt2_head)    sel=(--modes adahop); flags=(-e d12 -b 32 -H 1) ;;
     llama_head)   sel=(--modes adahop); flags=(-e llama:d12 -b 32 -H 1) ;;
     d24)          sel=(--modes bf16,adahop); flags=(-e d24 -b 32) ;;
     *) echo "long_runs.sh: error: unknown SET '$set_name' (see -h)" >&2; exit 2 ;;
 esac
+# the calibration precision is always passed, so that a set means the same with a trainer of another default
+flags+=(-C "${calib:-iht}")
 # the caller's --modes picks runs of the set: the set's own selection (and its --seed2) then steps aside
 for a in "$@"; do if [ "$a" = --modes ]; then sel=(); fi; done
 exec "$SCRIPT_DIR/run_modes.sh" --root "$root/$set_name" "${sel[@]}" "$@" -- "${flags[@]}" "${common[@]}"

@@ -574,7 +574,7 @@ def test_long_runs(tmp):
     env = {"DATA": "/d", "EVALS": "/e"}
     rc, out, err = run(lr + ["llama", tmp, "--dry-run", "--trainer", fake], env=env)
     cmds = [l for l in out.splitlines() if "fake_trainer.py" in l]
-    flags = "-e llama:d12 -b 64 -t 1024 -d 524288 -x 600 -l 6e-4 -u 30 -q 0.1 -v 50 -m -1 -n 100 -s 0 -E /e -V 200 " \
+    flags = "-e llama:d12 -b 64 -C iht -t 1024 -d 524288 -x 600 -l 6e-4 -u 30 -q 0.1 -v 50 -m -1 -n 100 -s 0 -E /e -V 200 " \
             "-i /d/long_train_\\*.bin -j /d/long_val_\\*.bin"
     runs = [("bf16", 1337), ("mxfp4", 1337), ("hadamard", 1337), ("adahop", 1337), ("bf16", 42)]
     check(rc == 0 and len(cmds) == 5 and all(flags in c and f"-p {m} -r {s} -o {tmp}/llama/{m}_s{s} -y 1" in c
