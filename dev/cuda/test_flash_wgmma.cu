@@ -3,7 +3,8 @@
 // BF16 inputs: multi-head and grouped-query, T not a multiple of the tiles, large magnitudes, all-zero input; two runs
 // give identical bits. Tolerances as test_flash_attention: out 1e-2 of the largest |want| + 1/64 relative, dqkv 2e-2 +
 // 1/32, lse 2e-5. With the argument "bench" it then prints the forward and backward times of both instances at T =
-// 1024: the GPT-2 shapes and head size 128 at C = 1024 and 2048 (median of 20).
+// 1024: the GPT-2 shapes and head size 128 at C = 1024 and 2048 (median of 20); "bench-only" prints those times
+// without the tests (dev/ab_flash.sh); "profile" runs only the d24 shape's wgmma kernels, twice, for a profiler.
 // Needs an sm_90 GPU; built for sm_90a (Makefile).
 #include "llmc/cuda_common.cuh"
 #include "llmc/flash_attention.cuh"
@@ -55,8 +56,10 @@ static void test_wgmma(int B, int T, int NH, int NKV, float scale) {
     compare("wgmma out vs mma.sync", from_device_bf16(d_out[0], nout), ref, nout, 1e-2f, 1.0f / 64);
     compare("wgmma dqkv vs mma.sync", from_device_bf16(d_dqkv[0], nqkv), ref_dqkv, nqkv, 2e-2f, 1.0f / 32);
     void *a = download(d_dqkv[0], nqkv * 2), *r = download(d_dqkv[1], nqkv * 2);
-    printf("  backward bits: wgmma %s mma.sync\n", memcmp(a, r, nqkv * 2) == 0 ? "==" : "!=");
-    free(a); free(r); free(ref); free(ref_dqkv);
+    void *ao = download(d_out[0], nout * 2), *ro = download(d_out[1], nout * 2);
+    printf("  bits: forward wgmma %s mma.sync, backward wgmma %s mma.sync\n", memcmp(ao, ro, nout * 2) == 0 ? "==" : "!=",
+           memcmp(a, r, nqkv * 2) == 0 ? "==" : "!=");
+    free(a); free(r); free(ao); free(ro); free(ref); free(ref_dqkv);
     attention_reference_free(&cpu);
     for (int i = 0; i < 2; i++) { cudaCheck(cudaFree(d_out[i])); cudaCheck(cudaFree(d_dqkv[i])); cudaCheck(cudaFree(d_lse[i])); }
     cudaCheck(cudaFree(d_delta));
@@ -85,6 +88,23 @@ static void bench_shape(int B, int NH, int reps) {
     for (int k = 0; k < 6; k++) { cudaCheck(cudaFree(bufs[k])); }
 }
 
+// the d24 shape's wgmma forward and backward, twice, and nothing else: a clean target for ncu / nsys
+// (ncu -k regex:"flash_(forward|backward_dkdv|backward_dq)" --launch-skip 3 ./build/test_flash_wgmma profile)
+static void profile_d24(void) {
+    int B = 32, T = 1024, NH = 16;
+    size_t nqkv = (size_t)B * T * 3 * NH * 64, nout = (size_t)B * T * NH * 64;
+    floatX *qkv = random_bf16(nqkv, 1, 2.0f), *dout = random_bf16(nout, 2, 2.0f);
+    floatX *out = (floatX*)device_malloc(nout * 2, "out"), *dqkv = (floatX*)device_malloc(nqkv * 2, "dqkv");
+    float *lse = (float*)device_malloc((size_t)B * NH * T * 4, "lse"), *delta = (float*)device_malloc((size_t)B * NH * T * 4, "delta");
+    for (int i = 0; i < 2; i++) {
+        flash_attention_forward_hs<64, true>(out, lse, qkv, B, T, NH, NH, 0);
+        flash_attention_backward_hs<64, true>(dqkv, delta, dout, qkv, out, lse, B, T, NH, NH, 0);
+    }
+    cudaCheck(cudaDeviceSynchronize());
+    void* bufs[] = {qkv, dout, out, dqkv, lse, delta};
+    for (int k = 0; k < 6; k++) { cudaCheck(cudaFree(bufs[k])); }
+}
+
 static void bench(int reps) {
     printf("\n| B, T, NH, HS | pass | mma.sync ms | TFLOP/s | wgmma ms | TFLOP/s | speed-up |\n|---|---|---:|---:|---:|---:|---:|\n");
     bench_shape<64>(64, 12, reps);    // d12 B64
@@ -98,6 +118,8 @@ int main(int argc, char** argv) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: the wgmma attention test needs one"); }
     seed_fresh_rng();
+    if (argc > 1 && strcmp(argv[1], "profile") == 0) { profile_d24(); return 0; }
+    if (argc > 1 && strcmp(argv[1], "bench-only") == 0) { bench(20); return 0; }
     test_wgmma<64>(2, 64, 2, 2, 1.0f);
     test_wgmma<64>(1, 200, 4, 4, 1.0f);      // T not a multiple of the tiles
     test_wgmma<64>(1, 8, 1, 1, 1.0f);        // the smallest T
