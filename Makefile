@@ -127,7 +127,7 @@ test-python: $(PYTHON_DEPS) $(BUILD)/model_logits train_gpt2
 	@rm -f $$TEST_SKIP_LOG
 	@echo "== dev/data/test_tokenize_text.py"; $(PYTHON) dev/data/test_tokenize_text.py
 	@echo "== dev/test/test_plot_losses.py (plot_losses.py; run_modes.sh with a fake trainer)"; $(PYTHON) dev/test/test_plot_losses.py
-	@echo "== dev/test/test_bench_sdpa.py (bench_sdpa.py --ours with a fake test_flash_wgmma)"; $(PYTHON) dev/test/test_bench_sdpa.py
+	@echo "== dev/test/test_bench_sdpa.py (bench_sdpa.py --ours and ab_flash.sh with fake test_flash_wgmma builds)"; $(PYTHON) dev/test/test_bench_sdpa.py
 	@echo "== dev/test/test_export_hf.py (Hugging Face export vs the CPU reference)"; \
 	 $(PYTHON) dev/test/test_export_hf.py $(RANKS_ARG)
 	@echo "== dev/test/test_evals.py (prepare_evals.py; train_gpt2 -E vs dev/eval_hf.py on the exported model)"; \

@@ -24,19 +24,16 @@ for ((rep = 1; rep <= reps; rep++)); do
         fi
     done
 done
-${PYTHON:-python3} - "$out" "$reps" "$@" <<'PY'
+PYTHONPATH="$(dirname "$0")${PYTHONPATH:+:$PYTHONPATH}" ${PYTHON:-python3} - "$out" "$reps" "$@" <<'PY'
 import statistics, sys
+from bench_sdpa import parse_bench   # (shape, pass) -> (mma.sync ms, wgmma ms) of a bench table
 out, reps, bins = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-def table(i, rep):   # (shape, pass) -> (mma.sync ms, wgmma ms) from one bench table
-    rows = {}
+def table(i, rep):
     try:
-        for line in open(f"{out}/{i}.{rep}"):
-            f = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(f) == 7 and f[0][:1].isdigit():
-                rows[(f[0], f[1])] = (float(f[2]), float(f[4]))
-    except (OSError, ValueError):
-        pass
-    return rows
+        with open(f"{out}/{i}.{rep}") as f:
+            return parse_bench(f.read())
+    except OSError:
+        return {}
 runs = [[table(i, r) for r in range(1, reps + 1)] for i in range(len(bins))]
 keys = [k for k in runs[0][0]] if runs[0] and runs[0][0] else []
 def med(i, k, col):

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""CPU test of dev/bench_sdpa.py's --ours part (no GPU): the parser of test_flash_wgmma's bench table (rows of the
-three passes kept, headers, other tables and non-numbers left out), the medians over rounds of a fake
-test_flash_wgmma (a shell script that prints another table each round), a failing or silent binary stopping with a
-clear error, the combined table's ratios, and --ours with another --T refused. Prints "N passed, N failed"; exits 1
-on a failure."""
+"""CPU test of dev/bench_sdpa.py's --ours part and of dev/ab_flash.sh (no GPU): the parser of test_flash_wgmma's
+bench table (rows of the three passes kept, headers, other tables and non-numbers left out), the medians over rounds
+of a fake test_flash_wgmma (a shell script that prints another table each round), a failing or silent binary stopping
+with a clear error, the combined table's ratios, and --ours with another --T refused; ab_flash.sh with two fake
+builds: each build's median wgmma ms over the rounds and its ratio to the first's. Prints "N passed, N failed"; exits
+1 on a failure."""
 import os
 import stat
 import subprocess
@@ -15,6 +16,7 @@ import bench_sdpa  # noqa: E402
 from pycheck import check, summary  # noqa: E402
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "bench_sdpa.py")
+AB_FLASH = os.path.join(os.path.dirname(__file__), "..", "ab_flash.sh")
 
 
 def table(mma, wg):
@@ -82,6 +84,17 @@ def main():
           and lines[3] == "| 32, 1024, 16, 64 | backward | 1.000 | 0.800 | 1.200 | 1.25x | 1.50x |",
           "combined_table: ms and the wgmma speed-ups over mma.sync and SDPA", "\n".join(lines))
     check(len(bench_sdpa.combined_table(ours, {})) == 2, "combined_table leaves out shapes SDPA did not time")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.mkdir(os.path.join(tmp, "a"))
+        os.mkdir(os.path.join(tmp, "b"))
+        base = fake_binary(os.path.join(tmp, "a"), [table((0.30, 1.00), (0.20, 0.80)), table((0.30, 1.00), (0.24, 0.80))])
+        new = fake_binary(os.path.join(tmp, "b"), [table((0.30, 1.00), (0.10, 0.40)), table((0.30, 1.00), (0.12, 0.40))])
+        done = subprocess.run(["bash", AB_FLASH, base, new], capture_output=True, text=True,
+                              env=dict(os.environ, REPS="2", PYTHON=sys.executable))
+        fwd = next((ln for ln in done.stdout.splitlines() if "| forward |" in ln), "")
+        check(done.returncode == 0 and fwd.replace(" ", "") == "|32,1024,16,64|forward|0.300|0.220|1.000x|0.110|2.000x|",
+              "ab_flash.sh: medians over 2 rounds and the ratios to the first build", done.stdout + done.stderr)
 
     done = subprocess.run([sys.executable, SCRIPT, "--ours", "x", "--T", "512"], capture_output=True, text=True)
     check(done.returncode != 0 and "T = 1024" in done.stderr, "--ours with --T 512 is refused", done.stderr)
