@@ -8,11 +8,9 @@
 # usage: modes_test.sh [INIT]   INIT is the trainer's -e: d12 (GPT-2 124M, the default) or e.g. llama:d12
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-init=${1:-d12}
-out=${OUT:-build}/modes/${init//:/_}
-mkdir -p "$out"
+source dev/test/run_checks.sh
+start_checks modes_test "${1:-d12}"
 common=(-e "$init" -b 16 -t 1024 -x 10 -u 2 -l 6e-4 -v 0 -s 0 -w 5 -R 4 -W 2 -a 0)   # -a 0: runs compared bit for bit
-pass=0; fail=0
 declare -A final
 for mode in bf16 mxfp4 hadamard adahop adahop:exact; do
     p=${mode%%:*}; path=fast; [[ $mode == *:exact ]] && path=exact
@@ -26,11 +24,8 @@ for mode in bf16 mxfp4 hadamard adahop adahop:exact; do
 done
 grep -A30 "AdaHOP" "$out/adahop_fast.txt" | head -40
 for mode in mxfp4 hadamard adahop adahop:exact; do
-    if awk -v a="${final[$mode]:-nan}" -v b="${final[bf16]:-nan}" 'BEGIN { exit !(a == a + 0 && b == b + 0 && (a - b < 0.03 * b) && (b - a < 0.03 * b)) }'; then
-        pass=$((pass + 1)); echo "ok   $mode step-10 loss ${final[$mode]} vs bf16 ${final[bf16]}"
-    else
-        fail=$((fail + 1)); echo "FAIL $mode step-10 loss ${final[$mode]:-none} vs bf16 ${final[bf16]:-none} (tolerance 3%)"
-    fi
+    awk -v a="${final[$mode]:-nan}" -v b="${final[bf16]:-nan}" 'BEGIN { exit !(a == a + 0 && b == b + 0 && (a - b < 0.03 * b) && (b - a < 0.03 * b)) }'
+    result "$mode step-10 loss ${final[$mode]:-none} within 3% of bf16 ${final[bf16]:-none}" $?
 done
 for mode in mxfp4 adahop; do   # the step-10 checkpoints (weights, AdamW state, AdaHOP state) must be equal byte for byte
     for q in fused separate; do
@@ -38,11 +33,8 @@ for mode in mxfp4 adahop; do   # the step-10 checkpoints (weights, AdamW state, 
         ./train_gpt2_adahop "${common[@]}" -p "$mode" -P fast -Q $q -o "$out/ck_${mode}_$q" -n 10 > "$out/${mode}_$q.txt" 2>&1 ||
             echo "$mode -Q $q: FAILED"
     done
-    if cmp -s "$out/ck_${mode}_fused/state_00000010.bin" "$out/ck_${mode}_separate/state_00000010.bin"; then
-        pass=$((pass + 1)); echo "ok   $mode: -Q fused and -Q separate give the same step-10 checkpoint"
-    else
-        fail=$((fail + 1)); echo "FAIL $mode: -Q fused and -Q separate give different (or missing) step-10 checkpoints"
-    fi
+    cmp -s "$out/ck_${mode}_fused/state_00000010.bin" "$out/ck_${mode}_separate/state_00000010.bin"
+    result "$mode: -Q fused and -Q separate give the same (present) step-10 checkpoint" $?
     rm -rf "$out/ck_${mode}_fused" "$out/ck_${mode}_separate"
 done
 # -H 1: the LM head runs through AdaHOP too. Its loss stays within 3% of bf16, differs from the same run with a
@@ -56,27 +48,22 @@ for mode in hadamard adahop; do
     else
         echo "$mode -H 1: FAILED"; tail -5 "$log"; head_loss=""
     fi
-    if awk -v a="${head_loss:-nan}" -v b="${final[bf16]:-nan}" -v c="${final[$mode]:-nan}" \
-        'BEGIN { exit !(a == a + 0 && b == b + 0 && a - b < 0.03 * b && b - a < 0.03 * b && a != c) }'; then
-        pass=$((pass + 1)); echo "ok   $mode -H 1 step-10 loss $head_loss vs bf16 ${final[bf16]}, BF16 head ${final[$mode]}"
-    else
-        fail=$((fail + 1)); echo "FAIL $mode -H 1 step-10 loss ${head_loss:-none}: needs to be within 3% of bf16 ${final[bf16]:-none} and differ from ${final[$mode]:-none}"
-    fi
+    awk -v a="${head_loss:-nan}" -v b="${final[bf16]:-nan}" -v c="${final[$mode]:-nan}" \
+        'BEGIN { exit !(a == a + 0 && b == b + 0 && a - b < 0.03 * b && b - a < 0.03 * b && a != c) }'
+    result "$mode -H 1 step-10 loss ${head_loss:-none} within 3% of bf16 ${final[bf16]:-none} and unlike the BF16 head's ${final[$mode]:-none}" $?
 done
-if grep -q "^lm_head | " "$out/adahop_head.txt"; then pass=$((pass + 1)); echo "ok   adahop -H 1 prints the head's strategy line: $(grep "^lm_head | " "$out/adahop_head.txt" | tail -1)"
-else fail=$((fail + 1)); echo "FAIL adahop -H 1: no lm_head line in the strategy table"; fi
+grep -q "^lm_head | " "$out/adahop_head.txt"
+result "adahop -H 1 prints the head's strategy line: $(grep "^lm_head | " "$out/adahop_head.txt" | tail -1)" $?
 expect_error() {   # what, expected message, trainer flags...
     local what=$1 msg=$2; shift 2
     local log="$out/error.txt"
-    if ! ./train_gpt2_adahop "$@" > "$log" 2>&1 && grep -q "$msg" "$log" && ! grep -q "^step *1/" "$log"; then
-        pass=$((pass + 1)); echo "ok   $what: $(grep "$msg" "$log" | head -1)"
-    else
-        fail=$((fail + 1)); echo "FAIL $what: expected an error '$msg' before the first step"; tail -3 "$log"
-    fi
+    ! ./train_gpt2_adahop "$@" > "$log" 2>&1 && grep -q "$msg" "$log" && ! grep -q "^step *1/" "$log"
+    local status=$?
+    result "$what: an error '$msg' before the first step" $status
+    [ $status -eq 0 ] || tail -3 "$log"
 }
 expect_error "resume of a -H 1 checkpoint with -H 0" "resume with the same -H" "${common[@]}" -x 12 -p adahop -H 0 -o "$out/ck_adahop_head" -y 1
 expect_error "-H 1 with -p bf16" "flag -H" "${common[@]}" -p bf16 -H 1
 expect_error "-H 1 with 48 x 1024 x padded vocab logits" "flag -H: the LM head's operands" "${common[@]}" -b 48 -p adahop -H 1
 rm -rf "$out/ck_hadamard_head" "$out/ck_adahop_head"
-echo "modes_test $init: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish_checks modes_test
