@@ -21,11 +21,13 @@
 
 #include "cuda_common.cuh"
 #include "wgmma.cuh"
+#include "tma.cuh"
 
 #define FLASH_WARPS 4
 #define FLASH_THREADS (FLASH_WARPS * 32)
 
 #define FLASH_BWD_TILE 64   // rows of both tiles of the backward kernels
+#define FLASH_TMA_SLOTS 2    // K/V ring slots of the TMA forward
 
 // forward tiles per head size and MMA (the fastest on Hopper that fit in 255 registers, build/bench_attention and
 // build/test_flash_wgmma): 16-row MMA tiles per warp (the query tile has 64 fwd_mt rows) and rows of the key tile
@@ -263,6 +265,72 @@ __device__ __forceinline__ void load_kv_tile(floatX* sk, floatX* sv, const Flash
     cp_async_commit();
 }
 
+// one key tile's step of the forward for this warp's rows (from wq0; wgmma: the warpgroup's 64 rows of sq): the scores
+// q k^T of the tile at sk (key rows from k0), the causal mask, the online softmax (row max mrow in log2 units, this
+// thread's partial row sums lrow, o rescaled) and o += P v with the tile at sv
+template <int HS, int MT, int BN, bool WG>
+__device__ __forceinline__ void forward_tile(float (&o)[MT][HS / 8][4], float (&mrow)[MT][2], float (&lrow)[MT][2], const floatX* sq,
+                                             const floatX* sk, const floatX* sv, int wq0, int k0, float scale_log2) {
+    int warp = threadIdx.x / 32 % FLASH_WARPS;
+    float s[MT][BN / 8][4] = {};
+    flash_abt<HS, MT, BN, WG>(s, sq, warp * 16 * MT, sk);
+    flash_wait<WG>(s);
+    if (k0 + BN - 1 > wq0) { causal_mask<MT, BN, false>(s, wq0, k0); }
+    // tile 0 holds key 0, visible to every row: the row max is finite from the first tile on
+    #pragma unroll
+    for (int m = 0; m < MT; m++) {
+        #pragma unroll
+        for (int half = 0; half < 2; half++) {
+            float mx = -INFINITY;
+            #pragma unroll
+            for (int n = 0; n < BN / 8; n++) { mx = fmaxf(mx, fmaxf(s[m][n][2 * half], s[m][n][2 * half + 1])); }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            float mnew = fmaxf(mrow[m][half], mx * scale_log2);
+            float alpha = exp2_ftz(mrow[m][half] - mnew);
+            mrow[m][half] = mnew;
+            float sum = 0.0f;
+            #pragma unroll
+            for (int n = 0; n < BN / 8; n++) {
+                for (int e = 2 * half; e < 2 * half + 2; e++) {
+                    s[m][n][e] = exp2_ftz(fmaf(s[m][n][e], scale_log2, -mnew));
+                    sum += s[m][n][e];
+                }
+            }
+            lrow[m][half] = lrow[m][half] * alpha + sum;
+            #pragma unroll
+            for (int n = 0; n < HS / 8; n++) { o[m][n][2 * half] *= alpha; o[m][n][2 * half + 1] *= alpha; }
+        }
+    }
+    uint32_t p[MT][BN / 16][4];
+    to_a_fragments<MT, BN>(p, s);
+    flash_pb<HS, MT, BN, WG>(o, p, sv);
+    flash_wait<WG>(o, p);
+}
+
+// the forward's end for this warp's rows t = wq0.. (t < T) of one (b, h): out rows (row t at out + t * stride) = o / (row
+// sum), lse[t] = the rows' natural log-sum-exp
+template <int HS, int MT>
+__device__ __forceinline__ void forward_epilogue(floatX* out, long stride, float* lse, float (&o)[MT][HS / 8][4],
+                                                 const float (&mrow)[MT][2], const float (&lrow)[MT][2], int wq0, int T) {
+    int lane = threadIdx.x % 32;
+    #pragma unroll
+    for (int m = 0; m < MT; m++) {
+        #pragma unroll
+        for (int half = 0; half < 2; half++) {
+            float l = lrow[m][half];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            float inv = 1.0f / l;
+            #pragma unroll
+            for (int n = 0; n < HS / 8; n++) { o[m][n][2 * half] *= inv; o[m][n][2 * half + 1] *= inv; }
+            int t = wq0 + 16 * m + lane / 4 + 8 * half;
+            if (t < T && lane % 4 == 0) { lse[t] = (mrow[m][half] + log2f(l)) / LOG2E_F; }
+        }
+    }
+    store_rows<HS, MT>(out, stride, o, 1.0f, wq0, T);
+}
+
 template <int HS, int MT, bool GQA, bool WG>
 __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH,
                                                                       int NKV, float scale_log2) {
@@ -270,7 +338,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
     floatX* sq = (floatX*)flash_smem;
     floatX* sk = sq + BM * HS;            // 2 buffers
     floatX* sv = sk + 2 * BN * HS;        // 2 buffers
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
+    int warp = threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
     int q0 = (gridDim.x - 1 - blockIdx.x) * BM;   // the longest tiles start first
     int wq0 = q0 + warp * 16 * MT;                // this warp's first query row
     int nkv = GQA ? NKV : NH;
@@ -286,58 +354,66 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
         __syncthreads();
         int k0 = j * BN;
         if (WG || k0 <= wq0 + 16 * MT - 1) {   // some key of the tile is visible to this warp (wgmma: to the warpgroup)
-            float s[MT][BN / 8][4] = {};
-            flash_abt<HS, MT, BN, WG>(s, sq, warp * 16 * MT, sk + j % 2 * BN * HS);
-            flash_wait<WG>(s);
-            if (k0 + BN - 1 > wq0) { causal_mask<MT, BN, false>(s, wq0, k0); }
-            // tile 0 holds key 0, visible to every row: the row max is finite from the first tile on
-            #pragma unroll
-            for (int m = 0; m < MT; m++) {
-                #pragma unroll
-                for (int half = 0; half < 2; half++) {
-                    float mx = -INFINITY;
-                    #pragma unroll
-                    for (int n = 0; n < BN / 8; n++) { mx = fmaxf(mx, fmaxf(s[m][n][2 * half], s[m][n][2 * half + 1])); }
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    float mnew = fmaxf(mrow[m][half], mx * scale_log2);
-                    float alpha = exp2_ftz(mrow[m][half] - mnew);
-                    mrow[m][half] = mnew;
-                    float sum = 0.0f;
-                    #pragma unroll
-                    for (int n = 0; n < BN / 8; n++) {
-                        for (int e = 2 * half; e < 2 * half + 2; e++) {
-                            s[m][n][e] = exp2_ftz(fmaf(s[m][n][e], scale_log2, -mnew));
-                            sum += s[m][n][e];
-                        }
-                    }
-                    lrow[m][half] = lrow[m][half] * alpha + sum;
-                    #pragma unroll
-                    for (int n = 0; n < HS / 8; n++) { o[m][n][2 * half] *= alpha; o[m][n][2 * half + 1] *= alpha; }
-                }
-            }
-            uint32_t p[MT][BN / 16][4];
-            to_a_fragments<MT, BN>(p, s);
-            flash_pb<HS, MT, BN, WG>(o, p, sv + j % 2 * BN * HS);
-            flash_wait<WG>(o, p);
+            forward_tile<HS, MT, BN, WG>(o, mrow, lrow, sq, sk + j % 2 * BN * HS, sv + j % 2 * BN * HS, wq0, k0, scale_log2);
         }
         __syncthreads();
     }
-    #pragma unroll
-    for (int m = 0; m < MT; m++) {
-        #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            float l = lrow[m][half];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            float inv = 1.0f / l;
-            #pragma unroll
-            for (int n = 0; n < HS / 8; n++) { o[m][n][2 * half] *= inv; o[m][n][2 * half + 1] *= inv; }
-            int t = wq0 + 16 * m + lane / 4 + 8 * half;
-            if (t < T && lane % 4 == 0) { lse[((long)b * NH + h) * T + t] = (mrow[m][half] + log2f(l)) / LOG2E_F; }
-        }
+    forward_epilogue<HS, MT>(out + (long)b * T * C + h * HS, C, lse + ((long)b * NH + h) * T, o, mrow, lrow, wq0, T);
+}
+
+// The wgmma forward with its loads on the TMA (sm_90a): a producer warp (the CTA's fifth) loads the q tile and streams
+// the K/V tiles up to the diagonal into FLASH_TMA_SLOTS ring slots; each slot has a `full` barrier (the TMA bytes
+// landed) and an `empty` one (all four consumer warps' products that read it have completed). The consumer
+// warpgroup runs forward_tile as flash_forward_kernel's WG instance does, in the same order (bit for bit the same
+// output), without cp.async work or CTA barriers in the loop. qkv_map: tma_map_bf16_3d of qkv as [B][T][(NH + 2 NKV)
+// HS] in boxes of 64 rows; rows past T load as zeros. Traffic: as flash_forward_kernel's.
+template <int HS, bool GQA>
+__global__ void __launch_bounds__(FLASH_THREADS + 32) flash_forward_tma_kernel(const __grid_constant__ CUtensorMap qkv_map, floatX* out,
+                                                                               float* lse, int T, int NH, int NKV, float scale_log2) {
+    constexpr int BM = 64, BN = 64, SLOTS = FLASH_TMA_SLOTS, TILE_BYTES = 64 * HS * (int)sizeof(floatX);
+    floatX* sq = (floatX*)flash_smem;
+    floatX* sk = sq + BM * HS;                       // SLOTS buffers
+    floatX* sv = sk + SLOTS * BN * HS;               // SLOTS buffers
+    uint64_t* full = (uint64_t*)(sv + SLOTS * BN * HS);
+    uint64_t* empty = full + SLOTS;
+    uint64_t* q_full = empty + SLOTS;
+    int warp = threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
+    int q0 = (gridDim.x - 1 - blockIdx.x) * BM;   // the longest tiles start first
+    int nkv = GQA ? NKV : NH, kvh = GQA ? h / (NH / NKV) : h;
+    int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < SLOTS; i++) { mbar_init(&full[i], 1); mbar_init(&empty[i], FLASH_WARPS); }
+        mbar_init(q_full, 1);
+        mbar_init_fence();
     }
-    store_rows<HS, MT>(out + (long)b * T * C + h * HS, C, o, 1.0f, wq0, T);
+    __syncthreads();
+    if (warp == FLASH_WARPS) {   // the producer: one lane issues every load
+        if (threadIdx.x % 32 == 0) {
+            mbar_arrive_expect_tx(q_full, TILE_BYTES);
+            for (int blk = 0; blk < HS / 64; blk++) { tma_load_3d(sq + blk * 64 * 64, &qkv_map, q_full, h * HS + 64 * blk, q0, b); }
+            for (int j = 0; j < ntiles; j++) {
+                int slot = j % SLOTS;
+                if (j >= SLOTS) { mbar_wait(&empty[slot], (j / SLOTS - 1) & 1); }
+                mbar_arrive_expect_tx(&full[slot], 2 * TILE_BYTES);
+                for (int blk = 0; blk < HS / 64; blk++) {
+                    tma_load_3d(sk + slot * BN * HS + blk * 64 * 64, &qkv_map, &full[slot], (NH + kvh) * HS + 64 * blk, j * BN, b);
+                    tma_load_3d(sv + slot * BN * HS + blk * 64 * 64, &qkv_map, &full[slot], (NH + nkv + kvh) * HS + 64 * blk, j * BN, b);
+                }
+            }
+        }
+        return;
+    }
+    int wq0 = q0 + warp * 16;   // this warp's first query row
+    float o[1][HS / 8][4] = {}, mrow[1][2] = {{-INFINITY, -INFINITY}}, lrow[1][2] = {};
+    mbar_wait(q_full, 0);
+    for (int j = 0; j < ntiles; j++) {
+        int slot = j % SLOTS;
+        mbar_wait(&full[slot], (j / SLOTS) & 1);
+        forward_tile<HS, 1, BN, true>(o, mrow, lrow, sq, sk + slot * BN * HS, sv + slot * BN * HS, wq0, j * BN, scale_log2);
+        __syncwarp();
+        if (threadIdx.x % 32 == 0) { mbar_arrive(&empty[slot]); }   // this warp's products that read the slot are done
+    }
+    forward_epilogue<HS, 1>(out + (long)b * T * C + h * HS, C, lse + ((long)b * NH + h) * T, o, mrow, lrow, wq0, T);
 }
 
 // delta[b, h, t] = sum_d dout[b, t, h, d] out[b, t, h, d], the row term of the softmax backward; HS / 8 lanes per
@@ -548,10 +624,21 @@ template <int HS, bool WG>
 static inline void flash_attention_forward_hs(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int NKV,
                                               cudaStream_t stream) {
     constexpr int MT = FlashConfig<HS, WG>::fwd_mt, BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS, WG>::fwd_bn;
-    int smem = (BM + 4 * BN) * HS * (int)sizeof(floatX);
-    auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false, WG> : flash_forward_kernel<HS, MT, true, WG>;
-    flash_set_smem(kernel, smem);
-    kernel<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH, NKV, LOG2E_F / sqrtf((float)HS));
+    float scale_log2 = LOG2E_F / sqrtf((float)HS);
+    dim3 grid(ceil_div(T, BM), NH, B);
+    if constexpr (WG) {
+        long row = (long)(NH + 2 * NKV) * HS;   // qkv as [B][T][row]
+        CUtensorMap map = tma_map_bf16_3d(qkv, row, T, B, row, (long)T * row, 64);
+        int smem = (BM + 2 * FLASH_TMA_SLOTS * BN) * HS * (int)sizeof(floatX) + (2 * FLASH_TMA_SLOTS + 1) * (int)sizeof(uint64_t);
+        auto kernel = NKV == NH ? flash_forward_tma_kernel<HS, false> : flash_forward_tma_kernel<HS, true>;
+        flash_set_smem(kernel, smem);
+        kernel<<<grid, FLASH_THREADS + 32, smem, stream>>>(map, out, lse, T, NH, NKV, scale_log2);
+    } else {
+        int smem = (BM + 4 * BN) * HS * (int)sizeof(floatX);
+        auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false, WG> : flash_forward_kernel<HS, MT, true, WG>;
+        flash_set_smem(kernel, smem);
+        kernel<<<grid, FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH, NKV, scale_log2);
+    }
     cudaCheckLaunch();
 }
 

@@ -4,7 +4,8 @@
 // give identical bits. Tolerances as test_flash_attention: out 1e-2 of the largest |want| + 1/64 relative, dqkv 2e-2 +
 // 1/32, lse 2e-5. With the argument "bench" it then prints the forward and backward times of both instances at T =
 // 1024: the GPT-2 shapes and head size 128 at C = 1024 and 2048 (median of 20); "bench-only" prints those times
-// without the tests (dev/ab_flash.sh); "profile" runs only the d24 shape's wgmma kernels, twice, for a profiler.
+// without the tests (dev/ab_flash.sh); "profile" runs only the d24 shape's wgmma kernels, twice, for a profiler;
+// "digest" prints hashes of the wgmma instances' outputs on fixed inputs (to compare two builds bit for bit).
 // Needs an sm_90 GPU; built for sm_90a (Makefile).
 #include "llmc/cuda_common.cuh"
 #include "llmc/flash_attention.cuh"
@@ -105,6 +106,40 @@ static void profile_d24(void) {
     for (int k = 0; k < 6; k++) { cudaCheck(cudaFree(bufs[k])); }
 }
 
+// 64-bit FNV-1a of n bytes of device memory
+static uint64_t device_fnv1a(const void* d, size_t n) {
+    unsigned char* h = (unsigned char*)download(d, n);
+    uint64_t x = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) { x = (x ^ h[i]) * 1099511628211ull; }
+    free(h);
+    return x;
+}
+
+// the wgmma instances' out, lse and dqkv at T = 1024 and an odd T, multi-head and grouped-query, on fixed inputs, as
+// hashes: two builds whose kernels should agree bit for bit print the same lines
+template <int HS>
+static void digest_shape(int B, int T, int NH, int NKV) {
+    size_t nqkv = (size_t)B * T * (NH + 2 * NKV) * HS, nout = (size_t)B * T * NH * HS, nlse = (size_t)B * NH * T;
+    floatX *qkv = random_bf16(nqkv, 11, 4.0f), *dout = random_bf16(nout, 12, 1.0f);
+    floatX *out = (floatX*)device_malloc(nout * 2, "out"), *dqkv = (floatX*)device_malloc(nqkv * 2, "dqkv");
+    float *lse = (float*)device_malloc(nlse * 4, "lse"), *delta = (float*)device_malloc(flash_attention_delta_floats(B, T, NH) * 4, "delta");
+    flash_attention_forward_hs<HS, true>(out, lse, qkv, B, T, NH, NKV, 0);
+    flash_attention_backward_hs<HS, true>(dqkv, delta, dout, qkv, out, lse, B, T, NH, NKV, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    printf("digest B=%d T=%d NH=%d NKV=%d HS=%d: out %016llx lse %016llx dqkv %016llx\n", B, T, NH, NKV, HS,
+           (unsigned long long)device_fnv1a(out, nout * 2), (unsigned long long)device_fnv1a(lse, nlse * 4),
+           (unsigned long long)device_fnv1a(dqkv, nqkv * 2));
+    void* bufs[] = {qkv, dout, out, dqkv, lse, delta};
+    for (int k = 0; k < 6; k++) { cudaCheck(cudaFree(bufs[k])); }
+}
+
+static void digest(void) {
+    digest_shape<64>(2, 1024, 12, 12);
+    digest_shape<64>(1, 200, 8, 2);
+    digest_shape<128>(2, 1024, 8, 2);
+    digest_shape<128>(1, 200, 4, 4);
+}
+
 static void bench(int reps) {
     printf("\n| B, T, NH, HS | pass | mma.sync ms | TFLOP/s | wgmma ms | TFLOP/s | speed-up |\n|---|---|---:|---:|---:|---:|---:|\n");
     bench_shape<64>(64, 12, reps);    // d12 B64
@@ -120,6 +155,7 @@ int main(int argc, char** argv) {
     seed_fresh_rng();
     if (argc > 1 && strcmp(argv[1], "profile") == 0) { profile_d24(); return 0; }
     if (argc > 1 && strcmp(argv[1], "bench-only") == 0) { bench(20); return 0; }
+    if (argc > 1 && strcmp(argv[1], "digest") == 0) { digest(); return 0; }
     test_wgmma<64>(2, 64, 2, 2, 1.0f);
     test_wgmma<64>(1, 200, 4, 4, 1.0f);      // T not a multiple of the tiles
     test_wgmma<64>(1, 8, 1, 1, 1.0f);        // the smallest T
