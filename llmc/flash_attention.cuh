@@ -435,6 +435,77 @@ __global__ void flash_backward_delta_kernel(float* delta, const floatX* dout, co
     }
 }
 
+// one query tile's step of dk, dv for this warp's key rows (from wk0; wgmma: the warpgroup's 64 rows of sk, sv):
+// P^T = exp2(scale k q^T - lse) and dS^T = P^T (v dO^T - delta) for the query tile at sq, sdo (rows from q0; their lse
+// and delta at slse, sdelta), then dv += P^T dO and dk += dS^T q. Rows past T have q = dO = lse = delta = 0: P = 1
+// there but dS = 0 and P dO = 0.
+template <int HS, int BN, bool WG>
+__device__ __forceinline__ void dkdv_tile(float (&dk)[1][HS / 8][4], float (&dv)[1][HS / 8][4], const floatX* sk, const floatX* sv,
+                                          const floatX* sq, const floatX* sdo, const float* slse, const float* sdelta, int wk0, int q0,
+                                          float scale_log2) {
+    int warp = threadIdx.x / 32 % FLASH_WARPS, lane = threadIdx.x % 32;
+    float s[1][BN / 8][4] = {}, dp[1][BN / 8][4] = {};
+    flash_pin<WG>(s, dp);
+    flash_abt<HS, 1, BN, WG>(s, sk, warp * 16, sq);
+    flash_abt<HS, 1, BN, WG>(dp, sv, warp * 16, sdo);
+    flash_wait<WG>(s, dp);
+    if (q0 < wk0 + 15) { causal_mask<1, BN, true>(s, wk0, q0); }
+    #pragma unroll
+    for (int n = 0; n < BN / 8; n++) {
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int c = 8 * n + 2 * (lane % 4) + e % 2;
+            float p = exp2_ftz(fmaf(s[0][n][e], scale_log2, -slse[c] * LOG2E_F));
+            s[0][n][e] = p;
+            dp[0][n][e] = p * (dp[0][n][e] - sdelta[c]);
+        }
+    }
+    uint32_t fp[1][BN / 16][4], fds[1][BN / 16][4];
+    to_a_fragments<1, BN>(fp, s);
+    to_a_fragments<1, BN>(fds, dp);
+    flash_pb<HS, 1, BN, WG>(dv, fp, sdo);
+    flash_pb<HS, 1, BN, WG>(dk, fds, sq);
+    flash_wait<WG>(dv, dk, fp, fds);
+}
+
+// one key tile's step of dq for this warp's query rows (from wq0; wgmma: the warpgroup's 64 rows of sq, sdo): P =
+// exp2(scale q k^T - lse) and dS = P (dO v^T - delta) for the key tile at sk, sv (rows from k0), then dq += dS k.
+// nlse, dlt: this thread's two rows' -lse in log2 units and delta (dq_row_terms)
+template <int HS, int BN, bool WG>
+__device__ __forceinline__ void dq_tile(float (&dq)[1][HS / 8][4], const floatX* sq, const floatX* sdo, const floatX* sk, const floatX* sv,
+                                        const float (&nlse)[2], const float (&dlt)[2], int wq0, int k0, float scale_log2) {
+    int warp = threadIdx.x / 32 % FLASH_WARPS;
+    float s[1][BN / 8][4] = {}, dp[1][BN / 8][4] = {};
+    flash_pin<WG>(s, dp);
+    flash_abt<HS, 1, BN, WG>(s, sq, warp * 16, sk);
+    flash_abt<HS, 1, BN, WG>(dp, sdo, warp * 16, sv);
+    flash_wait<WG>(s, dp);
+    if (k0 + BN - 1 > wq0) { causal_mask<1, BN, false>(s, wq0, k0); }
+    #pragma unroll
+    for (int n = 0; n < BN / 8; n++) {
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float p = exp2_ftz(fmaf(s[0][n][e], scale_log2, nlse[e / 2]));
+            dp[0][n][e] = p * (dp[0][n][e] - dlt[e / 2]);
+        }
+    }
+    uint32_t f[1][BN / 16][4];
+    to_a_fragments<1, BN>(f, dp);
+    flash_pb<HS, 1, BN, WG>(dq, f, sk);
+    flash_wait<WG>(dq, f);
+}
+
+// this thread's two query rows of a dq tile (from wq0): -lse in log2 units and delta (0 past T, where nothing is written);
+// lse, delta point at the (b, h) rows
+__device__ __forceinline__ void dq_row_terms(float (&nlse)[2], float (&dlt)[2], const float* lse, const float* delta, int wq0, int T) {
+    int lane = threadIdx.x % 32;
+    for (int half = 0; half < 2; half++) {
+        int t = wq0 + lane / 4 + 8 * half;
+        nlse[half] = t < T ? -lse[t] * LOG2E_F : 0.0f;
+        dlt[half] = t < T ? delta[t] : 0.0f;
+    }
+}
+
 // dk, dv of one 64-key tile of one (b, kv head g): loops over the NH / NKV query heads of g in order and, for each,
 // over the query tiles from the diagonal to T (q, dO, lse, delta double-buffered), recomputing P^T = exp(scale
 // k q^T - lse) and dS^T = P^T (v dO^T - delta). Traffic: reads the tile's k, v once and the group's q, dO, lse,
@@ -450,7 +521,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
     floatX* sdo = sq + 2 * BN * HS;              // 2 buffers
     float* slse = (float*)(sdo + 2 * BN * HS);   // 2 buffers
     float* sdelta = slse + 2 * BN;               // 2 buffers
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = blockIdx.y, b = blockIdx.z, C = NH * HS;
+    int warp = threadIdx.x / 32, g = blockIdx.y, b = blockIdx.z, C = NH * HS;
     int nkv = GQA ? NKV : NH, group = GQA ? NH / NKV : 1, h = g * group;   // the group's query heads h .. h + group
     int k0 = blockIdx.x * BM, wk0 = k0 + warp * 16;   // the longest tiles (first keys) start first
     long rows = ((long)b * NH + h) * T;
@@ -474,32 +545,9 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
         flash_tiles_landed<WG>();
         __syncthreads();
         int q0 = (i0 + (GQA ? i % ntiles : i)) * BN;
-        const floatX* sqi = sq + i % 2 * BN * HS;
-        const floatX* sdoi = sdo + i % 2 * BN * HS;
         if (WG || q0 + BN - 1 >= wk0) {   // some query of the tile sees a key of this warp (wgmma: of the warpgroup)
-            float s[1][BN / 8][4] = {}, dp[1][BN / 8][4] = {};
-            flash_pin<WG>(s, dp);
-            flash_abt<HS, 1, BN, WG>(s, sk, warp * 16, sqi);
-            flash_abt<HS, 1, BN, WG>(dp, sv, warp * 16, sdoi);
-            flash_wait<WG>(s, dp);
-            if (q0 < wk0 + 15) { causal_mask<1, BN, true>(s, wk0, q0); }
-            // rows past T have q = dO = lse = delta = 0: P = 1 there but dS = 0 and P dO = 0
-            #pragma unroll
-            for (int n = 0; n < BN / 8; n++) {
-                #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int c = i % 2 * BN + 8 * n + 2 * (lane % 4) + e % 2;
-                    float p = exp2_ftz(fmaf(s[0][n][e], scale_log2, -slse[c] * LOG2E_F));
-                    s[0][n][e] = p;
-                    dp[0][n][e] = p * (dp[0][n][e] - sdelta[c]);
-                }
-            }
-            uint32_t fp[1][BN / 16][4], fds[1][BN / 16][4];
-            to_a_fragments<1, BN>(fp, s);
-            to_a_fragments<1, BN>(fds, dp);
-            flash_pb<HS, 1, BN, WG>(dv, fp, sdoi);
-            flash_pb<HS, 1, BN, WG>(dk, fds, sqi);
-            flash_wait<WG>(dv, dk, fp, fds);
+            dkdv_tile<HS, BN, WG>(dk, dv, sk, sv, sq + i % 2 * BN * HS, sdo + i % 2 * BN * HS, slse + i % 2 * BN,
+                                  sdelta + i % 2 * BN, wk0, q0, scale_log2);
         }
         __syncthreads();
     }
@@ -520,7 +568,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
     floatX* sdo = sq + BM * HS;
     floatX* sk = sdo + BM * HS;       // 2 buffers
     floatX* sv = sk + 2 * BN * HS;    // 2 buffers
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
+    int warp = threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
     int q0 = (gridDim.x - 1 - blockIdx.x) * BM, wq0 = q0 + warp * 16;   // the longest tiles start first
     int nkv = GQA ? NKV : NH;
     long rows = ((long)b * NH + h) * T;
@@ -529,38 +577,16 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
     load_tile<HS, BM, WG>(sq, f.q, f.stride, q0, T);
     load_tile<HS, BM, WG>(sdo, dout + (long)b * T * C + h * HS, C, q0, T);
     load_kv_tile<HS, BN, WG>(sk, sv, f, 0, T);
-    float nlse[2], dlt[2];   // this thread's two rows: -lse in log2 units, delta (0 past T, where nothing is written)
-    for (int half = 0; half < 2; half++) {
-        int t = wq0 + lane / 4 + 8 * half;
-        nlse[half] = t < T ? -lse[rows + t] * LOG2E_F : 0.0f;
-        dlt[half] = t < T ? delta[rows + t] : 0.0f;
-    }
+    float nlse[2], dlt[2];
+    dq_row_terms(nlse, dlt, lse + rows, delta + rows, wq0, T);
     float dq[1][HS / 8][4] = {};
     for (int j = 0; j < ntiles; j++) {
         if (j + 1 < ntiles) { load_kv_tile<HS, BN, WG>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
         flash_tiles_landed<WG>();
         __syncthreads();
         int k0 = j * BN;
-        const floatX* skj = sk + j % 2 * BN * HS;
         if (WG || k0 <= wq0 + 15) {   // some key of the tile is visible to this warp (wgmma: to the warpgroup)
-            float s[1][BN / 8][4] = {}, dp[1][BN / 8][4] = {};
-            flash_pin<WG>(s, dp);
-            flash_abt<HS, 1, BN, WG>(s, sq, warp * 16, skj);
-            flash_abt<HS, 1, BN, WG>(dp, sdo, warp * 16, sv + j % 2 * BN * HS);
-            flash_wait<WG>(s, dp);
-            if (k0 + BN - 1 > wq0) { causal_mask<1, BN, false>(s, wq0, k0); }
-            #pragma unroll
-            for (int n = 0; n < BN / 8; n++) {
-                #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float p = exp2_ftz(fmaf(s[0][n][e], scale_log2, nlse[e / 2]));
-                    dp[0][n][e] = p * (dp[0][n][e] - dlt[e / 2]);
-                }
-            }
-            uint32_t f[1][BN / 16][4];
-            to_a_fragments<1, BN>(f, dp);
-            flash_pb<HS, 1, BN, WG>(dq, f, skj);
-            flash_wait<WG>(dq, f);
+            dq_tile<HS, BN, WG>(dq, sq, sdo, sk + j % 2 * BN * HS, sv + j % 2 * BN * HS, nlse, dlt, wq0, k0, scale_log2);
         }
         __syncthreads();
     }
