@@ -27,7 +27,13 @@
 #define FLASH_THREADS (FLASH_WARPS * 32)
 
 #define FLASH_BWD_TILE 64   // rows of both tiles of the backward kernels
-#define FLASH_TMA_SLOTS 2    // K/V ring slots of the TMA forward
+#ifndef FLASH_TMA_SLOTS
+#define FLASH_TMA_SLOTS 2            // ring slots of the TMA kernels' streamed tiles
+#endif
+#ifndef FLASH_TMA_PRODUCER_WARP
+#define FLASH_TMA_PRODUCER_WARP 1    // 1: a fifth warp issues the TMA loads; 0: thread 0 does, as slots are released
+#endif
+#define FLASH_TMA_THREADS (FLASH_THREADS + 32 * FLASH_TMA_PRODUCER_WARP)
 
 // forward tiles per head size and MMA (the fastest on Hopper that fit in 255 registers, build/bench_attention and
 // build/test_flash_wgmma): 16-row MMA tiles per warp (the query tile has 64 fwd_mt rows) and rows of the key tile
@@ -361,57 +367,58 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
     forward_epilogue<HS, MT>(out + (long)b * T * C + h * HS, C, lse + ((long)b * NH + h) * T, o, mrow, lrow, wq0, T);
 }
 
-// The wgmma forward with its loads on the TMA (sm_90a): a producer warp (the CTA's fifth) loads the q tile and streams
-// the K/V tiles up to the diagonal into FLASH_TMA_SLOTS ring slots; each slot has a `full` barrier (the TMA bytes
-// landed) and an `empty` one (all four consumer warps' products that read it have completed). The consumer
-// warpgroup runs forward_tile as flash_forward_kernel's WG instance does, in the same order (bit for bit the same
-// output), without cp.async work or CTA barriers in the loop. qkv_map: tma_map_bf16_3d of qkv as [B][T][(NH + 2 NKV)
-// HS] in boxes of 64 rows; rows past T load as zeros. Traffic: as flash_forward_kernel's.
+// The wgmma forward with its loads on the TMA (sm_90a): the q tile once, the K/V tiles up to the diagonal through a
+// TmaRing of FLASH_TMA_SLOTS slots, issued by a producer warp (the CTA's fifth) or, without FLASH_TMA_PRODUCER_WARP,
+// by thread 0 as each slot is released. The consumer warpgroup runs forward_tile as flash_forward_kernel's WG
+// instance does, in the same order (bit for bit the same output), without cp.async work or CTA barriers in its loop.
+// qkv_map: tma_map_bf16_3d of qkv as [B][T][(NH + 2 NKV) HS] in boxes of 64 rows; rows past T load as zeros.
+// Traffic: as flash_forward_kernel's.
 template <int HS, bool GQA>
-__global__ void __launch_bounds__(FLASH_THREADS + 32) flash_forward_tma_kernel(const __grid_constant__ CUtensorMap qkv_map, floatX* out,
-                                                                               float* lse, int T, int NH, int NKV, float scale_log2) {
+__global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_forward_tma_kernel(const __grid_constant__ CUtensorMap qkv_map, floatX* out,
+                                                                             float* lse, int T, int NH, int NKV, float scale_log2) {
     constexpr int BM = 64, BN = 64, SLOTS = FLASH_TMA_SLOTS, TILE_BYTES = 64 * HS * (int)sizeof(floatX);
     floatX* sq = (floatX*)flash_smem;
     floatX* sk = sq + BM * HS;                       // SLOTS buffers
     floatX* sv = sk + SLOTS * BN * HS;               // SLOTS buffers
-    uint64_t* full = (uint64_t*)(sv + SLOTS * BN * HS);
-    uint64_t* empty = full + SLOTS;
-    uint64_t* q_full = empty + SLOTS;
+    TmaRing<SLOTS>* ring = (TmaRing<SLOTS>*)(sv + SLOTS * BN * HS);
+    uint64_t* q_full = (uint64_t*)(ring + 1);
     int warp = threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z, C = NH * HS;
     int q0 = (gridDim.x - 1 - blockIdx.x) * BM;   // the longest tiles start first
     int nkv = GQA ? NKV : NH, kvh = GQA ? h / (NH / NKV) : h;
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < SLOTS; i++) { mbar_init(&full[i], 1); mbar_init(&empty[i], FLASH_WARPS); }
-        mbar_init(q_full, 1);
-        mbar_init_fence();
-    }
+    if (threadIdx.x == 0) { ring->init(FLASH_WARPS); mbar_init(q_full, 1); mbar_init_fence(); }
     __syncthreads();
-    if (warp == FLASH_WARPS) {   // the producer: one lane issues every load
-        if (threadIdx.x % 32 == 0) {
-            mbar_arrive_expect_tx(q_full, TILE_BYTES);
-            for (int blk = 0; blk < HS / 64; blk++) { tma_load_3d(sq + blk * 64 * 64, &qkv_map, q_full, h * HS + 64 * blk, q0, b); }
-            for (int j = 0; j < ntiles; j++) {
-                int slot = j % SLOTS;
-                if (j >= SLOTS) { mbar_wait(&empty[slot], (j / SLOTS - 1) & 1); }
-                mbar_arrive_expect_tx(&full[slot], 2 * TILE_BYTES);
-                for (int blk = 0; blk < HS / 64; blk++) {
-                    tma_load_3d(sk + slot * BN * HS + blk * 64 * 64, &qkv_map, &full[slot], (NH + kvh) * HS + 64 * blk, j * BN, b);
-                    tma_load_3d(sv + slot * BN * HS + blk * 64 * 64, &qkv_map, &full[slot], (NH + nkv + kvh) * HS + 64 * blk, j * BN, b);
-                }
-            }
+    auto load_q = [&]() {
+        mbar_arrive_expect_tx(q_full, TILE_BYTES);
+        for (int blk = 0; blk < HS / 64; blk++) { tma_load_3d(sq + blk * 64 * 64, &qkv_map, q_full, h * HS + 64 * blk, q0, b); }
+    };
+    auto load_kv = [&](int j) {
+        uint64_t* bar = ring->acquire(j, 2 * TILE_BYTES);
+        int slot = j % SLOTS;
+        for (int blk = 0; blk < HS / 64; blk++) {
+            tma_load_3d(sk + slot * BN * HS + blk * 64 * 64, &qkv_map, bar, (NH + kvh) * HS + 64 * blk, j * BN, b);
+            tma_load_3d(sv + slot * BN * HS + blk * 64 * 64, &qkv_map, bar, (NH + nkv + kvh) * HS + 64 * blk, j * BN, b);
         }
-        return;
+    };
+    if (FLASH_TMA_PRODUCER_WARP) {
+        if (warp == FLASH_WARPS) {
+            if (threadIdx.x % 32 == 0) { load_q(); for (int j = 0; j < ntiles; j++) { load_kv(j); } }
+            return;
+        }
+    } else if (threadIdx.x == 0) {
+        load_q();
+        for (int j = 0; j < min(SLOTS, ntiles); j++) { load_kv(j); }
     }
     int wq0 = q0 + warp * 16;   // this warp's first query row
     float o[1][HS / 8][4] = {}, mrow[1][2] = {{-INFINITY, -INFINITY}}, lrow[1][2] = {};
     mbar_wait(q_full, 0);
     for (int j = 0; j < ntiles; j++) {
         int slot = j % SLOTS;
-        mbar_wait(&full[slot], (j / SLOTS) & 1);
+        ring->wait(j);
         forward_tile<HS, 1, BN, true>(o, mrow, lrow, sq, sk + slot * BN * HS, sv + slot * BN * HS, wq0, j * BN, scale_log2);
-        __syncwarp();
-        if (threadIdx.x % 32 == 0) { mbar_arrive(&empty[slot]); }   // this warp's products that read the slot are done
+        ring->release(j);
+        if (!FLASH_TMA_PRODUCER_WARP && threadIdx.x == 0 && j + SLOTS < ntiles) { load_kv(j + SLOTS); }
+        __syncwarp();   // lane 0 may have waited for the slot: the warp's next wgmma needs all lanes
     }
     forward_epilogue<HS, 1>(out + (long)b * T * C + h * HS, C, lse + ((long)b * NH + h) * T, o, mrow, lrow, wq0, T);
 }
@@ -593,6 +600,136 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
     store_rows<HS, 1>(dqkv + f.off, f.stride, dq, scale_log2 / LOG2E_F, wq0, T);
 }
 
+// The wgmma dk, dv with its loads on the TMA (sm_90a): the k, v tiles once, each step's q, dO tiles and lse, delta
+// rows through a TmaRing (issued as in flash_forward_tma_kernel); the consumer warpgroup runs dkdv_tile in
+// flash_backward_dkdv_kernel's order (bit for bit the same dk, dv). Maps: qkv_map and dout_map (tma_map_bf16_3d,
+// [B][T][row] in boxes of 64 rows), lse_map and delta_map (tma_map_f32_2d, [B NH][T] in boxes of 64); rows past T load
+// as zeros. Traffic: as flash_backward_dkdv_kernel's.
+template <int HS, bool GQA>
+__global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dkdv_tma_kernel(
+    const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map, const __grid_constant__ CUtensorMap lse_map,
+    const __grid_constant__ CUtensorMap delta_map, floatX* dqkv, int T, int NH, int NKV, float scale_log2) {
+    constexpr int BM = 64, BN = FLASH_BWD_TILE, SLOTS = FLASH_TMA_SLOTS, TILE_BYTES = 64 * HS * (int)sizeof(floatX);
+    floatX* sk = (floatX*)flash_smem;
+    floatX* sv = sk + BM * HS;
+    floatX* sq = sv + BM * HS;                       // SLOTS buffers
+    floatX* sdo = sq + SLOTS * BN * HS;              // SLOTS buffers
+    float* slse = (float*)(sdo + SLOTS * BN * HS);   // SLOTS buffers
+    float* sdelta = slse + SLOTS * BN;               // SLOTS buffers
+    TmaRing<SLOTS>* ring = (TmaRing<SLOTS>*)(sdelta + SLOTS * BN);
+    uint64_t* kv_full = (uint64_t*)(ring + 1);
+    int warp = threadIdx.x / 32, g = blockIdx.y, b = blockIdx.z;
+    int nkv = GQA ? NKV : NH, group = GQA ? NH / NKV : 1, h = g * group;   // the group's query heads h .. h + group
+    int k0 = blockIdx.x * BM;   // the longest tiles (first keys) start first
+    int i0 = k0 / BN, ntiles = (T + BN - 1) / BN - i0, nsteps = group * ntiles;
+    if (threadIdx.x == 0) { ring->init(FLASH_WARPS); mbar_init(kv_full, 1); mbar_init_fence(); }
+    __syncthreads();
+    auto load_kv = [&]() {
+        mbar_arrive_expect_tx(kv_full, 2 * TILE_BYTES);
+        for (int blk = 0; blk < HS / 64; blk++) {
+            tma_load_3d(sk + blk * 64 * 64, &qkv_map, kv_full, (NH + g) * HS + 64 * blk, k0, b);
+            tma_load_3d(sv + blk * 64 * 64, &qkv_map, kv_full, (NH + nkv + g) * HS + 64 * blk, k0, b);
+        }
+    };
+    auto load_q = [&](int i) {   // step i: query tile i0 + i % ntiles of query head h + i / ntiles
+        uint64_t* bar = ring->acquire(i, 2 * TILE_BYTES + 2 * BN * (int)sizeof(float));
+        int slot = i % SLOTS, hg = GQA ? i / ntiles : 0, t0 = (i0 + i - hg * ntiles) * BN;
+        for (int blk = 0; blk < HS / 64; blk++) {
+            tma_load_3d(sq + slot * BN * HS + blk * 64 * 64, &qkv_map, bar, (h + hg) * HS + 64 * blk, t0, b);
+            tma_load_3d(sdo + slot * BN * HS + blk * 64 * 64, &dout_map, bar, (h + hg) * HS + 64 * blk, t0, b);
+        }
+        tma_load_2d(slse + slot * BN, &lse_map, bar, t0, b * NH + h + hg);
+        tma_load_2d(sdelta + slot * BN, &delta_map, bar, t0, b * NH + h + hg);
+    };
+    if (FLASH_TMA_PRODUCER_WARP) {
+        if (warp == FLASH_WARPS) {
+            if (threadIdx.x % 32 == 0) { load_kv(); for (int i = 0; i < nsteps; i++) { load_q(i); } }
+            return;
+        }
+    } else if (threadIdx.x == 0) {
+        load_kv();
+        for (int i = 0; i < min(SLOTS, nsteps); i++) { load_q(i); }
+    }
+    int wk0 = k0 + warp * 16;   // this warp's first key row
+    float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
+    mbar_wait(kv_full, 0);
+    for (int i = 0; i < nsteps; i++) {   // head-major: the fixed summation order of dk, dv over the group
+        int slot = i % SLOTS, q0 = (i0 + (GQA ? i % ntiles : i)) * BN;
+        ring->wait(i);
+        dkdv_tile<HS, BN, true>(dk, dv, sk, sv, sq + slot * BN * HS, sdo + slot * BN * HS, slse + slot * BN, sdelta + slot * BN, wk0,
+                                q0, scale_log2);
+        ring->release(i);
+        if (!FLASH_TMA_PRODUCER_WARP && threadIdx.x == 0 && i + SLOTS < nsteps) { load_q(i + SLOTS); }
+        __syncwarp();   // lane 0 may have waited for the slot: the warp's next wgmma needs all lanes
+    }
+    long stride = (long)(NH + 2 * nkv) * HS;
+    floatX* dkb = dqkv + (long)b * T * stride + (NH + g) * HS;
+    store_rows<HS, 1>(dkb, stride, dk, scale_log2 / LOG2E_F, wk0, T);
+    store_rows<HS, 1>(dkb + nkv * HS, stride, dv, 1.0f, wk0, T);
+}
+
+// The wgmma dq with its loads on the TMA (sm_90a): the q, dO tiles once, the K/V tiles up to the diagonal through a
+// TmaRing (issued as in flash_forward_tma_kernel); the consumer warpgroup runs dq_tile in flash_backward_dq_kernel's
+// order (bit for bit the same dq). Maps as flash_backward_dkdv_tma_kernel's. Traffic: as flash_backward_dq_kernel's.
+template <int HS, bool GQA>
+__global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dq_tma_kernel(
+    const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map, floatX* dqkv, const float* lse,
+    const float* delta, int T, int NH, int NKV, float scale_log2) {
+    constexpr int BM = 64, BN = FLASH_BWD_TILE, SLOTS = FLASH_TMA_SLOTS, TILE_BYTES = 64 * HS * (int)sizeof(floatX);
+    floatX* sq = (floatX*)flash_smem;
+    floatX* sdo = sq + BM * HS;
+    floatX* sk = sdo + BM * HS;           // SLOTS buffers
+    floatX* sv = sk + SLOTS * BN * HS;    // SLOTS buffers
+    TmaRing<SLOTS>* ring = (TmaRing<SLOTS>*)(sv + SLOTS * BN * HS);
+    uint64_t* q_full = (uint64_t*)(ring + 1);
+    int warp = threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z;
+    int q0 = (gridDim.x - 1 - blockIdx.x) * BM;   // the longest tiles start first
+    int nkv = GQA ? NKV : NH, kvh = GQA ? h / (NH / NKV) : h;
+    int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
+    if (threadIdx.x == 0) { ring->init(FLASH_WARPS); mbar_init(q_full, 1); mbar_init_fence(); }
+    __syncthreads();
+    auto load_q = [&]() {
+        mbar_arrive_expect_tx(q_full, 2 * TILE_BYTES);
+        for (int blk = 0; blk < HS / 64; blk++) {
+            tma_load_3d(sq + blk * 64 * 64, &qkv_map, q_full, h * HS + 64 * blk, q0, b);
+            tma_load_3d(sdo + blk * 64 * 64, &dout_map, q_full, h * HS + 64 * blk, q0, b);
+        }
+    };
+    auto load_kv = [&](int j) {
+        uint64_t* bar = ring->acquire(j, 2 * TILE_BYTES);
+        int slot = j % SLOTS;
+        for (int blk = 0; blk < HS / 64; blk++) {
+            tma_load_3d(sk + slot * BN * HS + blk * 64 * 64, &qkv_map, bar, (NH + kvh) * HS + 64 * blk, j * BN, b);
+            tma_load_3d(sv + slot * BN * HS + blk * 64 * 64, &qkv_map, bar, (NH + nkv + kvh) * HS + 64 * blk, j * BN, b);
+        }
+    };
+    if (FLASH_TMA_PRODUCER_WARP) {
+        if (warp == FLASH_WARPS) {
+            if (threadIdx.x % 32 == 0) { load_q(); for (int j = 0; j < ntiles; j++) { load_kv(j); } }
+            return;
+        }
+    } else if (threadIdx.x == 0) {
+        load_q();
+        for (int j = 0; j < min(SLOTS, ntiles); j++) { load_kv(j); }
+    }
+    int wq0 = q0 + warp * 16;   // this warp's first query row
+    long rows = ((long)b * NH + h) * T;
+    float nlse[2], dlt[2];
+    dq_row_terms(nlse, dlt, lse + rows, delta + rows, wq0, T);
+    float dq[1][HS / 8][4] = {};
+    mbar_wait(q_full, 0);
+    for (int j = 0; j < ntiles; j++) {
+        int slot = j % SLOTS;
+        ring->wait(j);
+        dq_tile<HS, BN, true>(dq, sq, sdo, sk + slot * BN * HS, sv + slot * BN * HS, nlse, dlt, wq0, j * BN, scale_log2);
+        ring->release(j);
+        if (!FLASH_TMA_PRODUCER_WARP && threadIdx.x == 0 && j + SLOTS < ntiles) { load_kv(j + SLOTS); }
+        __syncwarp();   // lane 0 may have waited for the slot: the warp's next wgmma needs all lanes
+    }
+    long stride = (long)(NH + 2 * nkv) * HS;
+    store_rows<HS, 1>(dqkv + (long)b * T * stride + h * HS, stride, dq, scale_log2 / LOG2E_F, wq0, T);
+}
+
 // ----------------------------------------------------------------------------
 // host side
 
@@ -655,10 +792,10 @@ static inline void flash_attention_forward_hs(floatX* out, float* lse, const flo
     if constexpr (WG) {
         long row = (long)(NH + 2 * NKV) * HS;   // qkv as [B][T][row]
         CUtensorMap map = tma_map_bf16_3d(qkv, row, T, B, row, (long)T * row, 64);
-        int smem = (BM + 2 * FLASH_TMA_SLOTS * BN) * HS * (int)sizeof(floatX) + (2 * FLASH_TMA_SLOTS + 1) * (int)sizeof(uint64_t);
+        int smem = (BM + 2 * FLASH_TMA_SLOTS * BN) * HS * (int)sizeof(floatX) + (int)(sizeof(TmaRing<FLASH_TMA_SLOTS>) + sizeof(uint64_t));
         auto kernel = NKV == NH ? flash_forward_tma_kernel<HS, false> : flash_forward_tma_kernel<HS, true>;
         flash_set_smem(kernel, smem);
-        kernel<<<grid, FLASH_THREADS + 32, smem, stream>>>(map, out, lse, T, NH, NKV, scale_log2);
+        kernel<<<grid, FLASH_TMA_THREADS, smem, stream>>>(map, out, lse, T, NH, NKV, scale_log2);
     } else {
         int smem = (BM + 4 * BN) * HS * (int)sizeof(floatX);
         auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false, WG> : flash_forward_kernel<HS, MT, true, WG>;
@@ -675,15 +812,33 @@ static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const
     float scale_log2 = LOG2E_F / sqrtf((float)HS);
     flash_backward_delta_kernel<HS><<<ceil_div((long)B * T * NH * HS / 8, 256), 256, 0, stream>>>(delta, dout, out, B, T, NH);
     cudaCheckLaunch();
-    int smem_kv = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX) + 4 * BN * (int)sizeof(float);
-    auto dkdv = NKV == NH ? flash_backward_dkdv_kernel<HS, false, WG> : flash_backward_dkdv_kernel<HS, true, WG>;
-    flash_set_smem(dkdv, smem_kv);
-    dkdv<<<dim3(ceil_div(T, BM), NKV, B), FLASH_THREADS, smem_kv, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2);
-    cudaCheckLaunch();
-    int smem_q = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX);
-    auto dq = NKV == NH ? flash_backward_dq_kernel<HS, false, WG> : flash_backward_dq_kernel<HS, true, WG>;
-    flash_set_smem(dq, smem_q);
-    dq<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem_q, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2);
+    dim3 grid_kv(ceil_div(T, BM), NKV, B), grid_q(ceil_div(T, BM), NH, B);
+    if constexpr (WG && HS == 64) {   // head size 128's dk/dv needs every register: no producer warp beside it
+        long row = (long)(NH + 2 * NKV) * HS;
+        CUtensorMap qkv_map = tma_map_bf16_3d(qkv, row, T, B, row, (long)T * row, 64);
+        CUtensorMap dout_map = tma_map_bf16_3d(dout, (long)NH * HS, T, B, (long)NH * HS, (long)T * NH * HS, 64);
+        CUtensorMap lse_map = tma_map_f32_2d(lse, T, (long)B * NH, T, BN), delta_map = tma_map_f32_2d(delta, T, (long)B * NH, T, BN);
+        int barriers = (int)(sizeof(TmaRing<FLASH_TMA_SLOTS>) + sizeof(uint64_t));
+        int smem_kv = (2 * BM + 2 * FLASH_TMA_SLOTS * BN) * HS * (int)sizeof(floatX) + 2 * FLASH_TMA_SLOTS * BN * (int)sizeof(float) + barriers;
+        auto dkdv = NKV == NH ? flash_backward_dkdv_tma_kernel<HS, false> : flash_backward_dkdv_tma_kernel<HS, true>;
+        flash_set_smem(dkdv, smem_kv);
+        dkdv<<<grid_kv, FLASH_TMA_THREADS, smem_kv, stream>>>(qkv_map, dout_map, lse_map, delta_map, dqkv, T, NH, NKV, scale_log2);
+        cudaCheckLaunch();
+        int smem_q = (2 * BM + 2 * FLASH_TMA_SLOTS * BN) * HS * (int)sizeof(floatX) + barriers;
+        auto dq = NKV == NH ? flash_backward_dq_tma_kernel<HS, false> : flash_backward_dq_tma_kernel<HS, true>;
+        flash_set_smem(dq, smem_q);
+        dq<<<grid_q, FLASH_TMA_THREADS, smem_q, stream>>>(qkv_map, dout_map, dqkv, lse, delta, T, NH, NKV, scale_log2);
+    } else {
+        int smem_kv = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX) + 4 * BN * (int)sizeof(float);
+        auto dkdv = NKV == NH ? flash_backward_dkdv_kernel<HS, false, WG> : flash_backward_dkdv_kernel<HS, true, WG>;
+        flash_set_smem(dkdv, smem_kv);
+        dkdv<<<grid_kv, FLASH_THREADS, smem_kv, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2);
+        cudaCheckLaunch();
+        int smem_q = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX);
+        auto dq = NKV == NH ? flash_backward_dq_kernel<HS, false, WG> : flash_backward_dq_kernel<HS, true, WG>;
+        flash_set_smem(dq, smem_q);
+        dq<<<grid_q, FLASH_THREADS, smem_q, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2);
+    }
     cudaCheckLaunch();
 }
 

@@ -43,6 +43,40 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, u
                  ::"r"(smem_u32(dst)), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)) : "memory");
 }
 
+// the box of a 2-D tensor map at coordinates (c0 innermost, c1) into shared memory at dst; completes on bar
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"(smem_u32(dst)), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_u32(bar)) : "memory");
+}
+
+// A ring of SLOTS shared-memory slots that TMA loads fill and `consumers` warps drain, step after step (step n in
+// slot n % SLOTS): full[i] completes a phase when slot i's bytes have landed, empty[i] when every consumer warp has
+// released it, so the fill for step n waits for the release of step n - SLOTS.
+template <int SLOTS> struct TmaRing {
+    uint64_t full[SLOTS], empty[SLOTS];
+    __device__ __forceinline__ void init(int consumers) {
+        for (int i = 0; i < SLOTS; i++) { mbar_init(&full[i], 1); mbar_init(&empty[i], consumers); }
+    }
+    // the loading thread, before it fills step's slot with `bytes`: waits for the slot's release, announces the bytes,
+    // returns the barrier the loads complete on
+    __device__ __forceinline__ uint64_t* acquire(int step, uint32_t bytes) {
+        int slot = step % SLOTS;
+        if (step >= SLOTS) { mbar_wait(&empty[slot], (step / SLOTS - 1) & 1); }
+        mbar_arrive_expect_tx(&full[slot], bytes);
+        return &full[slot];
+    }
+    // a consumer warp (all lanes): waits until step's slot has landed; the lanes leave together (for .aligned instructions)
+    __device__ __forceinline__ void wait(int step) {
+        mbar_wait(&full[step % SLOTS], (step / SLOTS) & 1);
+        __syncwarp();
+    }
+    // a consumer warp (all lanes): done reading step's slot
+    __device__ __forceinline__ void release(int step) {
+        __syncwarp();
+        if (threadIdx.x % 32 == 0) { mbar_arrive(&empty[step % SLOTS]); }
+    }
+};
+
 // ----------------------------------------------------------------------------
 // host side
 
@@ -70,6 +104,18 @@ static inline CUtensorMap tma_map_bf16_3d(const floatX* base, long d0, long d1, 
                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) { die("TMA: cuTensorMapEncodeTiled failed (%d) for a [%ld][%ld][%ld] BF16 array", (int)r, d2, d1, d0); }
+    return map;
+}
+
+// a map of the FP32 array [d1][d0] (d0 contiguous, rows `stride1` elements apart) read in boxes of `cols` x 1
+static inline CUtensorMap tma_map_f32_2d(const float* base, long d0, long d1, long stride1, int cols) {
+    CUtensorMap map;
+    cuuint64_t dims[2] = {(cuuint64_t)d0, (cuuint64_t)d1}, strides[1] = {(cuuint64_t)stride1 * sizeof(float)};
+    cuuint32_t box[2] = {(cuuint32_t)cols, 1}, elem_strides[2] = {1, 1};
+    CUresult r = tma_encode_function()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void*)base, dims, strides, box, elem_strides,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) { die("TMA: cuTensorMapEncodeTiled failed (%d) for a [%ld][%ld] FP32 array", (int)r, d1, d0); }
     return map;
 }
 
