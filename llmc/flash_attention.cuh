@@ -367,6 +367,47 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
     forward_epilogue<HS, MT>(out + (long)b * T * C + h * HS, C, lse + ((long)b * NH + h) * T, o, mrow, lrow, wq0, T);
 }
 
+// thread 0 initializes the ring (drained by the FLASH_WARPS consumer warps) and `once`, the barrier of the tiles loaded
+// once; then the whole CTA syncs
+template <int SLOTS> __device__ __forceinline__ void flash_tma_init(TmaRing<SLOTS>* ring, uint64_t* once) {
+    if (threadIdx.x == 0) { ring->init(FLASH_WARPS); mbar_init(once, 1); mbar_init_fence(); }
+    __syncthreads();
+}
+// The TMA kernels' loads: load_once() (the tiles read by every step) and load_step(i) for steps 0 .. nsteps through a
+// TmaRing of FLASH_TMA_SLOTS slots, issued by the producer warp (FLASH_TMA_PRODUCER_WARP; it issues them all, then
+// leaves: returns false) or by thread 0, which issues the first slots here and each later one in flash_tma_refill.
+// Returns true in the consumer warps.
+template <class Once, class Step>
+__device__ __forceinline__ bool flash_tma_start(int nsteps, Once load_once, Step load_step) {
+    if (FLASH_TMA_PRODUCER_WARP) {
+        if (threadIdx.x / 32 == FLASH_WARPS) {
+            if (threadIdx.x % 32 == 0) { load_once(); for (int i = 0; i < nsteps; i++) { load_step(i); } }
+            return false;
+        }
+    } else if (threadIdx.x == 0) {
+        load_once();
+        for (int i = 0; i < min(FLASH_TMA_SLOTS, nsteps); i++) { load_step(i); }
+    }
+    return true;
+}
+// after a consumer warp released step i: without a producer warp, thread 0 loads step i + SLOTS into the slot once every
+// warp has released it
+template <class Step> __device__ __forceinline__ void flash_tma_refill(int i, int nsteps, Step load_step) {
+    if (!FLASH_TMA_PRODUCER_WARP && threadIdx.x == 0 && i + FLASH_TMA_SLOTS < nsteps) { load_step(i + FLASH_TMA_SLOTS); }
+    __syncwarp();   // lane 0 may have waited for the slot: the warp's next wgmma needs all lanes
+}
+// key/value tile j (key rows from j BN) of the heads at columns kcol, vcol of sequence b into slot j % SLOTS of sk, sv
+template <int HS, int BN, int SLOTS>
+__device__ __forceinline__ void flash_tma_kv_tile(TmaRing<SLOTS>* ring, floatX* sk, floatX* sv, const CUtensorMap* map, int j, int kcol,
+                                                  int vcol, int b) {
+    uint64_t* bar = ring->acquire(j, 2 * BN * HS * (int)sizeof(floatX));
+    int slot = j % SLOTS;
+    for (int blk = 0; blk < HS / 64; blk++) {
+        tma_load_3d(sk + slot * BN * HS + blk * BN * 64, map, bar, kcol + 64 * blk, j * BN, b);
+        tma_load_3d(sv + slot * BN * HS + blk * BN * 64, map, bar, vcol + 64 * blk, j * BN, b);
+    }
+}
+
 // The wgmma forward with its loads on the TMA (sm_90a): the q tile once, the K/V tiles up to the diagonal through a
 // TmaRing of FLASH_TMA_SLOTS slots, issued by a producer warp (the CTA's fifth) or, without FLASH_TMA_PRODUCER_WARP,
 // by thread 0 as each slot is released. The consumer warpgroup runs forward_tile as flash_forward_kernel's WG
@@ -386,29 +427,13 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_forward_tma_kernel(co
     int q0 = (gridDim.x - 1 - blockIdx.x) * BM;   // the longest tiles start first
     int nkv = GQA ? NKV : NH, kvh = GQA ? h / (NH / NKV) : h;
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    if (threadIdx.x == 0) { ring->init(FLASH_WARPS); mbar_init(q_full, 1); mbar_init_fence(); }
-    __syncthreads();
+    flash_tma_init(ring, q_full);
     auto load_q = [&]() {
         mbar_arrive_expect_tx(q_full, TILE_BYTES);
         for (int blk = 0; blk < HS / 64; blk++) { tma_load_3d(sq + blk * 64 * 64, &qkv_map, q_full, h * HS + 64 * blk, q0, b); }
     };
-    auto load_kv = [&](int j) {
-        uint64_t* bar = ring->acquire(j, 2 * TILE_BYTES);
-        int slot = j % SLOTS;
-        for (int blk = 0; blk < HS / 64; blk++) {
-            tma_load_3d(sk + slot * BN * HS + blk * 64 * 64, &qkv_map, bar, (NH + kvh) * HS + 64 * blk, j * BN, b);
-            tma_load_3d(sv + slot * BN * HS + blk * 64 * 64, &qkv_map, bar, (NH + nkv + kvh) * HS + 64 * blk, j * BN, b);
-        }
-    };
-    if (FLASH_TMA_PRODUCER_WARP) {
-        if (warp == FLASH_WARPS) {
-            if (threadIdx.x % 32 == 0) { load_q(); for (int j = 0; j < ntiles; j++) { load_kv(j); } }
-            return;
-        }
-    } else if (threadIdx.x == 0) {
-        load_q();
-        for (int j = 0; j < min(SLOTS, ntiles); j++) { load_kv(j); }
-    }
+    auto load_kv = [&](int j) { flash_tma_kv_tile<HS, BN>(ring, sk, sv, &qkv_map, j, (NH + kvh) * HS, (NH + nkv + kvh) * HS, b); };
+    if (!flash_tma_start(ntiles, load_q, load_kv)) { return; }
     int wq0 = q0 + warp * 16;   // this warp's first query row
     float o[1][HS / 8][4] = {}, mrow[1][2] = {{-INFINITY, -INFINITY}}, lrow[1][2] = {};
     mbar_wait(q_full, 0);
@@ -417,8 +442,7 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_forward_tma_kernel(co
         ring->wait(j);
         forward_tile<HS, 1, BN, true>(o, mrow, lrow, sq, sk + slot * BN * HS, sv + slot * BN * HS, wq0, j * BN, scale_log2);
         ring->release(j);
-        if (!FLASH_TMA_PRODUCER_WARP && threadIdx.x == 0 && j + SLOTS < ntiles) { load_kv(j + SLOTS); }
-        __syncwarp();   // lane 0 may have waited for the slot: the warp's next wgmma needs all lanes
+        flash_tma_refill(j, ntiles, load_kv);
     }
     forward_epilogue<HS, 1>(out + (long)b * T * C + h * HS, C, lse + ((long)b * NH + h) * T, o, mrow, lrow, wq0, T);
 }
@@ -622,8 +646,7 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dkdv_tma_ker
     int nkv = GQA ? NKV : NH, group = GQA ? NH / NKV : 1, h = g * group;   // the group's query heads h .. h + group
     int k0 = blockIdx.x * BM;   // the longest tiles (first keys) start first
     int i0 = k0 / BN, ntiles = (T + BN - 1) / BN - i0, nsteps = group * ntiles;
-    if (threadIdx.x == 0) { ring->init(FLASH_WARPS); mbar_init(kv_full, 1); mbar_init_fence(); }
-    __syncthreads();
+    flash_tma_init(ring, kv_full);
     auto load_kv = [&]() {
         mbar_arrive_expect_tx(kv_full, 2 * TILE_BYTES);
         for (int blk = 0; blk < HS / 64; blk++) {
@@ -641,15 +664,7 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dkdv_tma_ker
         tma_load_2d(slse + slot * BN, &lse_map, bar, t0, b * NH + h + hg);
         tma_load_2d(sdelta + slot * BN, &delta_map, bar, t0, b * NH + h + hg);
     };
-    if (FLASH_TMA_PRODUCER_WARP) {
-        if (warp == FLASH_WARPS) {
-            if (threadIdx.x % 32 == 0) { load_kv(); for (int i = 0; i < nsteps; i++) { load_q(i); } }
-            return;
-        }
-    } else if (threadIdx.x == 0) {
-        load_kv();
-        for (int i = 0; i < min(SLOTS, nsteps); i++) { load_q(i); }
-    }
+    if (!flash_tma_start(nsteps, load_kv, load_q)) { return; }
     int wk0 = k0 + warp * 16;   // this warp's first key row
     float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
     mbar_wait(kv_full, 0);
@@ -659,8 +674,7 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dkdv_tma_ker
         dkdv_tile<HS, BN, true>(dk, dv, sk, sv, sq + slot * BN * HS, sdo + slot * BN * HS, slse + slot * BN, sdelta + slot * BN, wk0,
                                 q0, scale_log2);
         ring->release(i);
-        if (!FLASH_TMA_PRODUCER_WARP && threadIdx.x == 0 && i + SLOTS < nsteps) { load_q(i + SLOTS); }
-        __syncwarp();   // lane 0 may have waited for the slot: the warp's next wgmma needs all lanes
+        flash_tma_refill(i, nsteps, load_q);
     }
     long stride = (long)(NH + 2 * nkv) * HS;
     floatX* dkb = dqkv + (long)b * T * stride + (NH + g) * HS;
@@ -686,8 +700,7 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dq_tma_kerne
     int q0 = (gridDim.x - 1 - blockIdx.x) * BM;   // the longest tiles start first
     int nkv = GQA ? NKV : NH, kvh = GQA ? h / (NH / NKV) : h;
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    if (threadIdx.x == 0) { ring->init(FLASH_WARPS); mbar_init(q_full, 1); mbar_init_fence(); }
-    __syncthreads();
+    flash_tma_init(ring, q_full);
     auto load_q = [&]() {
         mbar_arrive_expect_tx(q_full, 2 * TILE_BYTES);
         for (int blk = 0; blk < HS / 64; blk++) {
@@ -695,23 +708,8 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dq_tma_kerne
             tma_load_3d(sdo + blk * 64 * 64, &dout_map, q_full, h * HS + 64 * blk, q0, b);
         }
     };
-    auto load_kv = [&](int j) {
-        uint64_t* bar = ring->acquire(j, 2 * TILE_BYTES);
-        int slot = j % SLOTS;
-        for (int blk = 0; blk < HS / 64; blk++) {
-            tma_load_3d(sk + slot * BN * HS + blk * 64 * 64, &qkv_map, bar, (NH + kvh) * HS + 64 * blk, j * BN, b);
-            tma_load_3d(sv + slot * BN * HS + blk * 64 * 64, &qkv_map, bar, (NH + nkv + kvh) * HS + 64 * blk, j * BN, b);
-        }
-    };
-    if (FLASH_TMA_PRODUCER_WARP) {
-        if (warp == FLASH_WARPS) {
-            if (threadIdx.x % 32 == 0) { load_q(); for (int j = 0; j < ntiles; j++) { load_kv(j); } }
-            return;
-        }
-    } else if (threadIdx.x == 0) {
-        load_q();
-        for (int j = 0; j < min(SLOTS, ntiles); j++) { load_kv(j); }
-    }
+    auto load_kv = [&](int j) { flash_tma_kv_tile<HS, BN>(ring, sk, sv, &qkv_map, j, (NH + kvh) * HS, (NH + nkv + kvh) * HS, b); };
+    if (!flash_tma_start(ntiles, load_q, load_kv)) { return; }
     int wq0 = q0 + warp * 16;   // this warp's first query row
     long rows = ((long)b * NH + h) * T;
     float nlse[2], dlt[2];
@@ -723,8 +721,7 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dq_tma_kerne
         ring->wait(j);
         dq_tile<HS, BN, true>(dq, sq, sdo, sk + slot * BN * HS, sv + slot * BN * HS, nlse, dlt, wq0, j * BN, scale_log2);
         ring->release(j);
-        if (!FLASH_TMA_PRODUCER_WARP && threadIdx.x == 0 && j + SLOTS < ntiles) { load_kv(j + SLOTS); }
-        __syncwarp();   // lane 0 may have waited for the slot: the warp's next wgmma needs all lanes
+        flash_tma_refill(j, ntiles, load_kv);
     }
     long stride = (long)(NH + 2 * nkv) * HS;
     store_rows<HS, 1>(dqkv + (long)b * T * stride + h * HS, stride, dq, scale_log2 / LOG2E_F, wq0, T);
