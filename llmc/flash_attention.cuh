@@ -34,6 +34,10 @@
 #define FLASH_TMA_PRODUCER_WARP 1    // 1: a fifth warp issues the TMA loads; 0: thread 0 does, as slots are released
 #endif
 #define FLASH_TMA_THREADS (FLASH_THREADS + 32 * FLASH_TMA_PRODUCER_WARP)
+#ifndef FLASH_TMA_FWD_WARPGROUPS
+#define FLASH_TMA_FWD_WARPGROUPS 1   // consumer warpgroups of the TMA forward (1 or 2), 64 query rows each
+#endif
+#define FLASH_TMA_FWD_THREADS (FLASH_THREADS * FLASH_TMA_FWD_WARPGROUPS + 32 * FLASH_TMA_PRODUCER_WARP)
 
 // forward tiles per head size and MMA (the fastest on Hopper that fit in 255 registers, build/bench_attention and
 // build/test_flash_wgmma): 16-row MMA tiles per warp (the query tile has 64 fwd_mt rows) and rows of the key tile
@@ -367,20 +371,20 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
     forward_epilogue<HS, MT>(out + (long)b * T * C + h * HS, C, lse + ((long)b * NH + h) * T, o, mrow, lrow, wq0, T);
 }
 
-// thread 0 initializes the ring (drained by the FLASH_WARPS consumer warps) and `once`, the barrier of the tiles loaded
-// once; then the whole CTA syncs
-template <int SLOTS> __device__ __forceinline__ void flash_tma_init(TmaRing<SLOTS>* ring, uint64_t* once) {
-    if (threadIdx.x == 0) { ring->init(FLASH_WARPS); mbar_init(once, 1); mbar_init_fence(); }
+// thread 0 initializes the ring (drained by `consumers` warps, the CTA's first) and `once`, the barrier of the tiles
+// loaded once; then the whole CTA syncs
+template <int SLOTS> __device__ __forceinline__ void flash_tma_init(TmaRing<SLOTS>* ring, uint64_t* once, int consumers) {
+    if (threadIdx.x == 0) { ring->init(consumers); mbar_init(once, 1); mbar_init_fence(); }
     __syncthreads();
 }
 // The TMA kernels' loads: load_once() (the tiles read by every step) and load_step(i) for steps 0 .. nsteps through a
-// TmaRing of FLASH_TMA_SLOTS slots, issued by the producer warp (FLASH_TMA_PRODUCER_WARP; it issues them all, then
-// leaves: returns false) or by thread 0, which issues the first slots here and each later one in flash_tma_refill.
-// Returns true in the consumer warps.
+// TmaRing of FLASH_TMA_SLOTS slots, issued by the producer warp (FLASH_TMA_PRODUCER_WARP: the warp after the
+// `consumers` warps; it issues them all, then leaves: returns false) or by thread 0, which issues the first slots here
+// and each later one in flash_tma_refill. Returns true in the consumer warps.
 template <class Once, class Step>
-__device__ __forceinline__ bool flash_tma_start(int nsteps, Once load_once, Step load_step) {
+__device__ __forceinline__ bool flash_tma_start(int nsteps, int consumers, Once load_once, Step load_step) {
     if (FLASH_TMA_PRODUCER_WARP) {
-        if (threadIdx.x / 32 == FLASH_WARPS) {
+        if (threadIdx.x / 32 == consumers) {
             if (threadIdx.x % 32 == 0) { load_once(); for (int i = 0; i < nsteps; i++) { load_step(i); } }
             return false;
         }
@@ -408,17 +412,19 @@ __device__ __forceinline__ void flash_tma_kv_tile(TmaRing<SLOTS>* ring, floatX* 
     }
 }
 
-// The wgmma forward with its loads on the TMA (sm_90a): the q tile once, the K/V tiles up to the diagonal through a
-// TmaRing of FLASH_TMA_SLOTS slots, issued by a producer warp (the CTA's fifth) or, without FLASH_TMA_PRODUCER_WARP,
-// by thread 0 as each slot is released. The consumer warpgroup runs forward_tile as flash_forward_kernel's WG
-// instance does, in the same order (bit for bit the same output), without cp.async work or CTA barriers in its loop.
-// qkv_map: tma_map_bf16_3d of qkv as [B][T][(NH + 2 NKV) HS] in boxes of 64 rows; rows past T load as zeros.
-// Traffic: as flash_forward_kernel's.
+// The wgmma forward with its loads on the TMA (sm_90a): FLASH_TMA_FWD_WARPGROUPS consumer warpgroups, 64 query rows
+// each, share every K/V tile (fewer L2 -> shared-memory bytes per row with 2); the q rows once, the K/V tiles up to the
+// diagonal through a TmaRing of FLASH_TMA_SLOTS slots, issued by a producer warp (the CTA's last) or, without
+// FLASH_TMA_PRODUCER_WARP, by thread 0 as each slot is released. Each warpgroup runs forward_tile over its tiles (a
+// warpgroup whose rows end before a tile only releases it) as flash_forward_kernel's WG instance does, in the same
+// order (bit for bit the same output), without cp.async work or CTA barriers in its loop. qkv_map: tma_map_bf16_3d of
+// qkv as [B][T][(NH + 2 NKV) HS] in boxes of 64 rows; rows past T load as zeros. Traffic: as flash_forward_kernel's,
+// the K/V reads divided by FLASH_TMA_FWD_WARPGROUPS.
 template <int HS, bool GQA>
-__global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_forward_tma_kernel(const __grid_constant__ CUtensorMap qkv_map, floatX* out,
-                                                                             float* lse, int T, int NH, int NKV, float scale_log2) {
-    constexpr int BM = 64, BN = 64, SLOTS = FLASH_TMA_SLOTS, TILE_BYTES = 64 * HS * (int)sizeof(floatX);
-    floatX* sq = (floatX*)flash_smem;
+__global__ void __launch_bounds__(FLASH_TMA_FWD_THREADS) flash_forward_tma_kernel(const __grid_constant__ CUtensorMap qkv_map, floatX* out,
+                                                                                 float* lse, int T, int NH, int NKV, float scale_log2) {
+    constexpr int WGS = FLASH_TMA_FWD_WARPGROUPS, BM = 64 * WGS, BN = 64, SLOTS = FLASH_TMA_SLOTS;
+    floatX* sq = (floatX*)flash_smem;                // WGS tiles of 64 rows
     floatX* sk = sq + BM * HS;                       // SLOTS buffers
     floatX* sv = sk + SLOTS * BN * HS;               // SLOTS buffers
     TmaRing<SLOTS>* ring = (TmaRing<SLOTS>*)(sv + SLOTS * BN * HS);
@@ -427,20 +433,27 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_forward_tma_kernel(co
     int q0 = (gridDim.x - 1 - blockIdx.x) * BM;   // the longest tiles start first
     int nkv = GQA ? NKV : NH, kvh = GQA ? h / (NH / NKV) : h;
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    flash_tma_init(ring, q_full);
+    flash_tma_init(ring, q_full, FLASH_WARPS * WGS);
     auto load_q = [&]() {
-        mbar_arrive_expect_tx(q_full, TILE_BYTES);
-        for (int blk = 0; blk < HS / 64; blk++) { tma_load_3d(sq + blk * 64 * 64, &qkv_map, q_full, h * HS + 64 * blk, q0, b); }
+        mbar_arrive_expect_tx(q_full, BM * HS * (int)sizeof(floatX));
+        for (int g = 0; g < WGS; g++) {
+            for (int blk = 0; blk < HS / 64; blk++) {
+                tma_load_3d(sq + g * 64 * HS + blk * 64 * 64, &qkv_map, q_full, h * HS + 64 * blk, q0 + 64 * g, b);
+            }
+        }
     };
     auto load_kv = [&](int j) { flash_tma_kv_tile<HS, BN>(ring, sk, sv, &qkv_map, j, (NH + kvh) * HS, (NH + nkv + kvh) * HS, b); };
-    if (!flash_tma_start(ntiles, load_q, load_kv)) { return; }
-    int wq0 = q0 + warp * 16;   // this warp's first query row
+    if (!flash_tma_start(ntiles, FLASH_WARPS * WGS, load_q, load_kv)) { return; }
+    int g = warp / FLASH_WARPS, wq0 = q0 + warp * 16;   // this warp's warpgroup and first query row
+    int my_tiles = (min(q0 + 64 * (g + 1), T) - 1) / BN + 1;   // the tiles with a key visible to the warpgroup
     float o[1][HS / 8][4] = {}, mrow[1][2] = {{-INFINITY, -INFINITY}}, lrow[1][2] = {};
     mbar_wait(q_full, 0);
     for (int j = 0; j < ntiles; j++) {
         int slot = j % SLOTS;
         ring->wait(j);
-        forward_tile<HS, 1, BN, true>(o, mrow, lrow, sq, sk + slot * BN * HS, sv + slot * BN * HS, wq0, j * BN, scale_log2);
+        if (j < my_tiles) {
+            forward_tile<HS, 1, BN, true>(o, mrow, lrow, sq + g * 64 * HS, sk + slot * BN * HS, sv + slot * BN * HS, wq0, j * BN, scale_log2);
+        }
         ring->release(j);
         flash_tma_refill(j, ntiles, load_kv);
     }
@@ -646,7 +659,7 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dkdv_tma_ker
     int nkv = GQA ? NKV : NH, group = GQA ? NH / NKV : 1, h = g * group;   // the group's query heads h .. h + group
     int k0 = blockIdx.x * BM;   // the longest tiles (first keys) start first
     int i0 = k0 / BN, ntiles = (T + BN - 1) / BN - i0, nsteps = group * ntiles;
-    flash_tma_init(ring, kv_full);
+    flash_tma_init(ring, kv_full, FLASH_WARPS);
     auto load_kv = [&]() {
         mbar_arrive_expect_tx(kv_full, 2 * TILE_BYTES);
         for (int blk = 0; blk < HS / 64; blk++) {
@@ -664,7 +677,7 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dkdv_tma_ker
         tma_load_2d(slse + slot * BN, &lse_map, bar, t0, b * NH + h + hg);
         tma_load_2d(sdelta + slot * BN, &delta_map, bar, t0, b * NH + h + hg);
     };
-    if (!flash_tma_start(nsteps, load_kv, load_q)) { return; }
+    if (!flash_tma_start(nsteps, FLASH_WARPS, load_kv, load_q)) { return; }
     int wk0 = k0 + warp * 16;   // this warp's first key row
     float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
     mbar_wait(kv_full, 0);
@@ -700,7 +713,7 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dq_tma_kerne
     int q0 = (gridDim.x - 1 - blockIdx.x) * BM;   // the longest tiles start first
     int nkv = GQA ? NKV : NH, kvh = GQA ? h / (NH / NKV) : h;
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    flash_tma_init(ring, q_full);
+    flash_tma_init(ring, q_full, FLASH_WARPS);
     auto load_q = [&]() {
         mbar_arrive_expect_tx(q_full, 2 * TILE_BYTES);
         for (int blk = 0; blk < HS / 64; blk++) {
@@ -709,7 +722,7 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dq_tma_kerne
         }
     };
     auto load_kv = [&](int j) { flash_tma_kv_tile<HS, BN>(ring, sk, sv, &qkv_map, j, (NH + kvh) * HS, (NH + nkv + kvh) * HS, b); };
-    if (!flash_tma_start(ntiles, load_q, load_kv)) { return; }
+    if (!flash_tma_start(ntiles, FLASH_WARPS, load_q, load_kv)) { return; }
     int wq0 = q0 + warp * 16;   // this warp's first query row
     long rows = ((long)b * NH + h) * T;
     float nlse[2], dlt[2];
@@ -785,19 +798,19 @@ static inline void flash_attention_forward_hs(floatX* out, float* lse, const flo
                                               cudaStream_t stream) {
     constexpr int MT = FlashConfig<HS, WG>::fwd_mt, BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS, WG>::fwd_bn;
     float scale_log2 = LOG2E_F / sqrtf((float)HS);
-    dim3 grid(ceil_div(T, BM), NH, B);
     if constexpr (WG) {
+        constexpr int BM_TMA = 64 * FLASH_TMA_FWD_WARPGROUPS;
         long row = (long)(NH + 2 * NKV) * HS;   // qkv as [B][T][row]
         CUtensorMap map = tma_map_bf16_3d(qkv, row, T, B, row, (long)T * row, 64);
-        int smem = (BM + 2 * FLASH_TMA_SLOTS * BN) * HS * (int)sizeof(floatX) + (int)(sizeof(TmaRing<FLASH_TMA_SLOTS>) + sizeof(uint64_t));
+        int smem = (BM_TMA + 2 * FLASH_TMA_SLOTS * BN) * HS * (int)sizeof(floatX) + (int)(sizeof(TmaRing<FLASH_TMA_SLOTS>) + sizeof(uint64_t));
         auto kernel = NKV == NH ? flash_forward_tma_kernel<HS, false> : flash_forward_tma_kernel<HS, true>;
         flash_set_smem(kernel, smem);
-        kernel<<<grid, FLASH_TMA_THREADS, smem, stream>>>(map, out, lse, T, NH, NKV, scale_log2);
+        kernel<<<dim3(ceil_div(T, BM_TMA), NH, B), FLASH_TMA_FWD_THREADS, smem, stream>>>(map, out, lse, T, NH, NKV, scale_log2);
     } else {
         int smem = (BM + 4 * BN) * HS * (int)sizeof(floatX);
         auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false, WG> : flash_forward_kernel<HS, MT, true, WG>;
         flash_set_smem(kernel, smem);
-        kernel<<<grid, FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH, NKV, scale_log2);
+        kernel<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH, NKV, scale_log2);
     }
     cudaCheckLaunch();
 }
