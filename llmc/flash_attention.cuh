@@ -27,17 +27,8 @@
 #define FLASH_THREADS (FLASH_WARPS * 32)
 
 #define FLASH_BWD_TILE 64   // rows of both tiles of the backward kernels
-#ifndef FLASH_TMA_SLOTS
-#define FLASH_TMA_SLOTS 2            // ring slots of the TMA kernels' streamed tiles
-#endif
-#ifndef FLASH_TMA_PRODUCER_WARP
-#define FLASH_TMA_PRODUCER_WARP 1    // 1: a fifth warp issues the TMA loads; 0: thread 0 does, as slots are released
-#endif
-#define FLASH_TMA_THREADS (FLASH_THREADS + 32 * FLASH_TMA_PRODUCER_WARP)
-#ifndef FLASH_TMA_FWD_WARPGROUPS
-#define FLASH_TMA_FWD_WARPGROUPS 1   // consumer warpgroups of the TMA forward (1 or 2), 64 query rows each
-#endif
-#define FLASH_TMA_FWD_THREADS (FLASH_THREADS * FLASH_TMA_FWD_WARPGROUPS + 32 * FLASH_TMA_PRODUCER_WARP)
+#define FLASH_TMA_SLOTS 2                    // ring slots of the TMA kernels' streamed tiles
+#define FLASH_TMA_FWD_THREADS (FLASH_THREADS + 32)   // the TMA forward's consumer warpgroup and its producer warp
 
 // forward tiles per head size and MMA (the fastest on Hopper that fit in 255 registers, build/bench_attention and
 // build/test_flash_wgmma): 16-row MMA tiles per warp (the query tile has 64 fwd_mt rows) and rows of the key tile
@@ -378,12 +369,12 @@ template <int SLOTS> __device__ __forceinline__ void flash_tma_init(TmaRing<SLOT
     __syncthreads();
 }
 // The TMA kernels' loads: load_once() (the tiles read by every step) and load_step(i) for steps 0 .. nsteps through a
-// TmaRing of FLASH_TMA_SLOTS slots, issued by the producer warp (FLASH_TMA_PRODUCER_WARP: the warp after the
-// `consumers` warps; it issues them all, then leaves: returns false) or by thread 0, which issues the first slots here
-// and each later one in flash_tma_refill. Returns true in the consumer warps.
-template <class Once, class Step>
+// TmaRing of FLASH_TMA_SLOTS slots, issued by a producer warp (PRODUCER_WARP: the warp after the `consumers` warps; it
+// issues them all, then leaves: returns false) or by thread 0, which issues the first slots here and each later one
+// in flash_tma_refill. Returns true in the consumer warps.
+template <bool PRODUCER_WARP, class Once, class Step>
 __device__ __forceinline__ bool flash_tma_start(int nsteps, int consumers, Once load_once, Step load_step) {
-    if (FLASH_TMA_PRODUCER_WARP) {
+    if (PRODUCER_WARP) {
         if (threadIdx.x / 32 == consumers) {
             if (threadIdx.x % 32 == 0) { load_once(); for (int i = 0; i < nsteps; i++) { load_step(i); } }
             return false;
@@ -394,10 +385,10 @@ __device__ __forceinline__ bool flash_tma_start(int nsteps, int consumers, Once 
     }
     return true;
 }
-// after a consumer warp released step i: without a producer warp, thread 0 loads step i + SLOTS into the slot once every
-// warp has released it
+// after a consumer warp released step i (kernels without a producer warp): thread 0 loads step i + SLOTS into the slot
+// once every warp has released it
 template <class Step> __device__ __forceinline__ void flash_tma_refill(int i, int nsteps, Step load_step) {
-    if (!FLASH_TMA_PRODUCER_WARP && threadIdx.x == 0 && i + FLASH_TMA_SLOTS < nsteps) { load_step(i + FLASH_TMA_SLOTS); }
+    if (threadIdx.x == 0 && i + FLASH_TMA_SLOTS < nsteps) { load_step(i + FLASH_TMA_SLOTS); }
     __syncwarp();   // lane 0 may have waited for the slot: the warp's next wgmma needs all lanes
 }
 // key/value tile j (key rows from j BN) of the heads at columns kcol, vcol of sequence b into slot j % SLOTS of sk, sv
@@ -412,19 +403,16 @@ __device__ __forceinline__ void flash_tma_kv_tile(TmaRing<SLOTS>* ring, floatX* 
     }
 }
 
-// The wgmma forward with its loads on the TMA (sm_90a): FLASH_TMA_FWD_WARPGROUPS consumer warpgroups, 64 query rows
-// each, share every K/V tile (fewer L2 -> shared-memory bytes per row with 2); the q rows once, the K/V tiles up to the
-// diagonal through a TmaRing of FLASH_TMA_SLOTS slots, issued by a producer warp (the CTA's last) or, without
-// FLASH_TMA_PRODUCER_WARP, by thread 0 as each slot is released. Each warpgroup runs forward_tile over its tiles (a
-// warpgroup whose rows end before a tile only releases it) as flash_forward_kernel's WG instance does, in the same
-// order (bit for bit the same output), without cp.async work or CTA barriers in its loop. qkv_map: tma_map_bf16_3d of
-// qkv as [B][T][(NH + 2 NKV) HS] in boxes of 64 rows; rows past T load as zeros. Traffic: as flash_forward_kernel's,
-// the K/V reads divided by FLASH_TMA_FWD_WARPGROUPS.
+// The wgmma forward with its loads on the TMA (sm_90a): the 64 q rows once, the K/V tiles up to the diagonal through
+// a TmaRing of FLASH_TMA_SLOTS slots, issued by a producer warp (the CTA's last); the consumer warpgroup runs
+// forward_tile over the tiles without CTA barriers in its loop. qkv_map: tma_map_bf16_3d of qkv as
+// [B][T][(NH + 2 NKV) HS] in boxes of 64 rows; rows past T load as zeros. Traffic: reads the tile's q once and k, v up
+// to the diagonal (mostly from L2); writes out and lse.
 template <int HS, bool GQA>
 __global__ void __launch_bounds__(FLASH_TMA_FWD_THREADS) flash_forward_tma_kernel(const __grid_constant__ CUtensorMap qkv_map, floatX* out,
                                                                                  float* lse, int T, int NH, int NKV, float scale_log2) {
-    constexpr int WGS = FLASH_TMA_FWD_WARPGROUPS, BM = 64 * WGS, BN = 64, SLOTS = FLASH_TMA_SLOTS;
-    floatX* sq = (floatX*)flash_smem;                // WGS tiles of 64 rows
+    constexpr int BM = 64, BN = 64, SLOTS = FLASH_TMA_SLOTS;
+    floatX* sq = (floatX*)flash_smem;
     floatX* sk = sq + BM * HS;                       // SLOTS buffers
     floatX* sv = sk + SLOTS * BN * HS;               // SLOTS buffers
     TmaRing<SLOTS>* ring = (TmaRing<SLOTS>*)(sv + SLOTS * BN * HS);
@@ -433,29 +421,21 @@ __global__ void __launch_bounds__(FLASH_TMA_FWD_THREADS) flash_forward_tma_kerne
     int q0 = (gridDim.x - 1 - blockIdx.x) * BM;   // the longest tiles start first
     int nkv = GQA ? NKV : NH, kvh = GQA ? h / (NH / NKV) : h;
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    flash_tma_init(ring, q_full, FLASH_WARPS * WGS);
+    flash_tma_init(ring, q_full, FLASH_WARPS);
     auto load_q = [&]() {
         mbar_arrive_expect_tx(q_full, BM * HS * (int)sizeof(floatX));
-        for (int g = 0; g < WGS; g++) {
-            for (int blk = 0; blk < HS / 64; blk++) {
-                tma_load_3d(sq + g * 64 * HS + blk * 64 * 64, &qkv_map, q_full, h * HS + 64 * blk, q0 + 64 * g, b);
-            }
-        }
+        for (int blk = 0; blk < HS / 64; blk++) { tma_load_3d(sq + blk * 64 * 64, &qkv_map, q_full, h * HS + 64 * blk, q0, b); }
     };
     auto load_kv = [&](int j) { flash_tma_kv_tile<HS, BN>(ring, sk, sv, &qkv_map, j, (NH + kvh) * HS, (NH + nkv + kvh) * HS, b); };
-    if (!flash_tma_start(ntiles, FLASH_WARPS * WGS, load_q, load_kv)) { return; }
-    int g = warp / FLASH_WARPS, wq0 = q0 + warp * 16;   // this warp's warpgroup and first query row
-    int my_tiles = (min(q0 + 64 * (g + 1), T) - 1) / BN + 1;   // the tiles with a key visible to the warpgroup
+    if (!flash_tma_start<true>(ntiles, FLASH_WARPS, load_q, load_kv)) { return; }
+    int wq0 = q0 + warp * 16;   // this warp's first query row
     float o[1][HS / 8][4] = {}, mrow[1][2] = {{-INFINITY, -INFINITY}}, lrow[1][2] = {};
     mbar_wait(q_full, 0);
     for (int j = 0; j < ntiles; j++) {
         int slot = j % SLOTS;
         ring->wait(j);
-        if (j < my_tiles) {
-            forward_tile<HS, 1, BN, true>(o, mrow, lrow, sq + g * 64 * HS, sk + slot * BN * HS, sv + slot * BN * HS, wq0, j * BN, scale_log2);
-        }
+        forward_tile<HS, 1, BN, true>(o, mrow, lrow, sq, sk + slot * BN * HS, sv + slot * BN * HS, wq0, j * BN, scale_log2);
         ring->release(j);
-        flash_tma_refill(j, ntiles, load_kv);
     }
     forward_epilogue<HS, 1>(out + (long)b * T * C + h * HS, C, lse + ((long)b * NH + h) * T, o, mrow, lrow, wq0, T);
 }
@@ -638,12 +618,13 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
 }
 
 // The wgmma dk, dv with its loads on the TMA (sm_90a): the k, v tiles once, each step's q, dO tiles and lse, delta
-// rows through a TmaRing (issued as in flash_forward_tma_kernel); the consumer warpgroup runs dkdv_tile in
+// rows through a TmaRing, issued by thread 0 (flash_tma_start, flash_tma_refill: a producer warp beside the head-size-128
+// warpgroup would leave it too few registers); the warpgroup runs dkdv_tile in
 // flash_backward_dkdv_kernel's order (bit for bit the same dk, dv). Maps: qkv_map and dout_map (tma_map_bf16_3d,
 // [B][T][row] in boxes of 64 rows), lse_map and delta_map (tma_map_f32_2d, [B NH][T] in boxes of 64); rows past T load
 // as zeros. Traffic: as flash_backward_dkdv_kernel's.
 template <int HS, bool GQA>
-__global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dkdv_tma_kernel(
+__global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_tma_kernel(
     const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map, const __grid_constant__ CUtensorMap lse_map,
     const __grid_constant__ CUtensorMap delta_map, floatX* dqkv, int T, int NH, int NKV, float scale_log2) {
     constexpr int BM = 64, BN = FLASH_BWD_TILE, SLOTS = FLASH_TMA_SLOTS, TILE_BYTES = 64 * HS * (int)sizeof(floatX);
@@ -677,7 +658,7 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dkdv_tma_ker
         tma_load_2d(slse + slot * BN, &lse_map, bar, t0, b * NH + h + hg);
         tma_load_2d(sdelta + slot * BN, &delta_map, bar, t0, b * NH + h + hg);
     };
-    if (!flash_tma_start(nsteps, FLASH_WARPS, load_kv, load_q)) { return; }
+    flash_tma_start<false>(nsteps, FLASH_WARPS, load_kv, load_q);
     int wk0 = k0 + warp * 16;   // this warp's first key row
     float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
     mbar_wait(kv_full, 0);
@@ -696,10 +677,10 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dkdv_tma_ker
 }
 
 // The wgmma dq with its loads on the TMA (sm_90a): the q, dO tiles once, the K/V tiles up to the diagonal through a
-// TmaRing (issued as in flash_forward_tma_kernel); the consumer warpgroup runs dq_tile in flash_backward_dq_kernel's
+// TmaRing, issued by thread 0 as in flash_backward_dkdv_tma_kernel; the warpgroup runs dq_tile in flash_backward_dq_kernel's
 // order (bit for bit the same dq). Maps as flash_backward_dkdv_tma_kernel's. Traffic: as flash_backward_dq_kernel's.
 template <int HS, bool GQA>
-__global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dq_tma_kernel(
+__global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_tma_kernel(
     const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map, floatX* dqkv, const float* lse,
     const float* delta, int T, int NH, int NKV, float scale_log2) {
     constexpr int BM = 64, BN = FLASH_BWD_TILE, SLOTS = FLASH_TMA_SLOTS, TILE_BYTES = 64 * HS * (int)sizeof(floatX);
@@ -722,7 +703,7 @@ __global__ void __launch_bounds__(FLASH_TMA_THREADS) flash_backward_dq_tma_kerne
         }
     };
     auto load_kv = [&](int j) { flash_tma_kv_tile<HS, BN>(ring, sk, sv, &qkv_map, j, (NH + kvh) * HS, (NH + nkv + kvh) * HS, b); };
-    if (!flash_tma_start(ntiles, FLASH_WARPS, load_q, load_kv)) { return; }
+    flash_tma_start<false>(ntiles, FLASH_WARPS, load_q, load_kv);
     int wq0 = q0 + warp * 16;   // this warp's first query row
     long rows = ((long)b * NH + h) * T;
     float nlse[2], dlt[2];
@@ -799,13 +780,12 @@ static inline void flash_attention_forward_hs(floatX* out, float* lse, const flo
     constexpr int MT = FlashConfig<HS, WG>::fwd_mt, BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS, WG>::fwd_bn;
     float scale_log2 = LOG2E_F / sqrtf((float)HS);
     if constexpr (WG) {
-        constexpr int BM_TMA = 64 * FLASH_TMA_FWD_WARPGROUPS;
         long row = (long)(NH + 2 * NKV) * HS;   // qkv as [B][T][row]
         CUtensorMap map = tma_map_bf16_3d(qkv, row, T, B, row, (long)T * row, 64);
-        int smem = (BM_TMA + 2 * FLASH_TMA_SLOTS * BN) * HS * (int)sizeof(floatX) + (int)(sizeof(TmaRing<FLASH_TMA_SLOTS>) + sizeof(uint64_t));
+        int smem = (64 + 2 * FLASH_TMA_SLOTS * BN) * HS * (int)sizeof(floatX) + (int)(sizeof(TmaRing<FLASH_TMA_SLOTS>) + sizeof(uint64_t));
         auto kernel = NKV == NH ? flash_forward_tma_kernel<HS, false> : flash_forward_tma_kernel<HS, true>;
         flash_set_smem(kernel, smem);
-        kernel<<<dim3(ceil_div(T, BM_TMA), NH, B), FLASH_TMA_FWD_THREADS, smem, stream>>>(map, out, lse, T, NH, NKV, scale_log2);
+        kernel<<<dim3(ceil_div(T, 64), NH, B), FLASH_TMA_FWD_THREADS, smem, stream>>>(map, out, lse, T, NH, NKV, scale_log2);
     } else {
         int smem = (BM + 4 * BN) * HS * (int)sizeof(floatX);
         auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false, WG> : flash_forward_kernel<HS, MT, true, WG>;
@@ -823,7 +803,7 @@ static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const
     flash_backward_delta_kernel<HS><<<ceil_div((long)B * T * NH * HS / 8, 256), 256, 0, stream>>>(delta, dout, out, B, T, NH);
     cudaCheckLaunch();
     dim3 grid_kv(ceil_div(T, BM), NKV, B), grid_q(ceil_div(T, BM), NH, B);
-    if constexpr (WG && HS == 64) {   // head size 128's dk/dv needs every register: no producer warp beside it
+    if constexpr (WG) {
         long row = (long)(NH + 2 * NKV) * HS;
         CUtensorMap qkv_map = tma_map_bf16_3d(qkv, row, T, B, row, (long)T * row, 64);
         CUtensorMap dout_map = tma_map_bf16_3d(dout, (long)NH * HS, T, B, (long)NH * HS, (long)T * NH * HS, 64);
@@ -832,12 +812,12 @@ static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const
         int smem_kv = (2 * BM + 2 * FLASH_TMA_SLOTS * BN) * HS * (int)sizeof(floatX) + 2 * FLASH_TMA_SLOTS * BN * (int)sizeof(float) + barriers;
         auto dkdv = NKV == NH ? flash_backward_dkdv_tma_kernel<HS, false> : flash_backward_dkdv_tma_kernel<HS, true>;
         flash_set_smem(dkdv, smem_kv);
-        dkdv<<<grid_kv, FLASH_TMA_THREADS, smem_kv, stream>>>(qkv_map, dout_map, lse_map, delta_map, dqkv, T, NH, NKV, scale_log2);
+        dkdv<<<grid_kv, FLASH_THREADS, smem_kv, stream>>>(qkv_map, dout_map, lse_map, delta_map, dqkv, T, NH, NKV, scale_log2);
         cudaCheckLaunch();
         int smem_q = (2 * BM + 2 * FLASH_TMA_SLOTS * BN) * HS * (int)sizeof(floatX) + barriers;
         auto dq = NKV == NH ? flash_backward_dq_tma_kernel<HS, false> : flash_backward_dq_tma_kernel<HS, true>;
         flash_set_smem(dq, smem_q);
-        dq<<<grid_q, FLASH_TMA_THREADS, smem_q, stream>>>(qkv_map, dout_map, dqkv, lse, delta, T, NH, NKV, scale_log2);
+        dq<<<grid_q, FLASH_THREADS, smem_q, stream>>>(qkv_map, dout_map, dqkv, lse, delta, T, NH, NKV, scale_log2);
     } else {
         int smem_kv = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX) + 4 * BN * (int)sizeof(float);
         auto dkdv = NKV == NH ? flash_backward_dkdv_kernel<HS, false, WG> : flash_backward_dkdv_kernel<HS, true, WG>;
