@@ -10,10 +10,11 @@
 // that ldmatrix reads of 8 rows at one column hit 8 different bank groups. A warp owns 16-row MMA tiles; an
 // accumulator acc[m][n][e] holds row 16 m + lane / 4 + 8 (e / 2) and column 8 n + 2 (lane % 4) + e % 2.
 //
-// Every kernel has a second instance, WG = true, whose products run on Hopper's warpgroup MMA (llmc/wgmma.cuh;
-// sm_90a code only): 64-row tiles (head size 128: as two 64-column blocks, tile_offset), the CTA's 4 warps one
-// warpgroup; the accumulator layout is the same, so everything around the products is shared.
-// flash_attention_forward / _backward run the wgmma instances when the binary holds sm_90a code
+// On Hopper (sm_90a code only) the kernels are others: their products run on the warpgroup MMA (llmc/wgmma.cuh)
+// and their tiles arrive through the TMA (llmc/tma.cuh): 64-row tiles (head size 128: two 64-column blocks, as
+// llmc/wgmma.cuh lays them out), the 4 MMA warps one warpgroup; the accumulator layout is the same, so the step of
+// each kernel (forward_tile, dkdv_tile, dq_tile: WG = true) is shared with the mma.sync kernels.
+// flash_attention_forward / _backward run the wgmma kernels when the binary holds sm_90a code
 // (flash_wgmma_available), else the mma.sync ones; dev/cuda/test_flash_wgmma.cu tests and times both
 // (flash_attention_*_hs<HS, WG>).
 #ifndef LLMC_FLASH_ATTENTION_CUH
@@ -32,9 +33,9 @@
 
 // forward tiles per head size and MMA (the fastest on Hopper that fit in 255 registers, build/bench_attention and
 // build/test_flash_wgmma): 16-row MMA tiles per warp (the query tile has 64 fwd_mt rows) and rows of the key tile
-template <int HS, bool WG> struct FlashConfig {
-    static constexpr int fwd_mt = HS == 64 && !WG ? 2 : 1;
-    static constexpr int fwd_bn = HS == 64 && !WG ? 128 : 64;
+template <int HS> struct FlashConfig {
+    static constexpr int fwd_mt = HS == 64 ? 2 : 1;
+    static constexpr int fwd_bn = HS == 64 ? 128 : 64;
 };
 
 extern __shared__ __align__(1024) unsigned char flash_smem[];   // 1024: wgmma's swizzle pattern repeats every 8 rows
@@ -89,20 +90,12 @@ __device__ __forceinline__ void ldsm4(uint32_t (&r)[4], const floatX* tile, int 
 // ----------------------------------------------------------------------------
 // block- and warp-level pieces shared by the kernels
 
-// element offset of (row, col) in a tile of ROWS rows (col a multiple of 8): a swizzled [ROWS][HS] tile, or for the
-// wgmma instances with HS > 64 (the 128-byte swizzle spans 64 columns; llmc/wgmma.cuh) HS / 64 swizzled [ROWS][64]
-// column blocks one after the other
-template <int HS, int ROWS, bool WG> __device__ __forceinline__ int tile_offset(int row, int col) {
-    if constexpr (WG && HS > 64) { return col / 64 * ROWS * 64 + swz<64>(row, col % 64); }
-    else { return swz<HS>(row, col); }
-}
-
-// cp.async of rows t0 .. t0 + ROWS of one head (row t at src + t * stride) into a tile (tile_offset); rows >= T are zeros
-template <int HS, int ROWS, bool WG>
+// cp.async of rows t0 .. t0 + ROWS of one head (row t at src + t * stride) into a swizzled tile; rows >= T are zeros
+template <int HS, int ROWS>
 __device__ __forceinline__ void load_tile(floatX* tile, const floatX* src, long stride, int t0, int T) {
     for (int i = threadIdx.x; i < ROWS * HS / 8; i += FLASH_THREADS) {
         int r = i / (HS / 8), c = i % (HS / 8) * 8, t = t0 + r;
-        cp_async16(tile + tile_offset<HS, ROWS, WG>(r, c), src + (long)min(t, T - 1) * stride + c, t < T);
+        cp_async16(tile + swz<HS>(r, c), src + (long)min(t, T - 1) * stride + c, t < T);
     }
 }
 
@@ -178,8 +171,6 @@ template <bool WG, class... Regs> __device__ __forceinline__ void flash_wait(Reg
 template <bool WG, class... Regs> __device__ __forceinline__ void flash_pin(Regs&... regs) {
     if constexpr (WG) { (wgmma_fence_operand(regs), ...); }
 }
-// after cp_async_wait and before the __syncthreads that publishes the tiles: wgmma reads through the async proxy
-template <bool WG> __device__ __forceinline__ void flash_tiles_landed() { if constexpr (WG) { fence_proxy_async(); } }
 
 // the BF16 A fragments of an accumulator (the C layout of n8 tiles 2j, 2j + 1 is the A layout of k16 step j)
 template <int MT, int N>
@@ -259,10 +250,10 @@ __device__ __forceinline__ FlashHeads flash_heads(const floatX* qkv, int b, int 
 }
 
 // key/value tile j of the heads f into the double buffers sk, sv (buffer j % 2), as one cp.async group
-template <int HS, int BN, bool WG>
+template <int HS, int BN>
 __device__ __forceinline__ void load_kv_tile(floatX* sk, floatX* sv, const FlashHeads& f, int j, int T) {
-    load_tile<HS, BN, WG>(sk + j % 2 * BN * HS, f.k, f.stride, j * BN, T);
-    load_tile<HS, BN, WG>(sv + j % 2 * BN * HS, f.v, f.stride, j * BN, T);
+    load_tile<HS, BN>(sk + j % 2 * BN * HS, f.k, f.stride, j * BN, T);
+    load_tile<HS, BN>(sv + j % 2 * BN * HS, f.v, f.stride, j * BN, T);
     cp_async_commit();
 }
 
@@ -332,10 +323,10 @@ __device__ __forceinline__ void forward_epilogue(floatX* out, long stride, float
     store_rows<HS, MT>(out, stride, o, 1.0f, wq0, T);
 }
 
-template <int HS, int MT, bool GQA, bool WG>
+template <int HS, int MT, bool GQA>
 __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH,
                                                                       int NKV, float scale_log2) {
-    constexpr int BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS, WG>::fwd_bn;
+    constexpr int BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS>::fwd_bn;
     floatX* sq = (floatX*)flash_smem;
     floatX* sk = sq + BM * HS;            // 2 buffers
     floatX* sv = sk + 2 * BN * HS;        // 2 buffers
@@ -345,17 +336,16 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_forward_kernel(floatX* ou
     int nkv = GQA ? NKV : NH;
     FlashHeads f = flash_heads<HS>(qkv, b, h, GQA ? h / (NH / NKV) : h, T, NH, nkv);
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    load_tile<HS, BM, WG>(sq, f.q, f.stride, q0, T);
-    load_kv_tile<HS, BN, WG>(sk, sv, f, 0, T);
+    load_tile<HS, BM>(sq, f.q, f.stride, q0, T);
+    load_kv_tile<HS, BN>(sk, sv, f, 0, T);
     float o[MT][HS / 8][4] = {}, mrow[MT][2], lrow[MT][2];   // row max (log2 units) and this thread's partial row sum
     for (int m = 0; m < MT; m++) { mrow[m][0] = mrow[m][1] = -INFINITY; lrow[m][0] = lrow[m][1] = 0.0f; }
     for (int j = 0; j < ntiles; j++) {
-        if (j + 1 < ntiles) { load_kv_tile<HS, BN, WG>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
-        flash_tiles_landed<WG>();
+        if (j + 1 < ntiles) { load_kv_tile<HS, BN>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
         __syncthreads();
         int k0 = j * BN;
-        if (WG || k0 <= wq0 + 16 * MT - 1) {   // some key of the tile is visible to this warp (wgmma: to the warpgroup)
-            forward_tile<HS, MT, BN, WG>(o, mrow, lrow, sq, sk + j % 2 * BN * HS, sv + j % 2 * BN * HS, wq0, k0, scale_log2);
+        if (k0 <= wq0 + 16 * MT - 1) {   // some key of the tile is visible to this warp
+            forward_tile<HS, MT, BN, false>(o, mrow, lrow, sq, sk + j % 2 * BN * HS, sv + j % 2 * BN * HS, wq0, k0, scale_log2);
         }
         __syncthreads();
     }
@@ -534,7 +524,7 @@ __device__ __forceinline__ void dq_row_terms(float (&nlse)[2], float (&dlt)[2], 
 // over the query tiles from the diagonal to T (q, dO, lse, delta double-buffered), recomputing P^T = exp(scale
 // k q^T - lse) and dS^T = P^T (v dO^T - delta). Traffic: reads the tile's k, v once and the group's q, dO, lse,
 // delta from the diagonal on (mostly from L2); writes the k, v slices of dqkv.
-template <int HS, bool GQA, bool WG>
+template <int HS, bool GQA>
 __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
                                                                             const float* lse, const float* delta, int T, int NH,
                                                                             int NKV, float scale_log2) {
@@ -554,23 +544,22 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
     int i0 = k0 / BN, ntiles = (T + BN - 1) / BN - i0;
     auto load_q = [&](int i) {   // step i: query tile i0 + i % ntiles of query head h + i / ntiles, into buffer i % 2
         int hg = GQA ? i / ntiles : 0, t0 = (i0 + i - hg * ntiles) * BN, buf = i % 2;
-        load_tile<HS, BN, WG>(sq + buf * BN * HS, f.q + hg * HS, f.stride, t0, T);
-        load_tile<HS, BN, WG>(sdo + buf * BN * HS, dob + hg * HS, C, t0, T);
+        load_tile<HS, BN>(sq + buf * BN * HS, f.q + hg * HS, f.stride, t0, T);
+        load_tile<HS, BN>(sdo + buf * BN * HS, dob + hg * HS, C, t0, T);
         load_row_values<BN>(slse + buf * BN, lse + rows + (long)hg * T, t0, T);
         load_row_values<BN>(sdelta + buf * BN, delta + rows + (long)hg * T, t0, T);
         cp_async_commit();
     };
-    load_tile<HS, BM, WG>(sk, f.k, f.stride, k0, T);
-    load_tile<HS, BM, WG>(sv, f.v, f.stride, k0, T);
+    load_tile<HS, BM>(sk, f.k, f.stride, k0, T);
+    load_tile<HS, BM>(sv, f.v, f.stride, k0, T);
     load_q(0);
     float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
     for (int i = 0; i < group * ntiles; i++) {   // head-major: the fixed summation order of dk, dv over the group
         if (i + 1 < group * ntiles) { load_q(i + 1); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
-        flash_tiles_landed<WG>();
         __syncthreads();
         int q0 = (i0 + (GQA ? i % ntiles : i)) * BN;
-        if (WG || q0 + BN - 1 >= wk0) {   // some query of the tile sees a key of this warp (wgmma: of the warpgroup)
-            dkdv_tile<HS, BN, WG>(dk, dv, sk, sv, sq + i % 2 * BN * HS, sdo + i % 2 * BN * HS, slse + i % 2 * BN,
+        if (q0 + BN - 1 >= wk0) {   // some query of the tile sees a key of this warp
+            dkdv_tile<HS, BN, false>(dk, dv, sk, sv, sq + i % 2 * BN * HS, sdo + i % 2 * BN * HS, slse + i % 2 * BN,
                                   sdelta + i % 2 * BN, wk0, q0, scale_log2);
         }
         __syncthreads();
@@ -583,7 +572,7 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_kernel(floa
 // dq of one 64-query tile of one (b, h): loops over the key tiles of kv head h / (NH / NKV) up to the diagonal
 // (k, v double-buffered), recomputing P = exp(scale q k^T - lse) and dS = P (dO v^T - delta). Traffic: reads the
 // tile's q, dO, lse, delta once and k, v up to the diagonal (mostly from L2); writes the q slice of dqkv.
-template <int HS, bool GQA, bool WG>
+template <int HS, bool GQA>
 __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
                                                                           const float* lse, const float* delta, int T, int NH,
                                                                           int NKV, float scale_log2) {
@@ -598,19 +587,18 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_kernel(floatX
     long rows = ((long)b * NH + h) * T;
     FlashHeads f = flash_heads<HS>(qkv, b, h, GQA ? h / (NH / NKV) : h, T, NH, nkv);
     int ntiles = (min(q0 + BM, T) - 1) / BN + 1;
-    load_tile<HS, BM, WG>(sq, f.q, f.stride, q0, T);
-    load_tile<HS, BM, WG>(sdo, dout + (long)b * T * C + h * HS, C, q0, T);
-    load_kv_tile<HS, BN, WG>(sk, sv, f, 0, T);
+    load_tile<HS, BM>(sq, f.q, f.stride, q0, T);
+    load_tile<HS, BM>(sdo, dout + (long)b * T * C + h * HS, C, q0, T);
+    load_kv_tile<HS, BN>(sk, sv, f, 0, T);
     float nlse[2], dlt[2];
     dq_row_terms(nlse, dlt, lse + rows, delta + rows, wq0, T);
     float dq[1][HS / 8][4] = {};
     for (int j = 0; j < ntiles; j++) {
-        if (j + 1 < ntiles) { load_kv_tile<HS, BN, WG>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
-        flash_tiles_landed<WG>();
+        if (j + 1 < ntiles) { load_kv_tile<HS, BN>(sk, sv, f, j + 1, T); cp_async_wait<1>(); } else { cp_async_wait<0>(); }
         __syncthreads();
         int k0 = j * BN;
-        if (WG || k0 <= wq0 + 15) {   // some key of the tile is visible to this warp (wgmma: to the warpgroup)
-            dq_tile<HS, BN, WG>(dq, sq, sdo, sk + j % 2 * BN * HS, sv + j % 2 * BN * HS, nlse, dlt, wq0, k0, scale_log2);
+        if (k0 <= wq0 + 15) {   // some key of the tile is visible to this warp
+            dq_tile<HS, BN, false>(dq, sq, sdo, sk + j % 2 * BN * HS, sv + j % 2 * BN * HS, nlse, dlt, wq0, k0, scale_log2);
         }
         __syncthreads();
     }
@@ -777,18 +765,18 @@ static inline void flash_set_smem(Kernel kernel, int bytes) {
 template <int HS, bool WG>
 static inline void flash_attention_forward_hs(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int NKV,
                                               cudaStream_t stream) {
-    constexpr int MT = FlashConfig<HS, WG>::fwd_mt, BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS, WG>::fwd_bn;
     float scale_log2 = LOG2E_F / sqrtf((float)HS);
     if constexpr (WG) {
         long row = (long)(NH + 2 * NKV) * HS;   // qkv as [B][T][row]
         CUtensorMap map = tma_map_bf16_3d(qkv, row, T, B, row, (long)T * row, 64);
-        int smem = (64 + 2 * FLASH_TMA_SLOTS * BN) * HS * (int)sizeof(floatX) + (int)(sizeof(TmaRing<FLASH_TMA_SLOTS>) + sizeof(uint64_t));
+        int smem = (64 + 2 * FLASH_TMA_SLOTS * 64) * HS * (int)sizeof(floatX) + (int)(sizeof(TmaRing<FLASH_TMA_SLOTS>) + sizeof(uint64_t));
         auto kernel = NKV == NH ? flash_forward_tma_kernel<HS, false> : flash_forward_tma_kernel<HS, true>;
         flash_set_smem(kernel, smem);
         kernel<<<dim3(ceil_div(T, 64), NH, B), FLASH_TMA_FWD_THREADS, smem, stream>>>(map, out, lse, T, NH, NKV, scale_log2);
     } else {
+        constexpr int MT = FlashConfig<HS>::fwd_mt, BM = FLASH_WARPS * 16 * MT, BN = FlashConfig<HS>::fwd_bn;
         int smem = (BM + 4 * BN) * HS * (int)sizeof(floatX);
-        auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false, WG> : flash_forward_kernel<HS, MT, true, WG>;
+        auto kernel = NKV == NH ? flash_forward_kernel<HS, MT, false> : flash_forward_kernel<HS, MT, true>;
         flash_set_smem(kernel, smem);
         kernel<<<dim3(ceil_div(T, BM), NH, B), FLASH_THREADS, smem, stream>>>(out, lse, qkv, T, NH, NKV, scale_log2);
     }
@@ -820,12 +808,12 @@ static inline void flash_attention_backward_hs(floatX* dqkv, float* delta, const
         dq<<<grid_q, FLASH_THREADS, smem_q, stream>>>(qkv_map, dout_map, dqkv, lse, delta, T, NH, NKV, scale_log2);
     } else {
         int smem_kv = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX) + 4 * BN * (int)sizeof(float);
-        auto dkdv = NKV == NH ? flash_backward_dkdv_kernel<HS, false, WG> : flash_backward_dkdv_kernel<HS, true, WG>;
+        auto dkdv = NKV == NH ? flash_backward_dkdv_kernel<HS, false> : flash_backward_dkdv_kernel<HS, true>;
         flash_set_smem(dkdv, smem_kv);
         dkdv<<<grid_kv, FLASH_THREADS, smem_kv, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2);
         cudaCheckLaunch();
         int smem_q = (2 * BM + 4 * BN) * HS * (int)sizeof(floatX);
-        auto dq = NKV == NH ? flash_backward_dq_kernel<HS, false, WG> : flash_backward_dq_kernel<HS, true, WG>;
+        auto dq = NKV == NH ? flash_backward_dq_kernel<HS, false> : flash_backward_dq_kernel<HS, true>;
         flash_set_smem(dq, smem_q);
         dq<<<grid_q, FLASH_THREADS, smem_q, stream>>>(dqkv, dout, qkv, lse, delta, T, NH, NKV, scale_log2);
     }
