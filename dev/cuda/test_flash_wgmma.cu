@@ -1,12 +1,12 @@
-// The wgmma flash attention kernels (llmc/flash_attention.cuh: TMA loads, warpgroup MMA; flash_attention_*_hs<HS, true>,
-// head sizes 64 and 128) against the FP32 CPU reference (dev/cuda/attention_reference.cuh) and against the mma.sync
-// kernels, on fresh random BF16 inputs: multi-head and grouped-query, T not a multiple of the tiles, large magnitudes,
-// all-zero input; two runs give identical bits. Tolerances as test_flash_attention: out 1e-2 of the largest |want| + 1/64 relative, dqkv 2e-2 +
-// 1/32, lse 2e-5. With the argument "bench" it then prints the forward and backward times of both kernel sets at T =
-// 1024: the GPT-2 shapes and head size 128 at C = 1024 and 2048 (median of 20); "bench-only" prints those times
-// without the tests (dev/ab_flash.sh); "profile" runs only the d24 shape's wgmma kernels, twice, for a profiler;
-// "digest" prints hashes of the wgmma kernels' outputs on fixed inputs (to compare two builds bit for bit).
-// Needs an sm_90 GPU; built for sm_90a (Makefile).
+// The wgmma flash attention kernels (llmc/flash_attention.cuh: TMA loads, warpgroup MMA; flash_attention_*_hs<HS,
+// true>, head sizes 64 and 128) against the FP32 CPU reference (dev/cuda/attention_reference.cuh) and against the
+// mma.sync kernels, on fresh random BF16 inputs: multi-head and grouped-query, T not a multiple of the tiles, large
+// magnitudes, all-zero input; two runs give identical bits. Tolerances as test_flash_attention: out 1e-2 of the largest
+// |want| + 1/64 relative, dqkv 2e-2 + 1/32, lse 2e-5. With the argument "bench" it then prints the forward and backward
+// times of both kernel sets at T = 1024: the GPT-2 shapes and head size 128 at C = 1024 and 2048 (median of 20);
+// "bench-only" prints those times without the tests (dev/ab_flash.sh); "profile" runs only the d24 shape's wgmma
+// kernels, twice, for a profiler; "digest" prints hashes of the wgmma kernels' outputs on fixed inputs (to compare two
+// builds bit for bit). Needs an sm_90 GPU; built for sm_90a (Makefile).
 #include "llmc/cuda_common.cuh"
 #include "llmc/flash_attention.cuh"
 #include "dev/cuda/attention_reference.cuh"
