@@ -31,8 +31,8 @@
 #define FLASH_TMA_SLOTS 2                    // ring slots of the TMA kernels' streamed tiles
 #define FLASH_TMA_FWD_THREADS (FLASH_THREADS + 32)   // the TMA forward's consumer warpgroup and its producer warp
 
-// forward tiles per head size and MMA (the fastest on Hopper that fit in 255 registers, build/bench_attention and
-// build/test_flash_wgmma): 16-row MMA tiles per warp (the query tile has 64 fwd_mt rows) and rows of the key tile
+// the mma.sync forward's tiles per head size (the fastest on Hopper that fit in 255 registers, build/bench_attention):
+// 16-row MMA tiles per warp (the query tile has 64 fwd_mt rows) and rows of the key tile
 template <int HS> struct FlashConfig {
     static constexpr int fwd_mt = HS == 64 ? 2 : 1;
     static constexpr int fwd_bn = HS == 64 ? 128 : 64;

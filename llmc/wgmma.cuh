@@ -25,8 +25,6 @@ __device__ __forceinline__ uint64_t wgmma_desc(const void* tile, uint32_t lbo, u
 __device__ __forceinline__ void wgmma_fence() { WGMMA_ASM("wgmma.fence.sync.aligned;\n"); }
 __device__ __forceinline__ void wgmma_commit() { WGMMA_ASM("wgmma.commit_group.sync.aligned;\n"); }
 __device__ __forceinline__ void wgmma_wait_all() { WGMMA_ASM("wgmma.wait_group.sync.aligned 0;\n"); }
-// makes this thread's writes to shared memory (cp.async included, once waited for) visible to wgmma's reads
-__device__ __forceinline__ void fence_proxy_async() { WGMMA_ASM("fence.proxy.async.shared::cta;\n"); }
 #undef WGMMA_ASM
 
 // pins the registers of an accumulator or of A fragments at this point: the compiler moves no read or write of them
