@@ -734,7 +734,7 @@ __global__ void flash_sm90a_probe_kernel(int* out) {
 #endif
 }
 
-// whether the wgmma instances can run: the device code of this binary for the current GPU is sm_90a (asked once, with
+// whether the wgmma kernels can run: the device code of this binary for the current GPU is sm_90a (asked once, with
 // a synchronizing probe kernel)
 static inline bool flash_wgmma_available(void) {
     static int available = -1;

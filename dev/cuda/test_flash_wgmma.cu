@@ -115,7 +115,7 @@ static uint64_t device_fnv1a(const void* d, size_t n) {
     return x;
 }
 
-// the wgmma instances' out, lse and dqkv at T = 1024 and an odd T, multi-head and grouped-query, on fixed inputs, as
+// the wgmma kernels' out, lse and dqkv at T = 1024 and an odd T, multi-head and grouped-query, on fixed inputs, as
 // hashes: two builds whose kernels should agree bit for bit print the same lines
 template <int HS>
 static void digest_shape(int B, int T, int NH, int NKV) {

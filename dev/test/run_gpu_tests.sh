@@ -30,7 +30,7 @@ if part kernels "kernels vs CPU reference"; then
     ./build/test_llama_kernels || failed+=(test_llama_kernels)
 fi
 
-if part flash "flash attention vs CPU reference and the cuBLASLt attention; its wgmma instances (sm_90a) vs the CPU reference and the mma.sync ones"; then
+if part flash "flash attention vs CPU reference and the cuBLASLt attention; its wgmma / TMA kernels (sm_90a) vs the CPU reference and the mma.sync ones"; then
     ./build/test_flash_attention || failed+=(test_flash_attention)
     ./build/test_flash_wgmma || failed+=(test_flash_wgmma)
 fi
