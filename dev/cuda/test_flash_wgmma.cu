@@ -66,44 +66,60 @@ static void test_wgmma(int B, int T, int NH, int NKV, float scale) {
     cudaCheck(cudaFree(d_delta));
 }
 
+// one attention call's device buffers at (B, T, NH, NKV, HS): qkv and dout random BF16 from the given seeds and
+// scales, out, dqkv, lse and delta for the kernels to write
+struct AttentionBuffers {
+    floatX *qkv, *dout, *out, *dqkv;
+    float *lse, *delta;
+    size_t nqkv, nout, nlse;
+};
+
+static AttentionBuffers attention_buffers(int B, int T, int NH, int NKV, int HS, uint32_t qkv_seed, float qkv_scale,
+                                          uint32_t dout_seed, float dout_scale) {
+    AttentionBuffers a;
+    a.nqkv = (size_t)B * T * (NH + 2 * NKV) * HS, a.nout = (size_t)B * T * NH * HS, a.nlse = (size_t)B * NH * T;
+    a.qkv = random_bf16(a.nqkv, qkv_seed, qkv_scale), a.dout = random_bf16(a.nout, dout_seed, dout_scale);
+    a.out = (floatX*)device_malloc(a.nout * 2, "out"), a.dqkv = (floatX*)device_malloc(a.nqkv * 2, "dqkv");
+    a.lse = (float*)device_malloc(a.nlse * 4, "lse");
+    a.delta = (float*)device_malloc(flash_attention_delta_floats(B, T, NH) * 4, "delta");
+    return a;
+}
+
+static void attention_buffers_free(AttentionBuffers* a) {
+    void* bufs[] = {a->qkv, a->dout, a->out, a->dqkv, a->lse, a->delta};
+    for (int k = 0; k < 6; k++) { cudaCheck(cudaFree(bufs[k])); }
+}
+
 // forward and backward ms of both instances at T = 1024 for B, NH and head size HS (multi-head); TFLOP/s of the causal
 // half (the backward's counted as 2.5 forwards); speed-ups of wgmma against mma.sync
 template <int HS>
 static void bench_shape(int B, int NH, int reps) {
     int T = 1024;
-    size_t nqkv = (size_t)B * T * 3 * NH * HS, nout = (size_t)B * T * NH * HS;
-    floatX *qkv = random_bf16(nqkv, 1, 2.0f), *dout = random_bf16(nout, 2, 2.0f);
-    floatX *out = (floatX*)device_malloc(nout * 2, "out"), *dqkv = (floatX*)device_malloc(nqkv * 2, "dqkv");
-    float *lse = (float*)device_malloc((size_t)B * NH * T * 4, "lse"), *delta = (float*)device_malloc((size_t)B * NH * T * 4, "delta");
+    AttentionBuffers a = attention_buffers(B, T, NH, NH, HS, 1, 2.0f, 2, 2.0f);
     double fwd = 4.0 * B * NH * (double)T * T * HS / 2, bwd = 2.5 * fwd;
-    float f0 = time_ms([&] { flash_attention_forward_hs<HS, false>(out, lse, qkv, B, T, NH, NH, 0); }, reps);
-    float b0 = time_ms([&] { flash_attention_backward_hs<HS, false>(dqkv, delta, dout, qkv, out, lse, B, T, NH, NH, 0); }, reps);
-    float f1 = time_ms([&] { flash_attention_forward_hs<HS, true>(out, lse, qkv, B, T, NH, NH, 0); }, reps);
-    float b1 = time_ms([&] { flash_attention_backward_hs<HS, true>(dqkv, delta, dout, qkv, out, lse, B, T, NH, NH, 0); }, reps);
+    float f0 = time_ms([&] { flash_attention_forward_hs<HS, false>(a.out, a.lse, a.qkv, B, T, NH, NH, 0); }, reps);
+    float b0 = time_ms([&] { flash_attention_backward_hs<HS, false>(a.dqkv, a.delta, a.dout, a.qkv, a.out, a.lse, B, T, NH, NH, 0); }, reps);
+    float f1 = time_ms([&] { flash_attention_forward_hs<HS, true>(a.out, a.lse, a.qkv, B, T, NH, NH, 0); }, reps);
+    float b1 = time_ms([&] { flash_attention_backward_hs<HS, true>(a.dqkv, a.delta, a.dout, a.qkv, a.out, a.lse, B, T, NH, NH, 0); }, reps);
     char shape[48];
     snprintf(shape, sizeof(shape), "%d, %d, %d, %d", B, T, NH, HS);
     printf("| %s | forward | %.3f | %.0f | %.3f | %.0f | %.2fx |\n", shape, f0, fwd / f0 / 1e9, f1, fwd / f1 / 1e9, f0 / f1);
     printf("| %s | backward | %.3f | %.0f | %.3f | %.0f | %.2fx |\n", shape, b0, bwd / b0 / 1e9, b1, bwd / b1 / 1e9, b0 / b1);
     printf("| %s | forward + backward | %.3f | | %.3f | | %.2fx |\n", shape, f0 + b0, f1 + b1, (f0 + b0) / (f1 + b1));
-    void* bufs[] = {qkv, dout, out, dqkv, lse, delta};
-    for (int k = 0; k < 6; k++) { cudaCheck(cudaFree(bufs[k])); }
+    attention_buffers_free(&a);
 }
 
 // the d24 shape's wgmma forward and backward, twice, and nothing else: a clean target for ncu / nsys
 // (ncu -k regex:"flash_(forward|backward_dkdv|backward_dq)" --launch-skip 3 ./build/test_flash_wgmma profile)
 static void profile_d24(void) {
     int B = 32, T = 1024, NH = 16;
-    size_t nqkv = (size_t)B * T * 3 * NH * 64, nout = (size_t)B * T * NH * 64;
-    floatX *qkv = random_bf16(nqkv, 1, 2.0f), *dout = random_bf16(nout, 2, 2.0f);
-    floatX *out = (floatX*)device_malloc(nout * 2, "out"), *dqkv = (floatX*)device_malloc(nqkv * 2, "dqkv");
-    float *lse = (float*)device_malloc((size_t)B * NH * T * 4, "lse"), *delta = (float*)device_malloc((size_t)B * NH * T * 4, "delta");
+    AttentionBuffers a = attention_buffers(B, T, NH, NH, 64, 1, 2.0f, 2, 2.0f);
     for (int i = 0; i < 2; i++) {
-        flash_attention_forward_hs<64, true>(out, lse, qkv, B, T, NH, NH, 0);
-        flash_attention_backward_hs<64, true>(dqkv, delta, dout, qkv, out, lse, B, T, NH, NH, 0);
+        flash_attention_forward_hs<64, true>(a.out, a.lse, a.qkv, B, T, NH, NH, 0);
+        flash_attention_backward_hs<64, true>(a.dqkv, a.delta, a.dout, a.qkv, a.out, a.lse, B, T, NH, NH, 0);
     }
     cudaCheck(cudaDeviceSynchronize());
-    void* bufs[] = {qkv, dout, out, dqkv, lse, delta};
-    for (int k = 0; k < 6; k++) { cudaCheck(cudaFree(bufs[k])); }
+    attention_buffers_free(&a);
 }
 
 // 64-bit FNV-1a of n bytes of device memory
@@ -119,18 +135,14 @@ static uint64_t device_fnv1a(const void* d, size_t n) {
 // hashes: two builds whose kernels should agree bit for bit print the same lines
 template <int HS>
 static void digest_shape(int B, int T, int NH, int NKV) {
-    size_t nqkv = (size_t)B * T * (NH + 2 * NKV) * HS, nout = (size_t)B * T * NH * HS, nlse = (size_t)B * NH * T;
-    floatX *qkv = random_bf16(nqkv, 11, 4.0f), *dout = random_bf16(nout, 12, 1.0f);
-    floatX *out = (floatX*)device_malloc(nout * 2, "out"), *dqkv = (floatX*)device_malloc(nqkv * 2, "dqkv");
-    float *lse = (float*)device_malloc(nlse * 4, "lse"), *delta = (float*)device_malloc(flash_attention_delta_floats(B, T, NH) * 4, "delta");
-    flash_attention_forward_hs<HS, true>(out, lse, qkv, B, T, NH, NKV, 0);
-    flash_attention_backward_hs<HS, true>(dqkv, delta, dout, qkv, out, lse, B, T, NH, NKV, 0);
+    AttentionBuffers a = attention_buffers(B, T, NH, NKV, HS, 11, 4.0f, 12, 1.0f);
+    flash_attention_forward_hs<HS, true>(a.out, a.lse, a.qkv, B, T, NH, NKV, 0);
+    flash_attention_backward_hs<HS, true>(a.dqkv, a.delta, a.dout, a.qkv, a.out, a.lse, B, T, NH, NKV, 0);
     cudaCheck(cudaDeviceSynchronize());
     printf("digest B=%d T=%d NH=%d NKV=%d HS=%d: out %016llx lse %016llx dqkv %016llx\n", B, T, NH, NKV, HS,
-           (unsigned long long)device_fnv1a(out, nout * 2), (unsigned long long)device_fnv1a(lse, nlse * 4),
-           (unsigned long long)device_fnv1a(dqkv, nqkv * 2));
-    void* bufs[] = {qkv, dout, out, dqkv, lse, delta};
-    for (int k = 0; k < 6; k++) { cudaCheck(cudaFree(bufs[k])); }
+           (unsigned long long)device_fnv1a(a.out, a.nout * 2), (unsigned long long)device_fnv1a(a.lse, a.nlse * 4),
+           (unsigned long long)device_fnv1a(a.dqkv, a.nqkv * 2));
+    attention_buffers_free(&a);
 }
 
 static void digest(void) {
