@@ -10,7 +10,7 @@ loss (EMA-smoothed), val loss, and val loss minus the bf16 reference at the same
 spread as a band when two bf16 seeds exist), and a fourth with the eval scores over the steps when a run has
 evals. Prints a table: final val loss per run, its gap to bf16 (absolute and %), the gap in units of the
 seed-to-seed spread, the number of AdaHOP strategy changes, the median tok/s and MFU over the steps after the
-first and, when a run has evals, the last eval step and its scores; --markdown FILE writes the same table as
+first, the gap % to the bf16 run of the run's own seed (the seed also sets the data order) and, when a run has evals, the last eval step and its scores; --markdown FILE writes the same table as
 Markdown.
 
 Arguments are run directories (holding main.jsonl or main.log) or roots whose subdirectories are runs, e.g. the
@@ -288,11 +288,15 @@ def fmt(x, spec, none="n/a"):
 
 def build_table(runs, ref, spread, alpha):
     header = ["run", "mode", "seed", "steps", "train_ema", "val_step", "val_loss", "gap_to_bf16", "gap_%",
-              "gap/spread", "adahop_changes", "change_steps", "tok/s", "mfu_%"]
+              "gap/spread", "adahop_changes", "change_steps", "tok/s", "mfu_%", "gap_same_seed_%"]
     eval_keys = sorted({k for r in runs for k in r.last_evals()[1]})
     if eval_keys:
         header += ["eval_step"] + eval_keys
     rows, notes = [], []
+    bf16_of_seed = {}   # seed -> the first bf16 run of that seed: the seed also sets the data order
+    for r in runs:
+        if r.mode == "bf16" and r.val:
+            bf16_of_seed.setdefault(r.seed, r)
     for r in runs:
         steps = sorted(r.train)
         tr = ema([r.train[s] for s in steps], alpha)[-1] if steps else None
@@ -309,13 +313,17 @@ def build_table(runs, ref, spread, alpha):
                     ratio = gap / spread["spread"]
         elif r is ref:
             gap, pct = 0.0, 0.0
+        same_seed = "-"
+        if r.mode != "bf16":
+            c = compare_val(r, bf16_of_seed[r.seed]) if r.val and r.seed in bf16_of_seed else None
+            same_seed = fmt(c[2], "+.2f") + "%" if c else "n/a"
         changes = len(r.adahop)
         rows.append([r.name + (" (ref)" if r is ref else ""), r.mode or "?", fmt(r.seed, "d", "?"),
                      fmt(max(steps) if steps else None, "d"), fmt(tr, ".4f"), fmt(r.last_val_step(), "d"),
                      fmt(r.final_val(), ".4f"), fmt(gap, "+.4f") + cmp_note, fmt(pct, "+.2f") + ("%" if pct is not None else ""),
                      fmt(ratio, "+.2f"), str(changes) if r.mode in ("adahop", None) or changes else "-",
                      str(r.adahop_change_steps()) if r.mode in ("adahop", None) or changes else "-",
-                     fmt(median_after_first(r.tok_s), ".0f"), fmt(mul(median_after_first(r.mfu), 100), ".1f")])
+                     fmt(median_after_first(r.tok_s), ".0f"), fmt(mul(median_after_first(r.mfu), 100), ".1f"), same_seed])
         if eval_keys:
             step, scores = r.last_evals()
             rows[-1] += [fmt(step, "d")] + [fmt(scores.get(k), ".2f" if k.endswith("_ppl") else ".4f") for k in eval_keys]
@@ -376,8 +384,9 @@ def markdown_table(header, rows, lines, notes, alpha):
     md.append(f"- train_ema: EMA of the train loss (alpha {alpha}) at the last step; gap = val loss - reference at the "
               "same step; gap/spread = gap in units of the bf16 seed-to-seed spread; adahop_changes: strategy "
               "changes logged, change_steps: at how many steps; tok/s and mfu_% (model FLOPs utilisation, main.jsonl "
-              "only): medians over the steps after the first; eval columns: the scores of the run's last eval (-E: "
-              "acc_norm, LAMBADA accuracy and <task>_ppl perplexity)")
+              "only): medians over the steps after the first; gap_same_seed_%: gap % to the bf16 run of the same "
+              "seed (the seed also sets the data order), at the last val step both have; eval columns: the scores of "
+              "the run's last eval (-E: acc_norm, LAMBADA accuracy and <task>_ppl perplexity)")
     return "\n".join(md) + "\n"
 
 
@@ -424,7 +433,10 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
             es = [s for s in sorted(r.evals) if task in r.evals[s] and (xmin is None or s >= xmin)]
             if es:
                 axes[3].plot(es, [r.evals[s][task] for s in es], style, marker=markers[i % len(markers)], markersize=4,
-                             color=color, label=f"{r.label} {task}")
+                             color=color, label="_nolegend_")
+    # the eval panel's legend names the tasks by marker; the runs keep the colours of the other panels' legends
+    for i, task in enumerate(tasks if with_evals else []):
+        axes[3].plot([], [], linestyle="none", marker=markers[i % len(markers)], color="black", label=task)
     if ref is not None:
         ax_gap.axhline(0.0, color="black", linewidth=0.8)
         if spread and spread["spread"] > 0:

@@ -8,7 +8,8 @@ seed-to-seed spread, the EMA train loss, the AdaHOP change counts and the median
 computed here; the evals (adahop: main.jsonl "eval" events, mxfp4: main.log eval lines, hadamard: a main.jsonl
 without eval events, so main.log's eval lines) fill the eval columns with each run's last scores, n/a for the
 bf16 runs, and a fourth figure panel (the PNG is four panels wide); eval events win over main.log's eval lines;
-the Markdown table is written; --changes lists the AdaHOP changes per step and GEMM kind; a main.jsonl run takes its mode and seed from its run event and leaves out a last
+the Markdown table is written; the gap to bf16 of the run's own seed (another folder: adahop seed 42 against bf16
+seed 42, a run without a bf16 of its seed n/a); --changes lists the AdaHOP changes per step and GEMM kind; a main.jsonl run takes its mode and seed from its run event and leaves out a last
 line still being written; missing and empty logs, a bad JSON line and an eval line with a non-number stop with a
 clear error. Without matplotlib the plotting checks are skipped (with a message) and the table is checked with
 --no-plot.
@@ -50,7 +51,8 @@ def run(cmd, env=None, timeout=120):
 # ---------------------------------------------------------------------------- plot_losses.py
 FINAL_VAL = {"bf16_s1337": 3.2500, "mxfp4_s1337": 3.3100, "hadamard_s1337": 3.2800, "adahop_s1337": 3.2650,
              "bf16_s42": 3.2580}
-OFFSET = {k: v - 3.25 for k, v in FINAL_VAL.items()}
+ALL_VAL = {**FINAL_VAL, "adahop_s42": 3.2700}   # adahop_s42 only in the same-seed check's folder
+OFFSET = {k: v - 3.25 for k, v in ALL_VAL.items()}
 STEPS, VAL_EVERY, EMA = 200, 50, 0.8
 ADAHOP_LINES = [(31, 0, "qkv", "fwd", "plain", "iht"), (31, 0, "qkv", "dx", "plain", "iht"),   # llmc/adahop.h names
                 (31, 3, "fc", "dw", "plain", "iht+oe_rows_a"), (31, 5, "attproj", "fwd", "plain", "iht"),
@@ -86,7 +88,7 @@ def write_log(d, name):
     with open(os.path.join(d, "main.log"), "w") as f:
         for s in range(0, STEPS + 1):
             if s % VAL_EVERY == 0:
-                v = FINAL_VAL[name] if s == STEPS else val_loss(name, s)
+                v = ALL_VAL[name] if s == STEPS else val_loss(name, s)
                 f.write(f"s:{s} vl:{v:.6f}\n")
             f.write(eval_line(name, s))
             if name.startswith("adahop"):
@@ -109,7 +111,7 @@ def write_jsonl(d, name, run_event, with_evals=True):
         f.write(json.dumps({"event": "run", "family": "GPT-2", "flops_per_token": 1e9, **run_event}) + "\n")
         for s in range(0, STEPS + 1):
             if s % VAL_EVERY == 0:
-                v = FINAL_VAL[name] if s == STEPS else val_loss(name, s)
+                v = ALL_VAL[name] if s == STEPS else val_loss(name, s)
                 f.write(json.dumps({"event": "val", "step": s, "val_loss": float(f"{v:.6f}")}) + "\n")
             if with_evals and evals_of(name, s):
                 f.write(json.dumps({"event": "eval", "step": s, **evals_of(name, s)}) + "\n")
@@ -203,17 +205,34 @@ def test_plot(tmp, have_mpl):
     a = rows.get("adahop_s1337", [""] * 12)
     check(a[10] == str(len(ADAHOP_LINES)) and a[11] == "2", f"adahop: {len(ADAHOP_LINES)} strategy changes at 2 steps", " ".join(a))
     for name in FINAL_VAL:
-        f = rows.get(name, [""] * 14)
+        f = rows.get(name, [""] * 15)
         want = [str(JSONL_TOK_S), str(JSONL_MFU)] if name[:4] in ("adah", "hada") else ["1000", "n/a"]
         check(f[12:14] == want, f"{name}: median tok/s and MFU % {want}", " ".join(f))
+        want = "-" if name.startswith("bf16") else f"{100 * (FINAL_VAL[name] - ref) / ref:+.2f}%"   # seed 1337's bf16
+        check(f[14] == want, f"{name}: gap to bf16 of the same seed {want}", " ".join(f))
         last = evals_of(name, STEPS)
         want = ([str(STEPS), f"{last['hellaswag']:.4f}", f"{last['lambada']:.4f}", f"{last['lambada_ppl']:.2f}"]
                 if last else ["n/a"] * 4)
-        check(f[14:] == want, f"{name}: eval columns (eval_step hellaswag lambada lambada_ppl) {want}", " ".join(f))
+        check(f[15:] == want, f"{name}: eval columns (eval_step hellaswag lambada lambada_ppl) {want}", " ".join(f))
     check(rows.get("bf16_s1337", [""])[0].endswith("(ref)"), "bf16_s1337 is the reference")
     mdtext = open(md).read() if os.path.isfile(md) else ""
     check(mdtext.startswith("| run |") and mdtext.count("\n| ") == 5 and "seed-to-seed spread" in mdtext,
           "Markdown table written (--markdown)", mdtext[:300])
+
+    # the gap to bf16 of the run's own seed (another data order) beside the gap to the reference; n/a without one
+    paired = os.path.join(tmp, "paired")
+    for name in ("bf16_s1337", "bf16_s42", "adahop_s42", "mxfp4_s1337"):
+        write_run(os.path.join(paired, name), name)
+    shutil.rmtree(os.path.join(paired, "bf16_s1337"))   # mxfp4 seed 1337 has no bf16 of its seed now
+    write_run(os.path.join(paired, "bf16_s7"), "bf16_s1337")
+    rc, out, err = run([sys.executable, PLOT, paired, "--no-plot", "--ref", "bf16_s7"])
+    rows_p = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0][:4] in ("adah", "mxfp")}
+    want_same = f"{100 * (ALL_VAL['adahop_s42'] - FINAL_VAL['bf16_s42']) / FINAL_VAL['bf16_s42']:+.2f}%"
+    want_ref = f"{100 * (ALL_VAL['adahop_s42'] - FINAL_VAL['bf16_s1337']) / FINAL_VAL['bf16_s1337']:+.2f}%"
+    a42, m = rows_p.get("adahop_s42", [""] * 15), rows_p.get("mxfp4_s1337", [""] * 15)
+    check(rc == 0 and a42[8] == want_ref and a42[14] == want_same and m[14] == "n/a",
+          f"gap_same_seed_%: adahop_s42 {want_same} against bf16_s42 (gap_% {want_ref} against the reference); "
+          "mxfp4_s1337 without a bf16 of its seed: n/a", out + err)
 
     # --changes: per step the GEMMs that changed and where they went, by GEMM kind, then every change
     ch = os.path.join(tmp, "changes.md")
