@@ -6,8 +6,8 @@ strategy_changes of a vote, "val" with val_loss, "eval" with the step and one sc
 without it, <run>/main.log (lines "s:<step> tl:<loss> lr:... norm:... tok/s:... mem_gib:...", "s:<step> vl:<loss>",
 "adahop step <s> layer <l> <linear> <gemm>: <old> -> <new>" and the evals "s:<step> <task>:<score> ..."); a
 main.jsonl without eval events takes the evals of main.log's eval lines. Draws one PNG with three panels: train
-loss (EMA-smoothed), val loss, and val loss minus the bf16 reference at the same step (with the bf16 seed-to-seed
-spread as a band when two bf16 seeds exist), and a fourth with the eval scores over the steps when a run has
+loss (EMA-smoothed), val loss, and val loss minus the bf16 reference at the same step (a quantized run minus bf16
+of its own seed where there is one; the bf16 seed-to-seed spread as a band when two bf16 seeds exist), and a fourth with the eval scores over the steps when a run has
 evals. Prints a table: final val loss per run, its gap to bf16 (absolute and %), the gap in units of the
 seed-to-seed spread, the number of AdaHOP strategy changes, the median tok/s and MFU over the steps after the
 first, the gap % to the bf16 run of the run's own seed (the seed also sets the data order) and, when a run has evals, the last eval step and its scores; --markdown FILE writes the same table as
@@ -286,6 +286,15 @@ def fmt(x, spec, none="n/a"):
     return none if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
+def same_seed_bf16(runs):
+    """seed -> the first bf16 run of that seed with val losses (the seed also sets the data order)"""
+    out = {}
+    for r in runs:
+        if r.mode == "bf16" and r.val:
+            out.setdefault(r.seed, r)
+    return out
+
+
 def build_table(runs, ref, spread, alpha):
     header = ["run", "mode", "seed", "steps", "train_ema", "val_step", "val_loss", "gap_to_bf16", "gap_%",
               "gap/spread", "adahop_changes", "change_steps", "tok/s", "mfu_%", "gap_same_seed_%"]
@@ -293,10 +302,7 @@ def build_table(runs, ref, spread, alpha):
     if eval_keys:
         header += ["eval_step"] + eval_keys
     rows, notes = [], []
-    bf16_of_seed = {}   # seed -> the first bf16 run of that seed: the seed also sets the data order
-    for r in runs:
-        if r.mode == "bf16" and r.val:
-            bf16_of_seed.setdefault(r.seed, r)
+    bf16_of_seed = same_seed_bf16(runs)
     for r in runs:
         steps = sorted(r.train)
         tr = ema([r.train[s] for s in steps], alpha)[-1] if steps else None
@@ -400,6 +406,7 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
     with_evals = any(r.evals for r in runs)
     fig, axes = plt.subplots(1, 4 if with_evals else 3, figsize=(24 if with_evals else 18, 5.5))
     ax_tr, ax_val, ax_gap = axes[:3]
+    bf16_of_seed = same_seed_bf16(runs)
     markers = "osD^vP*Xh"
     tasks = sorted({k for r in runs for sc in r.evals.values() for k in sc if not k.endswith("_ppl")})
     seen_bf16, seen_modes, variants = 0, set(), 0
@@ -425,10 +432,13 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
         vsteps = [s for s in sorted(r.val) if xmin is None or s >= xmin]
         if vsteps:
             ax_val.plot(vsteps, [r.val[s] for s in vsteps], style, marker="o", markersize=3, color=color, label=r.label)
-        if ref is not None and r is not ref:
-            gs = [s for s in sorted(set(r.val) & set(ref.val)) if xmin is None or s >= xmin]
+        # a quantized run against bf16 of its own seed where there is one; bf16 runs against the reference (the spread)
+        base = bf16_of_seed.get(r.seed, ref) if r.mode != "bf16" else ref
+        if base is not None and r is not base:
+            gs = [s for s in sorted(set(r.val) & set(base.val)) if xmin is None or s >= xmin]
             if gs:
-                ax_gap.plot(gs, [r.val[s] - ref.val[s] for s in gs], style, marker="o", markersize=3, color=color, label=r.label)
+                label = r.label + ("" if base is ref else f" − {base.name}")
+                ax_gap.plot(gs, [r.val[s] - base.val[s] for s in gs], style, marker="o", markersize=3, color=color, label=label)
         for i, task in enumerate(tasks if with_evals else []):
             es = [s for s in sorted(r.evals) if task in r.evals[s] and (xmin is None or s >= xmin)]
             if es:
@@ -444,7 +454,7 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
                            label=f"bf16 seed spread ±{spread['spread']:.4f}")
     ax_tr.set_title(f"train loss (EMA {alpha})" if alpha > 0 else "train loss")
     ax_val.set_title("val loss")
-    ax_gap.set_title(f"val loss − {ref.name}" if ref else "val loss − bf16 (no bf16 run)")
+    ax_gap.set_title(f"val loss − {ref.name} (or − bf16 of the run's seed)" if ref else "val loss − bf16 (no bf16 run)")
     if with_evals:
         axes[3].set_title("downstream evals (acc_norm; LAMBADA: accuracy)")
     for ax in axes:
