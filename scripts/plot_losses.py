@@ -7,11 +7,12 @@ without it, <run>/main.log (lines "s:<step> tl:<loss> lr:... norm:... tok/s:... 
 "adahop step <s> layer <l> <linear> <gemm>: <old> -> <new>" and the evals "s:<step> <task>:<score> ..."); a
 main.jsonl without eval events takes the evals of main.log's eval lines. Draws one PNG with three panels: train
 loss (EMA-smoothed), val loss, and val loss minus the bf16 reference at the same step (a quantized run minus bf16
-of its own seed where there is one; the bf16 seed-to-seed spread as a band when two bf16 seeds exist), and a fourth with the eval scores over the steps when a run has
-evals. Prints a table: final val loss per run, its gap to bf16 (absolute and %), the gap in units of the
-seed-to-seed spread, the number of AdaHOP strategy changes, the median tok/s and MFU over the steps after the
-first, the gap % to the bf16 run of the run's own seed (the seed also sets the data order) and, when a run has evals, the last eval step and its scores; --markdown FILE writes the same table as
-Markdown.
+of its own seed where there is one; the bf16 seed-to-seed spread as a band when two bf16 seeds exist), and a
+fourth with the eval scores over the steps when a run has evals. Prints a table: final val loss per run, its gap
+to bf16 (absolute and %), the gap in units of the seed-to-seed spread, the number of AdaHOP strategy changes, the
+median tok/s and MFU over the steps after the first, the gap % to the bf16 run of the run's own seed (the seed
+also sets the data order) and, when a run has evals, the last eval step and its scores; --markdown FILE writes
+the same table as Markdown.
 
 Arguments are run directories (holding main.jsonl or main.log) or roots whose subdirectories are runs, e.g. the
 --root of scripts/run_modes.sh (runs named <mode>_s<seed>). See scripts/README.md.
@@ -329,7 +330,8 @@ def build_table(runs, ref, spread, alpha):
                      fmt(r.final_val(), ".4f"), fmt(gap, "+.4f") + cmp_note, fmt(pct, "+.2f") + ("%" if pct is not None else ""),
                      fmt(ratio, "+.2f"), str(changes) if r.mode in ("adahop", None) or changes else "-",
                      str(r.adahop_change_steps()) if r.mode in ("adahop", None) or changes else "-",
-                     fmt(median_after_first(r.tok_s), ".0f"), fmt(mul(median_after_first(r.mfu), 100), ".1f"), same_seed])
+                     fmt(median_after_first(r.tok_s), ".0f"), fmt(mul(median_after_first(r.mfu), 100), ".1f"),
+                     same_seed])
         if eval_keys:
             step, scores = r.last_evals()
             rows[-1] += [fmt(step, "d")] + [fmt(scores.get(k), ".2f" if k.endswith("_ppl") else ".4f") for k in eval_keys]
@@ -438,7 +440,8 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
             gs = [s for s in sorted(set(r.val) & set(base.val)) if xmin is None or s >= xmin]
             if gs:
                 label = r.label + ("" if base is ref else f" − {base.name}")
-                ax_gap.plot(gs, [r.val[s] - base.val[s] for s in gs], style, marker="o", markersize=3, color=color, label=label)
+                ax_gap.plot(gs, [r.val[s] - base.val[s] for s in gs], style, marker="o", markersize=3, color=color,
+                            label=label)
         for i, task in enumerate(tasks if with_evals else []):
             es = [s for s in sorted(r.evals) if task in r.evals[s] and (xmin is None or s >= xmin)]
             if es:
