@@ -170,6 +170,37 @@ static double rel_frob_f32_f64(const float* got, const double* want, size_t n) {
     return sqrt(d2 / (r2 > 0 ? r2 : 1.0));
 }
 
+// A (M x K) and B (N x K) on the device in bf16 and quantized to MXFP4 rows, with the exact GEMM path's bf16 scratch
+typedef struct {
+    floatX *a, *b, *scratch_a, *scratch_b;
+    MXOperand qa, qb;
+} QuantizedPair;
+
+static QuantizedPair quantized_pair(const float* a, const float* b, int M, int N, int K, MXQuantOptions opt) {
+    QuantizedPair p;
+    p.a = to_device_bf16(a, (size_t)M * K);
+    p.b = to_device_bf16(b, (size_t)N * K);
+    p.scratch_a = (floatX*)device_malloc((size_t)M * K * 2, "a scratch");
+    p.scratch_b = (floatX*)device_malloc((size_t)N * K * 2, "b scratch");
+    p.qa = mx_operand_alloc(M, K);
+    p.qb = mx_operand_alloc(N, K);
+    mx_quantize_rows(&p.qa, p.a, M, K, opt, 0);
+    mx_quantize_rows(&p.qb, p.b, N, K, opt, 0);
+    return p;
+}
+
+// out (fp32, M x N) = dequantized A times dequantized B^T through the exact path
+static void quantized_pair_exact_gemm(float* out, QuantizedPair* p) {
+    mx_gemm_exact(out, true, &p->qa, &p->qb, p->scratch_a, p->scratch_b, NULL, 0.0f, 0);
+}
+
+static void quantized_pair_free(QuantizedPair* p) {
+    mx_operand_free(&p->qa);
+    mx_operand_free(&p->qb);
+    void* bufs[] = {p->a, p->b, p->scratch_a, p->scratch_b};
+    for (int i = 0; i < 4; i++) { cudaCheck(cudaFree(bufs[i])); }
+}
+
 // both GEMM paths against the FP64 product of the dequantized operands; returns ||Q(A)Q(B)^T - AB^T|| / ||AB^T||
 static double test_gemm(int kind, int M, int N, int K, int hadamard) {
     float *a = make_data(kind, M, K), *b = make_data(DATA_GAUSS, N, K);
@@ -183,17 +214,13 @@ static double test_gemm(int kind, int M, int N, int K, int hadamard) {
     double *want = (double*)malloc_check((size_t)M * N * 8), *exact = (double*)malloc_check((size_t)M * N * 8);
     gemm_nt_f64(want, qa, qb, M, N, K);
     gemm_nt_f64(exact, a, b, M, N, K);
-    floatX *da = to_device_bf16(a, (size_t)M * K), *db = to_device_bf16(b, (size_t)N * K);
-    MXOperand oa = mx_operand_alloc(M, K), ob = mx_operand_alloc(N, K);
-    mx_quantize_rows(&oa, da, M, K, opt, 0);
-    mx_quantize_rows(&ob, db, N, K, opt, 0);
-    floatX *sa = (floatX*)device_malloc((size_t)M * K * 2, "a"), *sb = (floatX*)device_malloc((size_t)N * K * 2, "b");
+    QuantizedPair p = quantized_pair(a, b, M, N, K, opt);
     float* dout = (float*)device_malloc((size_t)M * N * 4, "out");
-    mx_gemm_exact(dout, true, &oa, &ob, sa, sb, NULL, 0.0f, 0);
+    quantized_pair_exact_gemm(dout, &p);
     float* got_exact = (float*)download(dout, (size_t)M * N * 4);
     E4M3Operand ea = e4m3_operand_alloc(M, K), eb = e4m3_operand_alloc(N, K);
-    mx_to_e4m3(&ea, &oa, 0);
-    mx_to_e4m3(&eb, &ob, 0);
+    mx_to_e4m3(&ea, &p.qa, 0);
+    mx_to_e4m3(&eb, &p.qb, 0);
     mx_gemm_fast(dout, true, &ea, &eb, NULL, 0.0f, 0);
     float* got_fast = (float*)download(dout, (size_t)M * N * 4);
     // the dW GEMM's variant: unit-scale FP8 GEMM, row scales after; beta = 0, then beta = 1 onto a prior output
@@ -224,9 +251,8 @@ static double test_gemm(int kind, int M, int N, int K, int hadamard) {
     CHECK(e_fast < fast_tol, "fast GEMM path error %.2e above tolerance", e_fast);
     free(a); free(b); free(qa); free(qb); free(want); free(exact); free(got_exact); free(got_fast); free(ia); free(ib);
     mxtensor_free(&ha); mxtensor_free(&hb);
-    mx_operand_free(&oa); mx_operand_free(&ob); e4m3_operand_free(&ea); e4m3_operand_free(&eb);
-    void* bufs[] = {da, db, sa, sb, dout};
-    for (int i = 0; i < 5; i++) { cudaCheck(cudaFree(bufs[i])); }
+    quantized_pair_free(&p); e4m3_operand_free(&ea); e4m3_operand_free(&eb);
+    cudaCheck(cudaFree(dout));
     return q_err;
 }
 
@@ -285,27 +311,23 @@ static void test_outlier_extraction(int M, int N, int K, int k) {
     float *a = make_data(DATA_ROW_OUTLIERS, M, K), *b = make_data(DATA_GAUSS, N, K);
     double* exact = (double*)malloc_check((size_t)M * N * 8);
     gemm_nt_f64(exact, a, b, M, N, K);
-    floatX *da = to_device_bf16(a, (size_t)M * K), *db = to_device_bf16(b, (size_t)N * K);
+    MXQuantOptions opt = {1, MX_SCALE_OCP, 0, 0};
+    QuantizedPair p = quantized_pair(a, b, M, N, K, opt);
     float *dvar = (float*)device_malloc(M * 4, "var"), *dsq = (float*)device_malloc(M * 4, "sq");
-    row_stats_kernel<<<ceil_div(M, 8), 256>>>(dvar, dsq, da, M, K);
+    row_stats_kernel<<<ceil_div(M, 8), 256>>>(dvar, dsq, p.a, M, K);
     cudaCheckLaunch();
     int* didx = (int*)device_malloc(k * 4, "idx");
     topk_rows(didx, dsq, M, k, 0);
-    MXQuantOptions opt = {1, MX_SCALE_OCP, 0, 0};
-    MXOperand oa = mx_operand_alloc(M, K), ob = mx_operand_alloc(N, K);
-    mx_quantize_rows(&oa, da, M, K, opt, 0);
-    mx_quantize_rows(&ob, db, N, K, opt, 0);
-    floatX *sa = (floatX*)device_malloc((size_t)M * K * 2, "a"), *sb = (floatX*)device_malloc((size_t)N * K * 2, "b");
     float* dout = (float*)device_malloc((size_t)M * N * 4, "out");
-    mx_gemm_exact(dout, true, &oa, &ob, sa, sb, NULL, 0.0f, 0);
+    quantized_pair_exact_gemm(dout, &p);
     float* plain = (float*)download(dout, (size_t)M * N * 4);
-    mx_zero_rows(&oa, didx, k, 0);
-    mx_gemm_exact(dout, true, &oa, &ob, sa, sb, NULL, 0.0f, 0);
+    mx_zero_rows(&p.qa, didx, k, 0);
+    quantized_pair_exact_gemm(dout, &p);
     floatX* ga = (floatX*)device_malloc((size_t)k * K * 2, "gathered");
-    gather_rows_kernel<<<ceil_div((long)k * K / 8, 256), 256>>>(ga, da, didx, k, K);
+    gather_rows_kernel<<<ceil_div((long)k * K / 8, 256), 256>>>(ga, p.a, didx, k, K);
     cudaCheckLaunch();
     float* part = (float*)device_malloc((size_t)k * N * 4, "part");
-    matmul(part, true, db, ga, NULL, N, k, K, true, false, 0.0f, gemm_single, 0);
+    matmul(part, true, p.b, ga, NULL, N, k, K, true, false, 0.0f, gemm_single, 0);
     scatter_add_kernel<float><<<ceil_div((long)k * N, 256), 256>>>(dout, part, didx, k, M, N, true);
     cudaCheckLaunch();
     float* oe = (float*)download(dout, (size_t)M * N * 4);
@@ -313,9 +335,9 @@ static void test_outlier_extraction(int M, int N, int K, int k) {
     printf("  outlier extraction (k=%d rows of %d with outliers every 7th row): IHT %.4f -> IHT + OE %.4f\n", k, M, e_plain, e_oe);
     CHECK(e_oe < 0.8 * e_plain, "OE did not reduce the error: %.4f vs %.4f", e_oe, e_plain);
     free(a); free(b); free(exact); free(plain); free(oe);
-    mx_operand_free(&oa); mx_operand_free(&ob);
-    void* bufs[] = {da, db, dvar, dsq, didx, sa, sb, dout, ga, part};
-    for (int i = 0; i < 10; i++) { cudaCheck(cudaFree(bufs[i])); }
+    quantized_pair_free(&p);
+    void* bufs[] = {dvar, dsq, didx, dout, ga, part};
+    for (int i = 0; i < 6; i++) { cudaCheck(cudaFree(bufs[i])); }
 }
 
 // the Blackwell native FP4 GEMM vs the exact path; only where the GPU is sm_100 or newer
@@ -324,17 +346,13 @@ static void test_native_sm100(int M, int N, int K) {
     cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
     if (major < 10) { test_skip("test_mxfp4_gpu native MXFP4 GEMM", "needs sm_100, this GPU is sm_%d0", major); return; }
     float *a = make_data(DATA_GAUSS, M, K), *b = make_data(DATA_GAUSS, N, K);
-    floatX *da = to_device_bf16(a, (size_t)M * K), *db = to_device_bf16(b, (size_t)N * K);
     MXQuantOptions opt = {1, MX_SCALE_OCP, 0, 0};
-    MXOperand oa = mx_operand_alloc(M, K), ob = mx_operand_alloc(N, K);
-    mx_quantize_rows(&oa, da, M, K, opt, 0);
-    mx_quantize_rows(&ob, db, N, K, opt, 0);
+    QuantizedPair p = quantized_pair(a, b, M, N, K, opt);
     uint8_t *ta = (uint8_t*)device_malloc(mx_tiled_scales_bytes(M, K), "ta"), *tb = (uint8_t*)device_malloc(mx_tiled_scales_bytes(N, K), "tb");
     floatX* dn = (floatX*)device_malloc((size_t)M * N * 2, "native");
     float* de = (float*)device_malloc((size_t)M * N * 4, "exact");
-    floatX *sa = (floatX*)device_malloc((size_t)M * K * 2, "a"), *sb = (floatX*)device_malloc((size_t)N * K * 2, "b");
-    mx_gemm_native_sm100(dn, &oa, &ob, ta, tb, 0);
-    mx_gemm_exact(de, true, &oa, &ob, sa, sb, NULL, 0.0f, 0);
+    mx_gemm_native_sm100(dn, &p.qa, &p.qb, ta, tb, 0);
+    quantized_pair_exact_gemm(de, &p);
     floatX* gn = (floatX*)download(dn, (size_t)M * N * 2);
     float* ge = (float*)download(de, (size_t)M * N * 4);
     double d2 = 0, r2 = 0;
@@ -342,9 +360,9 @@ static void test_native_sm100(int M, int N, int K) {
     printf("  native MXFP4 GEMM vs exact path: %.2e\n", sqrt(d2 / r2));
     CHECK(sqrt(d2 / r2) < 1e-2, "native MXFP4 GEMM differs from the exact path");
     free(a); free(b); free(gn); free(ge);
-    mx_operand_free(&oa); mx_operand_free(&ob);
-    void* bufs[] = {da, db, ta, tb, dn, de, sa, sb};
-    for (int i = 0; i < 8; i++) { cudaCheck(cudaFree(bufs[i])); }
+    quantized_pair_free(&p);
+    void* bufs[] = {ta, tb, dn, de};
+    for (int i = 0; i < 4; i++) { cudaCheck(cudaFree(bufs[i])); }
 }
 
 // counts the floats v of the encoder's domain (finite, |v| < 8 * 2^e; bit patterns first + thread) where the
