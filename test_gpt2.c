@@ -51,10 +51,7 @@ int main(int argc, char** argv) {
     const char* ref_path = argc > 2 ? argv[2] : "dev/test/fixtures/tiny_ref.bin";
     if (argc > 3) { die("usage: %s [model.bin [ref.bin]]", argv[0]); }
     CheckpointHeader ck;
-    FILE* fp = checkpoint_open(model_path, &ck);
-    float* params = (float*)malloc_check(gpt2_num_params(&ck.config) * sizeof(float));
-    checkpoint_read_payload(fp, &ck, params, NULL, NULL);
-    fclose_check(fp);
+    float* params = checkpoint_load_params(model_path, FAMILY_GPT2, &ck);
     ReferenceFile ref;
     reference_file_read(ref_path, &ref);
     checkpoint_require_config(model_path, &ck.config, &ref.config);

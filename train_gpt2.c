@@ -168,10 +168,7 @@ static float* load_model(const char* spec, uint64_t seed, GPT2Config* c) {
         if (gpt2_config_from_depth(depth, SPEC_MAX_SEQ_LEN, GPT2_VOCAB, c) != 0) { die("unknown depth preset '%s' (d6, d12, d24, d36, d48)", spec); }
     } else {
         CheckpointHeader ck;
-        FILE* fp = checkpoint_open(spec, &ck);
-        float* params = (float*)malloc_check(gpt2_num_params(&ck.config) * sizeof(float));
-        checkpoint_read_payload(fp, &ck, params, NULL, NULL);
-        fclose_check(fp);
+        float* params = checkpoint_load_params(spec, FAMILY_GPT2, &ck);
         *c = ck.config;
         return params;
     }

@@ -413,6 +413,16 @@ static inline void checkpoint_read_payload(FILE* fp, const CheckpointHeader* ck,
     }
 }
 
+// the parameters (fresh memory) of the checkpoint at path, of model family `want` (-1: either), its header in *ck;
+// the rest of the file is verified and skipped
+static inline float* checkpoint_load_params(const char* path, int want, CheckpointHeader* ck) {
+    FILE* fp = ckpt_open_family(path, want, ck);
+    float* params = (float*)malloc_check(ckpt_num_params(ck) * sizeof(float));
+    checkpoint_read_payload(fp, ck, params, NULL, NULL);
+    fclose_check(fp);
+    return params;
+}
+
 // reads and verifies int32 section sec (AdaHOP state or GEMM algorithms, the contents flag `flag`, nwords words) into words
 static inline void ckpt_read_words(FILE* fp, const CheckpointHeader* ck, int sec, int flag, int64_t nwords, int32_t* words) {
     if (!(ck->contents & flag)) { die("checkpoint '%s' has no %s", ck->path, ckpt_section_names[sec]); }

@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) { die("no CUDA GPU: %s needs one", argv[0]); }
     CheckpointHeader ck;
-    float* params = logits_file_read_model(argv[1], &ck);
+    float* params = checkpoint_load_params(argv[1], -1, &ck);
     ModelConfig config = checkpoint_model(&ck);
     int B, T;
     int* tokens = logits_file_read_tokens(argv[2], &B, &T);

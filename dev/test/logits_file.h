@@ -1,4 +1,4 @@
-// The model, token and logits files of the export tests (dev/test/test_export_hf.py, dev/test/export_gpu_test.py), read
+// The token and logits files of the export tests (dev/test/test_export_hf.py, dev/test/export_gpu_test.py), read
 // and written by build/model_logits (CPU reference) and build/model_logits_gpu (the trainer's forward pass):
 //   tokens: int32 B, int32 T, then int32 tokens[B*T]
 //   logits: float32 logits[B*T*V] (the real vocab columns only)
@@ -6,17 +6,6 @@
 #define DEV_TEST_LOGITS_FILE_H
 
 #include "llmc/utils.h"
-#include "llmc/checkpoint.h"
-
-// the parameters (fresh memory) and the model of a model or checkpoint file of either family
-static inline float* logits_file_read_model(const char* path, CheckpointHeader* ck) {
-    FILE* fp = checkpoint_open_model(path, ck);
-    ModelConfig c = checkpoint_model(ck);
-    float* params = (float*)malloc_check(model_num_params(&c) * sizeof(float));
-    checkpoint_read_payload(fp, ck, params, NULL, NULL);
-    fclose_check(fp);
-    return params;
-}
 
 // reads the token file: *B, *T and B*T tokens (fresh memory); dies on a bad shape or size
 static inline int* logits_file_read_tokens(const char* path, int* B, int* T) {

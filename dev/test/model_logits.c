@@ -12,7 +12,7 @@
 int main(int argc, char** argv) {
     if (argc != 4) { die("usage: %s MODEL.bin TOKENS.bin LOGITS.bin", argv[0]); }
     CheckpointHeader ck;
-    float* params = logits_file_read_model(argv[1], &ck);
+    float* params = checkpoint_load_params(argv[1], -1, &ck);
     ModelConfig c = checkpoint_model(&ck);
     int B, T;
     int* tokens = logits_file_read_tokens(argv[2], &B, &T);

@@ -47,11 +47,7 @@ static void open_checkpoint(void) {
 // reads only the parameters of the checkpoint at open_path, as -e FILE does (run in a child)
 static void read_params_only(void) {
     CheckpointHeader ck;
-    FILE* fp = checkpoint_open_model(open_path, &ck);
-    float* p = (float*)malloc_check(ckpt_num_params(&ck) * sizeof(float));
-    checkpoint_read_payload(fp, &ck, p, NULL, NULL);
-    free(p);
-    fclose(fp);
+    free(checkpoint_load_params(open_path, -1, &ck));
 }
 
 // runs checkpoint_open on path in a child; returns 1 if the child exited non-zero with `expect` in stderr
