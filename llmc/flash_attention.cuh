@@ -381,16 +381,21 @@ template <class Step> __device__ __forceinline__ void flash_tma_refill(int i, in
     if (threadIdx.x == 0 && i + FLASH_TMA_SLOTS < nsteps) { load_step(i + FLASH_TMA_SLOTS); }
     __syncwarp();   // lane 0 may have waited for the slot: the warp's next wgmma needs all lanes
 }
+// rows r0 .. r0 + 64 of one head (columns col .. col + HS of sequence b; a tma_map_bf16_3d map in boxes of 64 rows) into
+// the tile at dst in llmc/wgmma.cuh's layout (HS / 64 swizzled [64][64] column blocks); completes on bar
+template <int HS>
+__device__ __forceinline__ void flash_tma_head_tile(floatX* dst, const CUtensorMap* map, uint64_t* bar, int col, int r0, int b) {
+    for (int blk = 0; blk < HS / 64; blk++) { tma_load_3d(dst + blk * 64 * 64, map, bar, col + 64 * blk, r0, b); }
+}
 // key/value tile j (key rows from j BN) of the heads at columns kcol, vcol of sequence b into slot j % SLOTS of sk, sv
 template <int HS, int BN, int SLOTS>
 __device__ __forceinline__ void flash_tma_kv_tile(TmaRing<SLOTS>* ring, floatX* sk, floatX* sv, const CUtensorMap* map, int j, int kcol,
                                                   int vcol, int b) {
+    static_assert(BN == 64, "the maps' boxes are 64 rows");
     uint64_t* bar = ring->acquire(j, 2 * BN * HS * (int)sizeof(floatX));
     int slot = j % SLOTS;
-    for (int blk = 0; blk < HS / 64; blk++) {
-        tma_load_3d(sk + slot * BN * HS + blk * BN * 64, map, bar, kcol + 64 * blk, j * BN, b);
-        tma_load_3d(sv + slot * BN * HS + blk * BN * 64, map, bar, vcol + 64 * blk, j * BN, b);
-    }
+    flash_tma_head_tile<HS>(sk + slot * BN * HS, map, bar, kcol, j * BN, b);
+    flash_tma_head_tile<HS>(sv + slot * BN * HS, map, bar, vcol, j * BN, b);
 }
 
 // The wgmma forward with its loads on the TMA (sm_90a): the 64 q rows once, the K/V tiles up to the diagonal through
@@ -414,7 +419,7 @@ __global__ void __launch_bounds__(FLASH_TMA_FWD_THREADS) flash_forward_tma_kerne
     flash_tma_init(ring, q_full, FLASH_WARPS);
     auto load_q = [&]() {
         mbar_arrive_expect_tx(q_full, BM * HS * (int)sizeof(floatX));
-        for (int blk = 0; blk < HS / 64; blk++) { tma_load_3d(sq + blk * 64 * 64, &qkv_map, q_full, h * HS + 64 * blk, q0, b); }
+        flash_tma_head_tile<HS>(sq, &qkv_map, q_full, h * HS, q0, b);
     };
     auto load_kv = [&](int j) { flash_tma_kv_tile<HS, BN>(ring, sk, sv, &qkv_map, j, (NH + kvh) * HS, (NH + nkv + kvh) * HS, b); };
     if (!flash_tma_start<true>(ntiles, FLASH_WARPS, load_q, load_kv)) { return; }
@@ -631,18 +636,14 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dkdv_tma_kernel(
     flash_tma_init(ring, kv_full, FLASH_WARPS);
     auto load_kv = [&]() {
         mbar_arrive_expect_tx(kv_full, 2 * TILE_BYTES);
-        for (int blk = 0; blk < HS / 64; blk++) {
-            tma_load_3d(sk + blk * 64 * 64, &qkv_map, kv_full, (NH + g) * HS + 64 * blk, k0, b);
-            tma_load_3d(sv + blk * 64 * 64, &qkv_map, kv_full, (NH + nkv + g) * HS + 64 * blk, k0, b);
-        }
+        flash_tma_head_tile<HS>(sk, &qkv_map, kv_full, (NH + g) * HS, k0, b);
+        flash_tma_head_tile<HS>(sv, &qkv_map, kv_full, (NH + nkv + g) * HS, k0, b);
     };
     auto load_q = [&](int i) {   // step i: query tile i0 + i % ntiles of query head h + i / ntiles
         uint64_t* bar = ring->acquire(i, 2 * TILE_BYTES + 2 * BN * (int)sizeof(float));
         int slot = i % SLOTS, hg = GQA ? i / ntiles : 0, t0 = (i0 + i - hg * ntiles) * BN;
-        for (int blk = 0; blk < HS / 64; blk++) {
-            tma_load_3d(sq + slot * BN * HS + blk * 64 * 64, &qkv_map, bar, (h + hg) * HS + 64 * blk, t0, b);
-            tma_load_3d(sdo + slot * BN * HS + blk * 64 * 64, &dout_map, bar, (h + hg) * HS + 64 * blk, t0, b);
-        }
+        flash_tma_head_tile<HS>(sq + slot * BN * HS, &qkv_map, bar, (h + hg) * HS, t0, b);
+        flash_tma_head_tile<HS>(sdo + slot * BN * HS, &dout_map, bar, (h + hg) * HS, t0, b);
         tma_load_2d(slse + slot * BN, &lse_map, bar, t0, b * NH + h + hg);
         tma_load_2d(sdelta + slot * BN, &delta_map, bar, t0, b * NH + h + hg);
     };
@@ -685,10 +686,8 @@ __global__ void __launch_bounds__(FLASH_THREADS) flash_backward_dq_tma_kernel(
     flash_tma_init(ring, q_full, FLASH_WARPS);
     auto load_q = [&]() {
         mbar_arrive_expect_tx(q_full, 2 * TILE_BYTES);
-        for (int blk = 0; blk < HS / 64; blk++) {
-            tma_load_3d(sq + blk * 64 * 64, &qkv_map, q_full, h * HS + 64 * blk, q0, b);
-            tma_load_3d(sdo + blk * 64 * 64, &dout_map, q_full, h * HS + 64 * blk, q0, b);
-        }
+        flash_tma_head_tile<HS>(sq, &qkv_map, q_full, h * HS, q0, b);
+        flash_tma_head_tile<HS>(sdo, &dout_map, q_full, h * HS, q0, b);
     };
     auto load_kv = [&](int j) { flash_tma_kv_tile<HS, BN>(ring, sk, sv, &qkv_map, j, (NH + kvh) * HS, (NH + nkv + kvh) * HS, b); };
     flash_tma_start<false>(ntiles, FLASH_WARPS, load_q, load_kv);
