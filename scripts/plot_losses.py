@@ -52,6 +52,7 @@ class Run:
         self.tok_s, self.mfu = {}, {}   # step -> tokens per second, model FLOPs utilisation (main.jsonl only)
         self.adahop = {}                # (step, layer, linear, gemm) -> (old, new)
         self.info = {}                  # main.jsonl's "run" event: precision, seed, model, FLOPs per token
+        self.gpus = []                  # the GPUs of the run's pieces (each piece's "run" event), in order, once each
         self.evals = {}                 # step -> {task: score} (and <task>_ppl: perplexity)
 
     @property
@@ -67,6 +68,11 @@ class Run:
     def last_evals(self):
         """(step, {task: score}) of the last eval, or (None, {})"""
         return (max(self.evals), self.evals[max(self.evals)]) if self.evals else (None, {})
+
+    def gpu_text(self):
+        """the run's GPUs as one table cell: 'NVIDIA H100 80GB HBM3' -> 'H100_80GB_HBM3', pieces joined by '+'"""
+        short = [re.sub(r"^NVIDIA ", "", g).replace(" ", "_") for g in self.gpus]
+        return "+".join(short) if short else "n/a"
 
     def adahop_change_steps(self):
         return len({k[0] for k in self.adahop})
@@ -151,6 +157,8 @@ def read_json_log(run, log):
                 run.evals.setdefault(int(ev["step"]), {}).update(scores)
             elif kind == "run":
                 run.info = ev
+                if ev.get("gpu") and str(ev["gpu"]) not in run.gpus:
+                    run.gpus.append(str(ev["gpu"]))
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise InputError(f"{log}:{no}: not a train_gpt2_adahop event ({type(e).__name__}: {e})")
 
@@ -298,7 +306,7 @@ def same_seed_bf16(runs):
 
 def build_table(runs, ref, spread, alpha):
     header = ["run", "mode", "seed", "steps", "train_ema", "val_step", "val_loss", "gap_to_bf16", "gap_%",
-              "gap/spread", "adahop_changes", "change_steps", "tok/s", "mfu_%", "gap_same_seed_%"]
+              "gap/spread", "adahop_changes", "change_steps", "tok/s", "mfu_%", "gap_same_seed_%", "gpu"]
     eval_keys = sorted({k for r in runs for k in r.last_evals()[1]})
     if eval_keys:
         header += ["eval_step"] + eval_keys
@@ -331,7 +339,7 @@ def build_table(runs, ref, spread, alpha):
                      fmt(ratio, "+.2f"), str(changes) if r.mode in ("adahop", None) or changes else "-",
                      str(r.adahop_change_steps()) if r.mode in ("adahop", None) or changes else "-",
                      fmt(median_after_first(r.tok_s), ".0f"), fmt(mul(median_after_first(r.mfu), 100), ".1f"),
-                     same_seed])
+                     same_seed, r.gpu_text()])
         if eval_keys:
             step, scores = r.last_evals()
             rows[-1] += [fmt(step, "d")] + [fmt(scores.get(k), ".2f" if k.endswith("_ppl") else ".4f") for k in eval_keys]
@@ -393,7 +401,8 @@ def markdown_table(header, rows, lines, notes, alpha):
               "same step; gap/spread = gap in units of the bf16 seed-to-seed spread; adahop_changes: strategy "
               "changes logged, change_steps: at how many steps; tok/s and mfu_% (model FLOPs utilisation, main.jsonl "
               "only): medians over the steps after the first; gap_same_seed_%: gap % to the bf16 run of the same "
-              "seed (the seed also sets the data order), at the last val step both have; eval columns: the scores of "
+              "seed (the seed also sets the data order), at the last val step both have; gpu: the GPU of each "
+              "piece of the run (main.jsonl's run events; n/a in logs without it); eval columns: the scores of "
               "the run's last eval (-E: acc_norm, LAMBADA accuracy and <task>_ppl perplexity)")
     return "\n".join(md) + "\n"
 

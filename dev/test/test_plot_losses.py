@@ -103,9 +103,10 @@ def write_log(d, name):
                 f.write(f"s:100 vl:{val_loss(name, 100):.6f}\n")
 
 
-def write_jsonl(d, name, run_event, with_evals=True):
+def write_jsonl(d, name, run_event, with_evals=True, resumed_on=None):
     """name's run as the trainer's main.jsonl: tok/s 1000 + step, MFU 0.25 + step / 1000; the strategy changes of
-    an adahop run in their step's event; its evals as "eval" events when with_evals; a last line cut off mid-write"""
+    an adahop run in their step's event; its evals as "eval" events when with_evals; with resumed_on, a second run
+    event (a resumed piece) on that GPU after step 100; a last line cut off mid-write"""
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "main.jsonl"), "w") as f:
         f.write(json.dumps({"event": "run", "family": "GPT-2", "flops_per_token": 1e9, **run_event}) + "\n")
@@ -117,6 +118,9 @@ def write_jsonl(d, name, run_event, with_evals=True):
                 f.write(json.dumps({"event": "eval", "step": s, **evals_of(name, s)}) + "\n")
             if s == STEPS:
                 break
+            if s == 100 and resumed_on:
+                f.write(json.dumps({"event": "run", "family": "GPT-2", "flops_per_token": 1e9, **run_event,
+                                    "gpu": resumed_on, "start_step": 100}) + "\n")
             ev = {"event": "step", "step": s + 1, "loss": float(f"{train_loss(name, s + 1):.6f}"), "lr": 1e-3,
                   "grad_norm": 0.5, "tok_s": 1000.0 + s + 1, "mfu": 0.25 + (s + 1) / 1000, "mem_gib": 1.0}
             changes = ["layer %d %s %s: %s -> %s" % a[1:] for a in ADAHOP_LINES if a[0] == s + 1 and name.startswith("adahop")]
@@ -126,6 +130,7 @@ def write_jsonl(d, name, run_event, with_evals=True):
         f.write('{"event": "step", "step": 999, "lo')
 
 
+GPU_FIRST, GPU_RESUMED = "NVIDIA H100 80GB HBM3", "NVIDIA H200"   # the cards of write_run's main.jsonl runs
 JSONL_TOK_S, JSONL_MFU = 1101, 35.1   # the medians over steps 2..200 of write_jsonl's tok/s and MFU (in %)
 
 
@@ -134,7 +139,8 @@ def write_run(d, name):
     (its eval lines are right); others: main.log"""
     mode, seed = name.split("_s")
     if name.startswith("adahop") or name.startswith("hadamard"):
-        write_jsonl(d, name, {"precision": mode, "seed": int(seed)}, with_evals=name.startswith("adahop"))
+        write_jsonl(d, name, {"precision": mode, "seed": int(seed), "gpu": GPU_FIRST}, with_evals=name.startswith("adahop"),
+                    resumed_on=GPU_RESUMED if name.startswith("hadamard") else None)
     if not name.startswith("adahop"):
         write_log(d, name)
     if name.startswith("hadamard"):
@@ -205,15 +211,17 @@ def test_plot(tmp, have_mpl):
     a = rows.get("adahop_s1337", [""] * 12)
     check(a[10] == str(len(ADAHOP_LINES)) and a[11] == "2", f"adahop: {len(ADAHOP_LINES)} strategy changes at 2 steps", " ".join(a))
     for name in FINAL_VAL:
-        f = rows.get(name, [""] * 15)
+        f = rows.get(name, [""] * 16)
         want = [str(JSONL_TOK_S), str(JSONL_MFU)] if name[:4] in ("adah", "hada") else ["1000", "n/a"]
         check(f[12:14] == want, f"{name}: median tok/s and MFU % {want}", " ".join(f))
         want = "-" if name.startswith("bf16") else f"{100 * (FINAL_VAL[name] - ref) / ref:+.2f}%"   # seed 1337's bf16
         check(f[14] == want, f"{name}: gap to bf16 of the same seed {want}", " ".join(f))
+        want = {"adah": "H100_80GB_HBM3", "hada": "H100_80GB_HBM3+H200"}.get(name[:4], "n/a")   # main.log: no GPU
+        check(f[15] == want, f"{name}: gpu {want} (each piece's card, from main.jsonl's run events)", " ".join(f))
         last = evals_of(name, STEPS)
         want = ([str(STEPS), f"{last['hellaswag']:.4f}", f"{last['lambada']:.4f}", f"{last['lambada_ppl']:.2f}"]
                 if last else ["n/a"] * 4)
-        check(f[15:] == want, f"{name}: eval columns (eval_step hellaswag lambada lambada_ppl) {want}", " ".join(f))
+        check(f[16:] == want, f"{name}: eval columns (eval_step hellaswag lambada lambada_ppl) {want}", " ".join(f))
     check(rows.get("bf16_s1337", [""])[0].endswith("(ref)"), "bf16_s1337 is the reference")
     mdtext = open(md).read() if os.path.isfile(md) else ""
     check(mdtext.startswith("| run |") and mdtext.count("\n| ") == 5 and "seed-to-seed spread" in mdtext,
