@@ -1196,13 +1196,15 @@ typedef struct {
     double seconds, tok_s, mfu, mem_gib;
 } StepFigures;
 
-// main.jsonl's first line of a run (or of a resumed piece of it): the model, the batch, the precision, and the
-// FLOPs per token behind the MFU figures
-static void json_run_event(FILE* fp, const Model* m, const Options* o, int micro_steps, int start_step, double flops_per_token) {
+// main.jsonl's first line of a run (or of a resumed piece of it): the GPU (rank 0's), the model, the batch, the
+// precision, and the FLOPs per token behind the MFU figures
+static void json_run_event(FILE* fp, const char* gpu_name, const Model* m, const Options* o, int micro_steps, int start_step,
+                           double flops_per_token) {
     if (!fp) { return; }
     const ModelConfig* c = &m->config;
     JsonLine j;
     jsonl_begin(&j, "run");
+    jsonl_string(&j, "gpu", gpu_name);
     jsonl_string(&j, "family", family_names[c->family]);
     jsonl_int(&j, "layers", c->num_layers);  jsonl_int(&j, "channels", c->channels);
     jsonl_int(&j, "heads", c->num_heads);    jsonl_int(&j, "kv_heads", c->num_kv_heads);
@@ -1419,7 +1421,7 @@ int main(int argc, char** argv) {
     }
     printf("model FLOPs per token %.4g (6 x %.1fM matmul weights + attention); MFU against %.0f TFLOP/s per GPU\n",
            flops_per_token, model_matmul_params(&config) / 1e6, GPU_PEAK_FLOPS / 1e12);
-    json_run_event(jsonf, &model, &o, micro_steps, start_step, flops_per_token);
+    json_run_event(jsonf, prop.name, &model, &o, micro_steps, start_step, flops_per_token);
     int* strategies_before = (int*)malloc_check((size_t)model.adahop.num_linears * NUM_GEMMS * sizeof(int));
 
     double total_time = 0.0;

@@ -15,6 +15,9 @@ fi
 grep -m 2 -e 'MFU' "$out/train.txt"
 $PYTHON dev/test/check_jsonl.py "$out" || exit 1
 $PYTHON scripts/plot_losses.py "$out" --no-plot | tee "$out/table.txt"
-awk -v run="${out##*/}" '$1 == run && $NF != "n/a" { found = 1 } END { exit !found }' "$out/table.txt" ||
-    { echo "jsonl_test $init: plot_losses.py shows no MFU for the run"; exit 1; }
+# the run's row has an MFU and a GPU (columns found by their header names)
+awk -v run="${out##*/}" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i }
+    $1 == run && col["mfu_%"] && col["gpu"] && $col["mfu_%"] != "n/a" && $col["gpu"] != "n/a" { found = 1 }
+    END { exit !found }' "$out/table.txt" ||
+    { echo "jsonl_test $init: plot_losses.py shows no MFU or no GPU for the run"; exit 1; }
 echo "jsonl_test $init: passed"
