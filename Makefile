@@ -70,6 +70,9 @@ $(BUILD)/bench_quant_error: dev/bench_quant_error.c $(HOST_HEADERS) | $(BUILD)
 # ---- CUDA: the trainer, the model test and the kernel tests (compile and link anywhere nvcc exists)
 train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp $(BUILD)/model_logits_gpu: NVCCFLAGS += $(DP_NVCCFLAGS)
 train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp $(BUILD)/model_logits_gpu: NVLIBS += $(DP_LIBS)
+# the trainer records the source commit it was built from ("-dirty": with uncommitted changes) in main.jsonl
+BUILD_COMMIT := $(shell git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
+train_gpt2_adahop: NVCCFLAGS += -DBUILD_COMMIT='"$(BUILD_COMMIT)"'
 train_gpt2_adahop: train_gpt2_adahop.cu $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
 test_gpt2cu: test_gpt2.cu train_gpt2_adahop.cu dev/test/reference_file.h $(HOST_HEADERS) $(CUDA_HEADERS)

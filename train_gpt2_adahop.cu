@@ -53,6 +53,10 @@
 #include "llmc/evals.h"            // defines: EvalSuite, EvalTask: eval file reading, batching and scoring (host)
 #include "llmc/evals.cuh"          // defines: the GPU argmax of the LAMBADA last word
 
+#ifndef BUILD_COMMIT
+#define BUILD_COMMIT "unknown"   // the Makefile sets it: the source commit of this build (main.jsonl's run event)
+#endif
+
 // ----------------------------------------------------------------------------
 // activations kept for the backward pass, and scratch buffers. The names are GPT-2's; in LLaMA ln1/ln2/lnf are
 // the RMSNorm outputs, fch the gate/up activation [2H] and mlp_act its SwiGLU [H].
@@ -1196,8 +1200,8 @@ typedef struct {
     double seconds, tok_s, mfu, mem_gib;
 } StepFigures;
 
-// main.jsonl's first line of a run (or of a resumed piece of it): the GPU (rank 0's), the model, the batch, the
-// precision, and the FLOPs per token behind the MFU figures
+// main.jsonl's first line of a run (or of a resumed piece of it): the GPU (rank 0's), the trainer's build commit,
+// the model, the batch, the precision, and the FLOPs per token behind the MFU figures
 static void json_run_event(FILE* fp, const char* gpu_name, const Model* m, const Options* o, int micro_steps, int start_step,
                            double flops_per_token) {
     if (!fp) { return; }
@@ -1205,6 +1209,7 @@ static void json_run_event(FILE* fp, const char* gpu_name, const Model* m, const
     JsonLine j;
     jsonl_begin(&j, "run");
     jsonl_string(&j, "gpu", gpu_name);
+    jsonl_string(&j, "build_commit", BUILD_COMMIT);
     jsonl_string(&j, "family", family_names[c->family]);
     jsonl_int(&j, "layers", c->num_layers);  jsonl_int(&j, "channels", c->channels);
     jsonl_int(&j, "heads", c->num_heads);    jsonl_int(&j, "kv_heads", c->num_kv_heads);
@@ -1396,8 +1401,8 @@ int main(int argc, char** argv) {
     if (config.family == FAMILY_LLAMA) { printf(" NKV=%d H=%d", config.num_kv_heads, config.hidden); }
     printf(" V=%d (padded %d) maxT=%d, %.1fM parameters\n", config.vocab_size, config.padded_vocab_size,
            config.max_seq_len, model.num_params / 1e6);
-    printf("GPU: %s | B=%d T=%d, %d micro-steps, %d tokens per step | steps %d..%d | lr %.2e warmup %d | %.2f GiB allocated\n",
-           prop.name, o.B, o.T, micro_steps, o.total_batch, start_step, o.max_steps, o.lr, o.warmup,
+    printf("GPU: %s | build %s | B=%d T=%d, %d micro-steps, %d tokens per step | steps %d..%d | lr %.2e warmup %d | %.2f GiB "
+           "allocated\n", prop.name, BUILD_COMMIT, o.B, o.T, micro_steps, o.total_batch, start_step, o.max_steps, o.lr, o.warmup,
            device_bytes_allocated / 1073741824.0);
     printf("data parallel: %d rank%s%s, %d micro-steps each, gradient all-reduce %s the backward pass, ZeRO-1 shards of "
            "%zu parameters\n", dp.world_size, dp.world_size > 1 ? "s" : "", dp.use_mpi ? " (MPI)" : "",

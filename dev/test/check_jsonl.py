@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Checks a GPU trainer run directory's main.jsonl against its main.log (dev/test/jsonl_test.sh runs it):
-every line is a JSON object with an "event"; the first is a "run" event that names the GPU and whose flops_per_token
-equals the count recomputed here from its model fields (6 x matmul weights + 12 L T C); every step's loss, lr and
-grad norm equal main.log's "s:<step> tl:" line, every val loss its "s:<step> vl:" line, the strategy changes its
-"adahop step" lines, every "eval" event's scores its "s:<step> <task>:<score> ..." line (-E); MFU = flops_per_token x tok_s / (world_size x peak_flops); steps 1..max_steps are all there.
+every line is a JSON object with an "event"; the first is a "run" event that names the GPU and the build commit
+and whose flops_per_token equals the count recomputed here from its model fields (6 x matmul weights + 12 L T C);
+every step's loss, lr and grad norm equal main.log's "s:<step> tl:" line, every val loss its "s:<step> vl:" line,
+the strategy changes its "adahop step" lines, every "eval" event's scores its "s:<step> <task>:<score> ..." line
+(-E); MFU = flops_per_token x tok_s / (world_size x peak_flops); steps 1..max_steps are all there.
 Usage: check_jsonl.py RUN_DIR. Prints "N passed, M failed"; exits 1 on a failure.
 """
 import json
@@ -50,8 +51,8 @@ def main(d):
     check(all(isinstance(e, dict) and "event" in e for e in events), f"{len(events)} lines, each a JSON object with an event")
     run = events[0] if events else {}
     check(run.get("event") == "run", "the first line is the run event", str(run))
-    check(isinstance(run.get("gpu"), str) and run["gpu"].strip() != "", f"the run event names the GPU ({run.get('gpu')})",
-          str(run))
+    for key in ("gpu", "build_commit"):
+        check(isinstance(run.get(key), str) and run[key].strip() != "", f"the run event's {key} ({run.get(key)})", str(run))
     check(close(run.get("flops_per_token"), flops_per_token(run), 1e-8), "flops_per_token = 6 x matmul weights + 12 L T C",
           f"{run.get('flops_per_token')} vs {flops_per_token(run)}")
     steps = {e["step"]: e for e in events if e["event"] == "step"}
