@@ -38,17 +38,15 @@ static void compare_tensor(const char* name, const float* got, const float* want
 // the model a reference file was made for, and its starting weights (malloc'ed): a GPT-2 reference keeps them in
 // the model file model_path, a LLaMA reference carries them itself
 static float* reference_model(const ReferenceFile* ref, const char* model_path, ModelConfig* config) {
-    float* params = (float*)malloc_check(ref->num_params * sizeof(float));
     if (ref->family == REF_FAMILY_LLAMA) {
+        float* params = (float*)malloc_check(ref->num_params * sizeof(float));
         *config = model_from_llama(&ref->llama);
         memcpy(params, ref->params, ref->num_params * sizeof(float));
         return params;
     }
     CheckpointHeader ck;
-    FILE* fp = checkpoint_open(model_path, &ck);
+    float* params = checkpoint_load_params(model_path, FAMILY_GPT2, &ck);
     checkpoint_require_config(model_path, &ck.config, &ref->config);
-    checkpoint_read_payload(fp, &ck, params, NULL, NULL);
-    fclose_check(fp);
     *config = model_from_gpt2(&ck.config);
     return params;
 }
