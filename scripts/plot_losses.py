@@ -472,7 +472,7 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
     for ax in axes:
         ax.set_xlabel("step")
         ax.grid(True, alpha=0.3)
-        if ax.lines:
+        if ax.get_legend_handles_labels()[0]:   # a lone bf16 run's gap panel holds only the unlabelled zero line
             ax.legend(fontsize=8)
     if ymax == "auto":   # the first steps' loss (about 11) would hide the differences at the end
         last = max([max(r.train) for r in runs if r.train] + [max(r.val) for r in runs if r.val])

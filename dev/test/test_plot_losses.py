@@ -277,6 +277,7 @@ def test_plot(tmp, have_mpl):
     if have_mpl:
         width = int.from_bytes(open(os.path.join(tmp, "plain.png"), "rb").read(24)[16:20], "big")
         check(width == PNG_WIDTH[3], f"a run without evals: three panels ({width} px wide, want {PNG_WIDTH[3]})")
+        check("Warning" not in err, "a lone bf16 run: no plotting warnings (its gap panel gets no empty legend)", err)
     bad_eval = os.path.join(tmp, "bad_eval", "bf16_s1")
     write_run(bad_eval, "bf16_s1337")
     with open(os.path.join(bad_eval, "main.log"), "a") as f:
