@@ -1,0 +1,108 @@
+"""Every relative link and image of the repository's Markdown files points to a file or folder that exists, and
+every '#anchor' into a Markdown file names one of its headings (GitHub's heading ids), so that a moved script or a
+renamed section cannot leave the README's claims pointing nowhere. A self-check first: a synthetic page with one
+broken link and one bad anchor must be reported, and nothing else on it.
+
+usage: python3 dev/test/test_doc_links.py [FILE.md ...]   (default: every Markdown file git tracks)"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, summary  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+FENCE = re.compile(r"^\s*(```|~~~)")
+CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+def prose_lines(text):
+    """the lines of a Markdown text outside fenced code blocks, code spans replaced by their text in quotes"""
+    inside = False
+    for line in text.split("\n"):
+        if FENCE.match(line):
+            inside = not inside
+            continue
+        if not inside:
+            yield CODE_SPAN.sub(lambda m: '"' + m.group(2).replace("](", "] (") + '"', line)
+
+
+def heading_id(title, seen):
+    """GitHub's id of a heading: its text without links' targets, lowercased, characters other than letters,
+    digits, '_', '-' and spaces dropped, spaces turned into '-'; a repeated id gets -1, -2, ..."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", title).lower()
+    slug = "".join(c for c in text if c.isalnum() or c in "_- ").replace(" ", "-")
+    n = seen.get(slug, 0)
+    seen[slug] = n + 1
+    return slug if n == 0 else f"{slug}-{n}"
+
+
+def anchors_of(path, cache={}):
+    """the heading ids of a Markdown file"""
+    if path not in cache:
+        seen = {}
+        with open(path, encoding="utf-8") as f:
+            cache[path] = {heading_id(m.group(2), seen) for line in prose_lines(f.read())
+                           if (m := HEADING.match(line))}
+    return cache[path]
+
+
+def broken_links(md_path):
+    """(line number, target, why) for each relative link of a Markdown file that points nowhere"""
+    with open(md_path, encoding="utf-8") as f:
+        text = f.read()
+    problems = []
+    for number, line in enumerate(prose_lines(text), 1):
+        for m in LINK.finditer(line):
+            target = m.group(1)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):  # http:, https:, mailto:, ...
+                continue
+            file_part, _, anchor = target.partition("#")
+            path = os.path.normpath(os.path.join(os.path.dirname(md_path), file_part)) if file_part else md_path
+            if not os.path.exists(path):
+                problems.append((number, target, "no such file or folder"))
+            elif anchor and path.endswith(".md") and anchor not in anchors_of(path):
+                problems.append((number, target, f"no heading with id '{anchor}' in {os.path.relpath(path, REPO)}"))
+    return problems
+
+
+def self_check():
+    """the checker reports a broken link and a bad anchor of a synthetic page, and only those"""
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "other.md"), "w") as f:
+            f.write("# Title\n\n## The LM head in low precision (`-H 1`)\n\n## Title\n")
+        page = os.path.join(tmp, "page.md")
+        with open(page, "w") as f:
+            f.write("# Page\n[ok](other.md) [ok anchor](other.md#the-lm-head-in-low-precision--h-1)\n"
+                    "[repeated](other.md#title-1) [self](#page) [folder](.) ![web](https://example.com/x.png)\n"
+                    "[broken](missing.md) and [bad anchor](other.md#no-such-heading)\n"
+                    "```\n[in a code block](nowhere.md)\n```\n`[in a code span](nowhere.md)`\n")
+        found = [(n, t) for n, t, _ in broken_links(page)]
+    expected = [(4, "missing.md"), (4, "other.md#no-such-heading")]
+    check(found == expected, "self-check: a broken link and a bad anchor are reported, nothing else",
+          f"found {found}, expected {expected}")
+
+
+def tracked_markdown():
+    """the Markdown files git tracks, relative to the repository"""
+    out = subprocess.run(["git", "-C", REPO, "ls-files", "*.md"], capture_output=True, text=True, check=True).stdout
+    return [os.path.join(REPO, p) for p in out.split()]
+
+
+def main():
+    self_check()
+    files = [os.path.abspath(p) for p in sys.argv[1:]] or tracked_markdown()
+    check(len(files) > 0, "Markdown files to check were found")
+    for md in files:
+        problems = broken_links(md)
+        check(not problems, f"links of {os.path.relpath(md, REPO)}",
+              "\n     ".join(f"line {n}: {t}: {why}" for n, t, why in problems))
+    return summary("test_doc_links")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
