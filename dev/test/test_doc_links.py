@@ -4,6 +4,7 @@ renamed section cannot leave the README's claims pointing nowhere. A self-check 
 broken link and one bad anchor must be reported, and nothing else on it.
 
 usage: python3 dev/test/test_doc_links.py [FILE.md ...]   (default: every Markdown file git tracks)"""
+import functools
 import os
 import re
 import subprocess
@@ -21,14 +22,15 @@ HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
 def prose_lines(text):
-    """the lines of a Markdown text outside fenced code blocks, code spans replaced by their text in quotes"""
+    """(line number, line) for the lines of a Markdown text outside fenced code blocks, code spans replaced by their
+    text in quotes"""
     inside = False
-    for line in text.split("\n"):
+    for number, line in enumerate(text.split("\n"), 1):
         if FENCE.match(line):
             inside = not inside
             continue
         if not inside:
-            yield CODE_SPAN.sub(lambda m: '"' + m.group(2).replace("](", "] (") + '"', line)
+            yield number, CODE_SPAN.sub(lambda m: '"' + m.group(2).replace("](", "] (") + '"', line)
 
 
 def heading_id(title, seen):
@@ -41,14 +43,12 @@ def heading_id(title, seen):
     return slug if n == 0 else f"{slug}-{n}"
 
 
-def anchors_of(path, cache={}):
+@functools.lru_cache(maxsize=None)
+def anchors_of(path):
     """the heading ids of a Markdown file"""
-    if path not in cache:
-        seen = {}
-        with open(path, encoding="utf-8") as f:
-            cache[path] = {heading_id(m.group(2), seen) for line in prose_lines(f.read())
-                           if (m := HEADING.match(line))}
-    return cache[path]
+    seen = {}
+    with open(path, encoding="utf-8") as f:
+        return {heading_id(m.group(2), seen) for _, line in prose_lines(f.read()) if (m := HEADING.match(line))}
 
 
 def broken_links(md_path):
@@ -56,7 +56,7 @@ def broken_links(md_path):
     with open(md_path, encoding="utf-8") as f:
         text = f.read()
     problems = []
-    for number, line in enumerate(prose_lines(text), 1):
+    for number, line in prose_lines(text):
         for m in LINK.finditer(line):
             target = m.group(1)
             if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):  # http:, https:, mailto:, ...
@@ -88,7 +88,7 @@ def self_check():
 
 
 def tracked_markdown():
-    """the Markdown files git tracks, relative to the repository"""
+    """the absolute paths of the Markdown files git tracks"""
     out = subprocess.run(["git", "-C", REPO, "ls-files", "*.md"], capture_output=True, text=True, check=True).stdout
     return [os.path.join(REPO, p) for p in out.split()]
 
