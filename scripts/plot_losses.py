@@ -357,6 +357,23 @@ def build_table(runs, ref, spread, alpha):
     return header, rows, lines, notes
 
 
+def gap_along_run(runs, ref, steps):
+    """Header and rows of the val loss gap in % at the given steps ("-" where a run or its bf16 has no val loss):
+    each run other than bf16 against the bf16 run of its seed, each other bf16 run against the reference (the
+    seed-to-seed spread along the run)"""
+    bf16_of_seed = same_seed_bf16(runs)
+    gaps = []
+    for r in runs:
+        base = ref if r.mode == "bf16" else bf16_of_seed.get(r.seed)
+        if base is None or base is r or not r.val:
+            continue
+        gaps.append((r, base, {s: 100.0 * (r.val[s] - base.val[s]) / base.val[s]
+                               for s in steps if s in r.val and s in base.val}))
+    header = ["run", "against"] + [str(s) for s in steps]
+    rows = [[r.name, b.name] + [fmt(g[s], "+.2f") + "%" if s in g else "-" for s in steps] for r, b, g in gaps]
+    return header, rows
+
+
 GEMM_KINDS = ("fwd", "dx", "dw")   # llmc/adahop.h's GEMM names, in the order of the change tables' columns
 
 
@@ -508,6 +525,10 @@ def main(argv=None):
     p.add_argument("--ref", metavar="RUN", help="reference run name (default: the bf16 run with the other modes' seed)")
     p.add_argument("--changes", metavar="FILE", help="also write each run's AdaHOP strategy changes as Markdown to FILE: "
                    "per step the GEMMs that changed and the strategies they moved to, then every change")
+    p.add_argument("--gap-steps", metavar="LIST",
+                   help="also print (and add to --markdown) the val loss gap in %% at these steps (comma-separated, "
+                   "e.g. 100,200,300): each run against the bf16 run of its seed, each other bf16 run against the "
+                   "reference")
     p.add_argument("--no-plot", action="store_true", help="table only (no matplotlib needed)")
     p.add_argument("--ymax", default="auto", help="upper limit of the train and val loss axes: a number, 'auto' "
                    "(default: the highest loss after the first 10%% of the steps) or 'none' (the full range)")
@@ -519,6 +540,14 @@ def main(argv=None):
             a.ymax = float(a.ymax)
         except ValueError:
             p.error(f"--ymax {a.ymax}: a number, auto or none")
+    gap_steps = []
+    if a.gap_steps is not None:
+        try:
+            gap_steps = sorted({int(x) for x in a.gap_steps.split(",")})
+        except ValueError:
+            gap_steps = [-1]
+        if not gap_steps or gap_steps[0] < 0:
+            p.error(f"--gap-steps {a.gap_steps}: comma-separated non-negative steps")
     if not 0.0 <= a.ema < 1.0:
         p.error(f"--ema {a.ema}: must be in [0, 1)")
     try:
@@ -535,9 +564,19 @@ def main(argv=None):
         print(text_table(header, rows))
         for x in lines + notes:
             print(x)
+        gap_md = ""
+        if gap_steps:
+            gap_header, gap_rows = gap_along_run(runs, ref, gap_steps)
+            print("\nval loss gap in % along the run:")
+            print(text_table(gap_header, gap_rows) if gap_rows else "no run has a bf16 run to compare with")
+            gap_md = ("\nVal loss gap along the run (% over the bf16 run of the same seed; other bf16 runs: over the "
+                      "reference):\n\n")
+            gap_md += "\n".join(["| " + " | ".join(gap_header) + " |",
+                                  "|---|---|" + "---:|" * (len(gap_header) - 2)]
+                                 + ["| " + " | ".join(row) + " |" for row in gap_rows]) + "\n"
         if a.markdown:
             with open(a.markdown, "w") as f:
-                f.write(markdown_table(header, rows, lines, notes, a.ema))
+                f.write(markdown_table(header, rows, lines, notes, a.ema) + gap_md)
             print(f"wrote {a.markdown}")
         if a.changes:
             with open(a.changes, "w") as f:

@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
 """CPU test of scripts/plot_losses.py, scripts/run_modes.sh and scripts/long_runs.sh (no GPU).
 
-plot_losses.py: synthetic logs of 5 runs (bf16, mxfp4, hadamard, adahop with seed 1337, bf16 with seed 42):
-adahop has only a main.jsonl, hadamard a main.jsonl and a main.log with other numbers (main.jsonl must win),
-the others a main.log; the PNG is written and non-empty, the printed gaps to bf16, gap %, gap/spread, the
-seed-to-seed spread, the EMA train loss, the AdaHOP change counts and the median tok/s and MFU equal the values
-computed here; the evals (adahop: main.jsonl "eval" events, mxfp4: main.log eval lines, hadamard: a main.jsonl
-without eval events, so main.log's eval lines) fill the eval columns with each run's last scores, n/a for the
-bf16 runs, and a fourth figure panel (the PNG is four panels wide); eval events win over main.log's eval lines;
-the Markdown table is written; the gap to bf16 of the run's own seed (another folder: adahop seed 42 against bf16
-seed 42, a run without a bf16 of its seed n/a); --changes lists the AdaHOP changes per step and GEMM kind; a main.jsonl run takes its mode and seed from its run event and leaves out a last
-line still being written; missing and empty logs, a bad JSON line and an eval line with a non-number stop with a
-clear error. Without matplotlib the plotting checks are skipped (with a message) and the table is checked with
---no-plot.
+plot_losses.py: synthetic logs of 5 runs (bf16, mxfp4, hadamard, adahop with seed 1337, bf16 with seed 42): adahop
+has only a main.jsonl, hadamard a main.jsonl and a main.log with other numbers (main.jsonl must win), the others a
+main.log; the PNG is written and non-empty, the printed gaps to bf16, gap %, gap/spread, the seed-to-seed spread,
+the EMA train loss, the AdaHOP change counts and the median tok/s and MFU equal the values computed here; the evals
+(adahop: main.jsonl "eval" events, mxfp4: main.log eval lines, hadamard: a main.jsonl without eval events, so
+main.log's eval lines) fill the eval columns with each run's last scores, n/a for the bf16 runs, and a fourth figure
+panel (the PNG is four panels wide); eval events win over main.log's eval lines; the Markdown table is written; the
+gap to bf16 of the run's own seed (another folder: adahop seed 42 against bf16 seed 42, a run without a bf16 of its
+seed n/a); --changes lists the AdaHOP changes per step and GEMM kind; --gap-steps prints (and adds to the Markdown)
+the gap in % along the run at the steps given, '-' where a run has no val loss, and refuses a bad list; a main.jsonl
+run takes its mode and seed from its run event and leaves out a last line still being written; missing and empty
+logs, a bad JSON line and an eval line with a non-number stop with a clear error. Without matplotlib the plotting
+checks are skipped (with a message) and the table is checked with --no-plot.
 
 run_modes.sh: flag errors, --dry-run, and a fake trainer (a Python script given by --trainer or
 ADAHOP_TRAINER, with the real trainer's log, checkpoint and resume behaviour) trained in pieces by --steps and
@@ -226,6 +227,27 @@ def test_plot(tmp, have_mpl):
     mdtext = open(md).read() if os.path.isfile(md) else ""
     check(mdtext.startswith("| run |") and mdtext.count("\n| ") == 5 and "seed-to-seed spread" in mdtext,
           "Markdown table written (--markdown)", mdtext[:300])
+
+    # --gap-steps: the gap in % along the run, each run against bf16 of its seed, bf16 seed 42 against the reference;
+    # "-" at a step without a val loss (75); values from the logs' rounded val losses
+    def logged_val(name, s):
+        return float(f"{ALL_VAL[name] if s == STEPS else val_loss(name, s):.6f}")
+    gap_steps = [50, 75, 100, STEPS]
+    rc, out, err = run([sys.executable, PLOT, root, "--no-plot", "--markdown", md, "--gap-steps", "200,100,75,50"])
+    below = out.split("along the run:", 1)[1] if "along the run:" in out else ""
+    got = {ln.split()[0]: ln.split()[1:] for ln in below.splitlines()[3:] if ln.split() and not ln.startswith("wrote ")}
+    want = {name: ["bf16_s1337"] + [f"{100 * (logged_val(name, s) - logged_val('bf16_s1337', s)) / logged_val('bf16_s1337', s):+.2f}%"
+                                     if s % VAL_EVERY == 0 else "-" for s in gap_steps]
+            for name in FINAL_VAL if name != "bf16_s1337"}
+    check(rc == 0 and below.splitlines()[1].split() == ["run", "against"] + [str(s) for s in gap_steps] and got == want,
+          "--gap-steps: gap % per run against bf16 of its seed at the sorted steps, '-' without a val loss, no row "
+          "for the reference", out + err)
+    mdtext = open(md).read() if os.path.isfile(md) else ""
+    check(f"| adahop_s1337 | bf16_s1337 | {' | '.join(want['adahop_s1337'][1:])} |" in mdtext,
+          "--gap-steps: the table is added to --markdown", mdtext[-600:])
+    for bad in ("5x", "-50", ","):
+        rc, out, err = run([sys.executable, PLOT, root, "--no-plot", "--gap-steps", bad])
+        check(rc == 2 and "--gap-steps" in err and "Traceback" not in err, f"--gap-steps {bad}: usage error, exit 2", err)
 
     # the gap to bf16 of the run's own seed (another data order) beside the gap to the reference; n/a without one
     paired = os.path.join(tmp, "paired")
