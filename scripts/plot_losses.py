@@ -542,12 +542,10 @@ def main(argv=None):
             p.error(f"--ymax {a.ymax}: a number, auto or none")
     gap_steps = []
     if a.gap_steps is not None:
-        try:
-            gap_steps = sorted({int(x) for x in a.gap_steps.split(",")})
-        except ValueError:
-            gap_steps = [-1]
-        if not gap_steps or gap_steps[0] < 0:
+        parts = [x.strip() for x in a.gap_steps.split(",")]
+        if not all(x.isdecimal() for x in parts):
             p.error(f"--gap-steps {a.gap_steps}: comma-separated non-negative steps")
+        gap_steps = sorted({int(x) for x in parts})
     if not 0.0 <= a.ema < 1.0:
         p.error(f"--ema {a.ema}: must be in [0, 1)")
     try:
