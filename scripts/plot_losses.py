@@ -410,9 +410,14 @@ def text_table(header, rows):
     return "\n".join(out)
 
 
+def markdown_grid(header, rows, left):
+    """the lines of a Markdown table: the first `left` columns left-aligned, the others right-aligned"""
+    rule = "|" + "|".join("---" if i < left else "---:" for i in range(len(header))) + "|"
+    return ["| " + " | ".join(header) + " |", rule] + ["| " + " | ".join(row) + " |" for row in rows]
+
+
 def markdown_table(header, rows, lines, notes, alpha):
-    md = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i < 3 else "---:" for i in range(len(header))) + "|"]
-    md += ["| " + " | ".join(row) + " |" for row in rows]
+    md = markdown_grid(header, rows, 3)
     md += [""] + [f"- {x}" for x in lines + notes]
     md.append(f"- train_ema: EMA of the train loss (alpha {alpha}) at the last step; gap = val loss - reference at the "
               "same step; gap/spread = gap in units of the bf16 seed-to-seed spread; adahop_changes: strategy "
@@ -569,9 +574,7 @@ def main(argv=None):
             print(text_table(gap_header, gap_rows) if gap_rows else "no run has a bf16 run to compare with")
             gap_md = ("\nVal loss gap along the run (% over the bf16 run of the same seed; other bf16 runs: over the "
                       "reference):\n\n")
-            gap_md += "\n".join(["| " + " | ".join(gap_header) + " |",
-                                  "|---|---|" + "---:|" * (len(gap_header) - 2)]
-                                 + ["| " + " | ".join(row) + " |" for row in gap_rows]) + "\n"
+            gap_md += "\n".join(markdown_grid(gap_header, gap_rows, 2)) + "\n"
         if a.markdown:
             with open(a.markdown, "w") as f:
                 f.write(markdown_table(header, rows, lines, notes, a.ema) + gap_md)
