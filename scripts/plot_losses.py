@@ -262,14 +262,19 @@ def pick_reference(runs, ref_name):
     return bf16[0]
 
 
+def val_gap(run, ref, s):
+    """(gap, gap %) of run's val loss over ref's at step s (both have one there)"""
+    gap = run.val[s] - ref.val[s]
+    return gap, 100.0 * gap / ref.val[s]
+
+
 def compare_val(run, ref):
     """(step, gap, gap %) at the last val step both runs have; None when there is none."""
     common = set(run.val) & set(ref.val)
     if not common:
         return None
     s = max(common)
-    gap = run.val[s] - ref.val[s]
-    return s, gap, 100.0 * gap / ref.val[s]
+    return (s,) + val_gap(run, ref, s)
 
 
 def seed_spread(runs, ref):
@@ -367,8 +372,7 @@ def gap_along_run(runs, ref, steps):
         base = ref if r.mode == "bf16" else bf16_of_seed.get(r.seed)
         if base is None or base is r or not r.val:
             continue
-        gaps.append((r, base, {s: 100.0 * (r.val[s] - base.val[s]) / base.val[s]
-                               for s in steps if s in r.val and s in base.val}))
+        gaps.append((r, base, {s: val_gap(r, base, s)[1] for s in steps if s in r.val and s in base.val}))
     header = ["run", "against"] + [str(s) for s in steps]
     rows = [[r.name, b.name] + [fmt(g[s], "+.2f") + "%" if s in g else "-" for s in steps] for r, b, g in gaps]
     return header, rows
