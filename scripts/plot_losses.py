@@ -309,6 +309,12 @@ def same_seed_bf16(runs):
     return out
 
 
+def gap_base(run, ref, bf16_of_seed):
+    """the run a run's gap along the run is taken against: bf16 of its seed for a quantized run (the reference where
+    its seed has none), the reference for a bf16 run (the seed-to-seed spread); None without a reference"""
+    return bf16_of_seed.get(run.seed, ref) if run.mode != "bf16" else ref
+
+
 def build_table(runs, ref, spread, alpha):
     header = ["run", "mode", "seed", "steps", "train_ema", "val_step", "val_loss", "gap_to_bf16", "gap_%",
               "gap/spread", "adahop_changes", "change_steps", "tok/s", "mfu_%", "gap_same_seed_%", "gpu"]
@@ -363,13 +369,12 @@ def build_table(runs, ref, spread, alpha):
 
 
 def gap_along_run(runs, ref, steps):
-    """Header and rows of the val loss gap in % at the given steps ("-" where a run or its bf16 has no val loss):
-    each run other than bf16 against the bf16 run of its seed, each other bf16 run against the reference (the
-    seed-to-seed spread along the run)"""
+    """Header and rows of the val loss gap in % at the given steps ("-" where a run or its base has no val loss),
+    each run against its gap_base"""
     bf16_of_seed = same_seed_bf16(runs)
     gaps = []
     for r in runs:
-        base = ref if r.mode == "bf16" else bf16_of_seed.get(r.seed)
+        base = gap_base(r, ref, bf16_of_seed)
         if base is None or base is r or not r.val:
             continue
         gaps.append((r, base, {s: val_gap(r, base, s)[1] for s in steps if s in r.val and s in base.val}))
@@ -469,8 +474,7 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin):
         vsteps = [s for s in sorted(r.val) if xmin is None or s >= xmin]
         if vsteps:
             ax_val.plot(vsteps, [r.val[s] for s in vsteps], style, marker="o", markersize=3, color=color, label=r.label)
-        # a quantized run against bf16 of its own seed where there is one; bf16 runs against the reference (the spread)
-        base = bf16_of_seed.get(r.seed, ref) if r.mode != "bf16" else ref
+        base = gap_base(r, ref, bf16_of_seed)
         if base is not None and r is not base:
             gs = [s for s in sorted(set(r.val) & set(base.val)) if xmin is None or s >= xmin]
             if gs:
@@ -536,8 +540,8 @@ def main(argv=None):
                    "per step the GEMMs that changed and the strategies they moved to, then every change")
     p.add_argument("--gap-steps", metavar="LIST",
                    help="also print (and add to --markdown) the val loss gap in %% at these steps (comma-separated, "
-                   "e.g. 100,200,300): each run against the bf16 run of its seed, each other bf16 run against the "
-                   "reference")
+                   "e.g. 100,200,300): each run against the bf16 run of its seed (the reference where the seed has "
+                   "none), each other bf16 run against the reference")
     p.add_argument("--no-plot", action="store_true", help="table only (no matplotlib needed)")
     p.add_argument("--ymax", default="auto", help="upper limit of the train and val loss axes: a number, 'auto' "
                    "(default: the highest loss after the first 10%% of the steps) or 'none' (the full range)")
@@ -575,10 +579,11 @@ def main(argv=None):
         if gap_steps:
             gap_header, gap_rows = gap_along_run(runs, ref, gap_steps)
             print("\nval loss gap in % along the run:")
-            print(text_table(gap_header, gap_rows) if gap_rows else "no run has a bf16 run to compare with")
-            gap_md = ("\nVal loss gap along the run (% over the bf16 run of the same seed; other bf16 runs: over the "
-                      "reference):\n\n")
-            gap_md += "\n".join(markdown_grid(gap_header, gap_rows, 2)) + "\n"
+            gap_text = "no run has a bf16 run to compare with"
+            print(text_table(gap_header, gap_rows) if gap_rows else gap_text)
+            gap_md = ("\nVal loss gap along the run (% over the bf16 run of the same seed, or the reference where the "
+                      "seed has none; other bf16 runs: over the reference):\n\n")
+            gap_md += ("\n".join(markdown_grid(gap_header, gap_rows, 2)) if gap_rows else gap_text) + "\n"
         if a.markdown:
             with open(a.markdown, "w") as f:
                 f.write(markdown_table(header, rows, lines, notes, a.ema) + gap_md)

@@ -6,14 +6,15 @@ has only a main.jsonl, hadamard a main.jsonl and a main.log with other numbers (
 main.log; the PNG is written and non-empty, the printed gaps to bf16, gap %, gap/spread, the seed-to-seed spread,
 the EMA train loss, the AdaHOP change counts and the median tok/s and MFU equal the values computed here; the evals
 (adahop: main.jsonl "eval" events, mxfp4: main.log eval lines, hadamard: a main.jsonl without eval events, so
-main.log's eval lines) fill the eval columns with each run's last scores, n/a for the bf16 runs, and a fourth figure
-panel (the PNG is four panels wide); eval events win over main.log's eval lines; the Markdown table is written; the
-gap to bf16 of the run's own seed (another folder: adahop seed 42 against bf16 seed 42, a run without a bf16 of its
-seed n/a); --changes lists the AdaHOP changes per step and GEMM kind; --gap-steps prints (and adds to the Markdown)
-the gap in % along the run at the steps given, '-' where a run has no val loss, and refuses a bad list; a main.jsonl
-run takes its mode and seed from its run event and leaves out a last line still being written; missing and empty
-logs, a bad JSON line and an eval line with a non-number stop with a clear error. Without matplotlib the plotting
-checks are skipped (with a message) and the table is checked with --no-plot.
+main.log's eval lines) fill the eval columns with each run's last scores, n/a for the bf16 runs, and a fourth
+figure panel (the PNG is four panels wide); eval events win over main.log's eval lines; the Markdown table is
+written; the gap to bf16 of the run's own seed (another folder: adahop seed 42 against bf16 seed 42, a run without
+a bf16 of its seed n/a); --changes lists the AdaHOP changes per step and GEMM kind; --gap-steps prints (and adds to
+the Markdown) the gap in % along the run at the steps given (against the reference where a run's seed has no bf16
+run), '-' where a run has no val loss, and refuses a bad list; a main.jsonl run takes its mode and seed from its
+run event and leaves out a last line still being written; missing and empty logs, a bad JSON line and an eval line
+with a non-number stop with a clear error. Without matplotlib the plotting checks are skipped (with a message) and
+the table is checked with --no-plot.
 
 run_modes.sh: flag errors, --dry-run, and a fake trainer (a Python script given by --trainer or
 ADAHOP_TRAINER, with the real trainer's log, checkpoint and resume behaviour) trained in pieces by --steps and
@@ -263,6 +264,12 @@ def test_plot(tmp, have_mpl):
     check(rc == 0 and a42[8] == want_ref and a42[14] == want_same and m[14] == "n/a",
           f"gap_same_seed_%: adahop_s42 {want_same} against bf16_s42 (gap_% {want_ref} against the reference); "
           "mxfp4_s1337 without a bf16 of its seed: n/a", out + err)
+    rc, out, err = run([sys.executable, PLOT, paired, "--no-plot", "--ref", "bf16_s7", "--gap-steps", str(STEPS)])
+    below = out.split("along the run:", 1)[1] if "along the run:" in out else ""
+    against = {ln.split()[0]: ln.split()[1] for ln in below.splitlines()[3:] if len(ln.split()) == 3}
+    check(rc == 0 and against == {"bf16_s42": "bf16_s7", "adahop_s42": "bf16_s42", "mxfp4_s1337": "bf16_s7"},
+          "--gap-steps: a run against bf16 of its seed, the reference where its seed has none (as the figure's gap "
+          "panel), other bf16 runs against the reference", out + err)
 
     # --changes: per step the GEMMs that changed and where they went, by GEMM kind, then every change
     ch = os.path.join(tmp, "changes.md")
