@@ -53,6 +53,7 @@ typedef struct {
     int precision, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
     float lr, weight_decay, grad_clip, skip_loss_z, skip_norm_z;
     uint64_t seed;
+    int64_t data_seed;           // -D: the training data order; -1 = the seed of -r
 } TrainArgs;
 
 _Static_assert(SPIKE_GUARD_WORDS <= CKPT_TRAINER_WORDS, "the spike guard must fit a checkpoint's trainer words");
@@ -75,7 +76,8 @@ static void usage(const char* prog) {
         "  -l <float> learning rate (default 3e-3)\n"
         "  -c <float> weight decay (default 0.0)\n"
         "  -k <float> gradient clip norm, 0 = none (default 1.0)\n"
-        "  -r <int>   seed for init, data order and sampling (default 1337)\n"
+        "  -r <int>   seed for init and sampling (default 1337)\n"
+        "  -D <int>   seed of the training data order, one permutation of all sequences per epoch (default: -r)\n"
         "  -v <int>   val loss every n steps, 0 = never (default 10)\n"
         "  -m <int>   val batches per evaluation (default 4)\n"
         "  -g <int>   tokens to sample at the end, 0 = none (default 32)\n"
@@ -102,7 +104,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     a->evals = NULL; a->eval_every = 0;
     a->B = 4; a->T = 64; a->max_steps = 40; a->val_every = 10; a->val_batches = 4;
     a->checkpoint_every = 0; a->keep_checkpoints = 0; a->resume = 0; a->gen_tokens = 32;
-    a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337; a->skip_loss_z = 0.0f; a->skip_norm_z = 0.0f;
+    a->lr = 3e-3f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->seed = 1337; a->data_seed = -1; a->skip_loss_z = 0.0f; a->skip_norm_z = 0.0f;
     a->precision = PREC_BF16; a->calib_steps = 30; a->calib_strategy = STRAT_IHT; a->reclass_every = 0; a->reclass_window = 5; a->oe_k = 64;
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
@@ -124,6 +126,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
             case 'c': a->weight_decay = parse_float(f, v, 0.0f, 10.0f); break;
             case 'k': a->grad_clip = parse_float(f, v, 0.0f, 1e30f); break;
             case 'r': a->seed = (uint64_t)parse_int(f, v, 0, 0x7fffffffffffffffL); break;
+            case 'D': a->data_seed = parse_int(f, v, 0, 0x7fffffffffffffffL); break;
             case 'v': a->val_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'm': a->val_batches = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'g': a->gen_tokens = (int)parse_int(f, v, 0, 1 << 16); break;
@@ -154,6 +157,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
     if (a->reclass_every > 0 && a->reclass_window > a->reclass_every) {
         die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", a->reclass_window, a->reclass_every);
     }
+    if (a->data_seed < 0) { a->data_seed = (int64_t)a->seed; }
     if (a->precision != PREC_BF16 && (a->B * a->T) % 32 != 0) { die("MXFP4 needs B*T (%d) to be a multiple of 32", a->B * a->T); }
 }
 
@@ -311,8 +315,8 @@ int main(int argc, char** argv) {
     }
 
     DataLoader train, val;
-    dataloader_init(&train, a.train_pattern, a.B, a.T, 0, 1, 1, a.seed, c.vocab_size);
-    dataloader_init(&val, a.val_pattern, a.B, a.T, 0, 1, 0, a.seed, c.vocab_size);
+    dataloader_init(&train, a.train_pattern, a.B, a.T, 1, (uint64_t)a.data_seed, c.vocab_size);
+    dataloader_init(&val, a.val_pattern, a.B, a.T, 0, 0, c.vocab_size);
     Tokenizer tok;
     tokenizer_init(&tok, a.tokenizer);
     tokenizer_require_vocab(&tok, a.tokenizer, c.vocab_size);
@@ -326,8 +330,8 @@ int main(int argc, char** argv) {
     int start_step = resume_path[0] ? load_state(resume_path, &m, &adahop, &guard, &train, &rng) : 0;
     if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
     FILE* logf = open_log(&a, start_step > 0);
-    printf("B=%d T=%d steps=%d lr=%g wd=%g clip=%g seed=%llu\n", a.B, a.T, a.max_steps, a.lr, a.weight_decay,
-           a.grad_clip, (unsigned long long)a.seed);
+    printf("B=%d T=%d steps=%d lr=%g wd=%g clip=%g seed=%llu data seed=%lld\n", a.B, a.T, a.max_steps, a.lr, a.weight_decay,
+           a.grad_clip, (unsigned long long)a.seed, (long long)a.data_seed);
 
     for (int step = start_step + 1; step <= a.max_steps; step++) {
         double t0 = now_ms();

@@ -869,6 +869,8 @@ typedef struct {
     int overlap;                 // all-reduce gradient buckets during the backward pass (-O)
     float skip_loss_z, skip_norm_z;   // spike skipping thresholds (-L, -Z; llmc/spike_guard.h), 0 = off
     int timed_gemms;             // -a: GEMM algorithms by timing in the first step (llmc/matmul.cuh)
+    int64_t data_seed;           // -D: the order of the training sequences; -1 = the checkpoint's when resuming, else -r
+    int val_bf16;                // -f: quantized runs validate with the block linears in BF16 too
 } Options;
 
 static_assert(SPIKE_GUARD_WORDS <= CKPT_TRAINER_WORDS, "the spike guard must fit a checkpoint's trainer words");
@@ -894,13 +896,18 @@ static void usage(const char* prog) {
            "  -k <f>     clip the gradient global norm to this, 0 = off (default 1.0)\n"
            "  -v <int>   validation every N steps, 0 = never (default 50)\n"
            "  -m <int>   validation batches, -1 = the whole validation set (default 20)\n"
+           "  -f <0|1>   in mxfp4 / hadamard / adahop, validate also with the block linears (and an -H 1 head) in BF16:\n"
+           "             the same weights through the bf16 forward, logged as val_loss_bf16 (default 1)\n"
            "  -s <int>   print a sample every N steps, 0 = never (default 100)\n"
            "  -g <int>   tokens per sample                 (default 64)\n"
            "  -n <int>   write a checkpoint every N steps to the -o dir, 0 = never (default 0)\n"
            "  -N <int>   keep only the newest N checkpoints, 0 = all (default 0)\n"
            "  -y <0|1>   resume from the newest valid checkpoint in the -o dir (newer corrupt ones are skipped with a\n"
            "             warning) (default 0)\n"
-           "  -r <int>   random seed for init, data order and sampling (default 1337)\n"
+           "  -r <int>   random seed for init, stochastic rounding and sampling (default 1337)\n"
+           "  -D <int>   seed of the training data order: one permutation of all sequences of all shards per epoch, so\n"
+           "             runs of the same -D read the same batches whatever -r, B or the cut into shards (default: -r;\n"
+           "             a resumed run keeps its checkpoint's)\n"
            "  -z <path>  token decoding file               (default data/gpt2_tokenizer.bin)\n"
            "  -E <path>  downstream evals (dev/data/prepare_evals.py files: a folder of them or a glob), scored in the\n"
            "             run's precision on rank 0 at the end, printed and logged (default: none); with -x 0 and a model\n"
@@ -927,7 +934,8 @@ static void usage(const char* prog) {
            "             (a quantization pass per operand); results are identical; separate is the default while it is\n"
            "             the faster (dev/RESULTS.md, fused operands) (default separate)\n"
            "  -H <0|1>   the LM head too (logits and their two backward GEMMs) in the -p precision, as one more AdaHOP\n"
-           "             linear; mxfp4 / hadamard / adahop only, B x T x padded vocab below 2^31 (default 0: BF16)\n"
+           "             linear; B x T x padded vocab below 2^31; with -p bf16 the head is BF16 either way and -H 1 changes\n"
+           "             nothing (so a set of runs can share it) (default 0: BF16)\n"
            "Memory:\n"
            "  -A <0|1|2> recompute activations in the backward pass instead of keeping them for every layer: 1 the MLP's\n"
            "             pre-activation (fc / gate-up output), 2 also the qkv output; each saves (layers - 1) x B x T x its\n"
@@ -953,7 +961,7 @@ static void usage(const char* prog) {
 static Options parse_options(int argc, char** argv) {
     Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
                  NULL, 0, 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
-                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_IHT, 250, 10, 64, 0, 0, 0, DEFAULT_HEAD_CHUNK}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1, 0.0f, 0.0f, 1};
+                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_IHT, 250, 10, 64, 0, 0, 0, DEFAULT_HEAD_CHUNK}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1, 0.0f, 0.0f, 1, -1, 1};
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
@@ -979,6 +987,8 @@ static Options parse_options(int argc, char** argv) {
             case 'N': o.keep_ckpts = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'y': o.resume = (int)parse_int(f, v, 0, 1); break;
             case 'r': o.seed = (uint64_t)parse_int(f, v, 0, 0x7fffffffffffffffL); break;
+            case 'D': o.data_seed = parse_int(f, v, 0, 0x7fffffffffffffffL); break;
+            case 'f': o.val_bf16 = (int)parse_int(f, v, 0, 1); break;
             case 'l': o.lr = parse_float(f, v, 0.0f, 10.0f); break;
             case 'q': o.final_lr_frac = parse_float(f, v, 0.0f, 1.0f); break;
             case 'c': o.weight_decay = parse_float(f, v, 0.0f, 10.0f); break;
@@ -1025,7 +1035,7 @@ static Options parse_options(int argc, char** argv) {
         die("flag -W: the statistics window (%d) cannot exceed the re-classification interval -R (%d)", o.lin.reclass_window, o.lin.reclass_every);
     }
     if (o.lin.precision != PREC_BF16 && o.T % 32 != 0) { die("flag -t: MXFP4 needs T (%d) to be a multiple of 32", o.T); }
-    if (o.lin.lm_head && o.lin.precision == PREC_BF16) { die("flag -H: the LM head in low precision needs -p mxfp4, hadamard or adahop"); }
+    if (o.lin.precision == PREC_BF16) { o.lin.lm_head = 0; }   // the BF16 head is the head of every bf16 run
     return o;
 }
 
@@ -1047,6 +1057,32 @@ static float evaluate(Model* m, DataLoader* val, int batches, int B, int T) {
         model_forward(m, val->inputs, val->targets, B, T, 0.0f);
     }
     return model_mean_loss(m, B, T, n);
+}
+
+// evaluate() with every GEMM of the block linears (and of an -H 1 head) in BF16: the run's weights through the bf16
+// forward without its quantization (adahop_strategy_of maps precision bf16 to STRAT_BF16)
+static float evaluate_bf16_forward(Model* m, DataLoader* val, int batches, int B, int T) {
+    int precision = m->adahop.precision;
+    m->adahop.precision = PREC_BF16;
+    float loss = evaluate(m, val, batches, B, T);
+    m->adahop.precision = precision;
+    return loss;
+}
+
+// the E4M3 blocks the fast path converted inexactly (below its exact range, llmc/mxfp4.cuh) since the last call, its
+// two operand slots together, and the counters zeroed (waits for the GPU); -1 off the fast path
+static long long model_take_inexact_blocks(Model* m) {
+    if (m->adahop.precision == PREC_BF16 || m->ws.path != GEMM_PATH_FAST) { return -1; }
+    unsigned long long* counters[2] = {m->ws.ea.inexact_blocks, m->ws.eb.inexact_blocks};
+    unsigned long long total = 0;
+    for (int i = 0; i < 2; i++) {
+        unsigned long long n;
+        cudaCheck(cudaMemcpyAsync(&n, counters[i], sizeof(n), cudaMemcpyDeviceToHost, m->stream));
+        cudaCheck(cudaStreamSynchronize(m->stream));
+        cudaCheck(cudaMemsetAsync(counters[i], 0, sizeof(n), m->stream));
+        total += n;
+    }
+    return (long long)total;
 }
 
 // prints gen_tokens sampled tokens after <|endoftext|>, one forward over a B=1 window per token
@@ -1183,6 +1219,7 @@ static RunAgreement run_agreement_of(const Options* o, const ModelConfig* c, con
     a.skip_loss_z = agreement_double(o->skip_loss_z); a.skip_norm_z = agreement_double(o->skip_norm_z);   // -L, -Z: an extra norm all-reduce
     a.timed_gemms = resumed ? 0 : o->timed_gemms;   // -a 1 broadcasts rank 0's table after the first step; a resume loads it
     a.seed = (int64_t)o->seed;
+    a.data_seed = o->data_seed;
     a.resume_step = resumed ? resumed->step : 0;
     a.data_state = resumed ? agreement_hash(resumed->data_state, sizeof(resumed->data_state)) : 0;
     a.init_hash = agreement_hash(init, model_num_params(c) * sizeof(float));
@@ -1198,6 +1235,7 @@ typedef struct {
     int step;                 // 1-based: the step just finished
     float loss, lr, norm;
     double seconds, tok_s, mfu, mem_gib;
+    long long inexact_blocks;   // this rank's inexact E4M3 blocks of the step's GEMMs (model_take_inexact_blocks), -1: none
 } StepFigures;
 
 // main.jsonl's first line of a run (or of a resumed piece of it): the GPU (rank 0's), the trainer's build commit,
@@ -1222,6 +1260,8 @@ static void json_run_event(FILE* fp, const char* gpu_name, const Model* m, const
     jsonl_int(&j, "lm_head_lowp", o->lin.lm_head);
     jsonl_int(&j, "logit_rows", m->acts.logit_rows);
     jsonl_int(&j, "seed", (long long)o->seed);
+    jsonl_int(&j, "data_seed", (long long)o->data_seed);
+    jsonl_int(&j, "timed_gemms", o->timed_gemms);
     jsonl_int(&j, "start_step", start_step);  jsonl_int(&j, "max_steps", o->max_steps);
     jsonl_number(&j, "flops_per_token", flops_per_token);
     jsonl_number(&j, "peak_flops", GPU_PEAK_FLOPS);
@@ -1238,6 +1278,7 @@ static void json_step_event(FILE* fp, const StepFigures* f, const AdahopState* s
     jsonl_number(&j, "loss", f->loss);  jsonl_number(&j, "lr", f->lr);  jsonl_number(&j, "grad_norm", f->norm);
     jsonl_number(&j, "ms", f->seconds * 1e3);  jsonl_number(&j, "tok_s", f->tok_s);
     jsonl_number(&j, "mfu", f->mfu);  jsonl_number(&j, "mem_gib", f->mem_gib);
+    if (f->inexact_blocks >= 0) { jsonl_int(&j, "inexact_blocks", f->inexact_blocks); }
     int n = st->num_linears * NUM_GEMMS, changed = 0;
     char (*texts)[ADAHOP_CHANGE_TEXT_MAX] = (char (*)[ADAHOP_CHANGE_TEXT_MAX])malloc_check((size_t)n * ADAHOP_CHANGE_TEXT_MAX);
     const char** items = (const char**)malloc_check((size_t)n * sizeof(char*));
@@ -1259,13 +1300,14 @@ static void json_step_event(FILE* fp, const StepFigures* f, const AdahopState* s
     free(items);
 }
 
-// main.jsonl's line of a validation
-static void json_val_event(FILE* fp, int step, float val_loss) {
+// main.jsonl's line of a validation, with the loss through the bf16 forward when there is one (val_bf16, -f)
+static void json_val_event(FILE* fp, int step, float val_loss, const float* val_loss_bf16) {
     if (!fp) { return; }
     JsonLine j;
     jsonl_begin(&j, "val");
     jsonl_int(&j, "step", step);
     jsonl_number(&j, "val_loss", val_loss);
+    if (val_loss_bf16) { jsonl_number(&j, "val_loss_bf16", *val_loss_bf16); }
     jsonl_end(&j, fp);
 }
 
@@ -1319,6 +1361,14 @@ int main(int argc, char** argv) {
             o.seed = (uint64_t)ck.seed;
         }
         if (resume_path[0] && o.total_batch == -1 && ck.total_batch > 0) { o.total_batch = (int)ck.total_batch; }
+        if (resume_path[0]) {   // the data order is the run's: its checkpoint's seed, which an explicit -D must match
+            uint64_t data_seed = dataloader_state_seed(ck.data_state);
+            if (o.data_seed >= 0 && (uint64_t)o.data_seed != data_seed) {
+                die("flag -D %lld: the run resumed from '%s' reads the data order of seed %llu; a resumed run keeps it",
+                    (long long)o.data_seed, load_path, (unsigned long long)data_seed);
+            }
+            o.data_seed = (int64_t)data_seed;
+        }
         if (resume_path[0] && model_is_preset_name(o.init)) {   // the checkpoint's model (and family) must be -e's
             ModelConfig want;
             if (model_config_from_preset(o.init, config.max_seq_len, config.vocab_size, &want) == 0) {
@@ -1332,6 +1382,7 @@ int main(int argc, char** argv) {
         init = (float*)malloc_check(model_num_params(&config) * sizeof(float));
         model_init_params(&config, init, o.seed);
     }
+    if (o.data_seed < 0) { o.data_seed = (int64_t)o.seed; }
     if (o.T > config.max_seq_len) { die("flag -t: T=%d exceeds the model's max_seq_len %d", o.T, config.max_seq_len); }
     if ((int64_t)o.B * o.T * dp.world_size > (1 << 30)) {   // the int token counts below, with room for the products
         die("flags -b, -t: B*T*world = %lld tokens per micro-step round is more than 2^30", (long long)o.B * o.T * dp.world_size);
@@ -1373,10 +1424,11 @@ int main(int argc, char** argv) {
     free(init);
 
     DataLoader train, val;
-    dataloader_init(&train, o.train_pattern, o.B, o.T, 0, 1, 1, o.seed, config.vocab_size);
+    dataloader_init(&train, o.train_pattern, o.B, o.T, 1, (uint64_t)o.data_seed, config.vocab_size);
     if (resume_path[0]) { dataloader_set_state(&train, ck.data_state); }
     int have_val = o.val_every > 0;
-    if (have_val) { dataloader_init(&val, o.val_pattern, o.B, o.T, 0, 1, 0, 0, config.vocab_size); }
+    bool val_bf16 = have_val && o.val_bf16 && o.lin.precision != PREC_BF16;   // a bf16 run's val loss is its bf16 forward
+    if (have_val) { dataloader_init(&val, o.val_pattern, o.B, o.T, 0, 0, config.vocab_size); }
     Tokenizer tokenizer;
     tokenizer_init(&tokenizer, o.tokenizer_path);
     EvalSuite evals = {0, NULL};
@@ -1407,6 +1459,9 @@ int main(int argc, char** argv) {
     printf("data parallel: %d rank%s%s, %d micro-steps each, gradient all-reduce %s the backward pass, ZeRO-1 shards of "
            "%zu parameters\n", dp.world_size, dp.world_size > 1 ? "s" : "", dp.use_mpi ? " (MPI)" : "",
            micro_steps / dp.world_size, o.overlap ? "during" : "after", model.shard.size);
+    printf("seeds: init, stochastic rounding and sampling %llu (-r), data order %lld (-D): %lld sequences of %d tokens an "
+           "epoch, %.2f epochs in %d steps\n", (unsigned long long)o.seed, (long long)o.data_seed, (long long)train.num_sequences,
+           o.T, (double)o.total_batch / o.T * o.max_steps / train.num_sequences, o.max_steps);
     if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
     if (gemm_algo_choice == GEMM_ALGO_TIMED) { printf("GEMM algorithms: timed in the first step (-a 1)\n"); }
     else if (resume_path[0]) { printf("GEMM algorithms: %d configurations from the checkpoint\n", gemm_algo_entries()); }
@@ -1436,9 +1491,16 @@ int main(int argc, char** argv) {
         if (o.ckpt_every > 0 && step > start_step && (step % o.ckpt_every == 0 || last)) { save_state(&model, &o, step, &train, &rng, &guard); }
         if (have_val && (step % o.val_every == 0 || last)) {
             float vl = evaluate(&model, &val, o.val_batches, o.B, o.T);
-            printf("step %5d | val loss %.6f\n", step, vl);
-            if (logf) { fprintf(logf, "s:%d vl:%.6f\n", step, vl); fflush(logf); }
-            json_val_event(jsonf, step, vl);
+            if (val_bf16) {
+                float vb = evaluate_bf16_forward(&model, &val, o.val_batches, o.B, o.T);
+                printf("step %5d | val loss %.6f | bf16 forward %.6f\n", step, vl, vb);
+                if (logf) { fprintf(logf, "s:%d vl:%.6f vlb:%.6f\n", step, vl, vb); fflush(logf); }
+                json_val_event(jsonf, step, vl, &vb);
+            } else {
+                printf("step %5d | val loss %.6f\n", step, vl);
+                if (logf) { fprintf(logf, "s:%d vl:%.6f\n", step, vl); fflush(logf); }
+                json_val_event(jsonf, step, vl, NULL);
+            }
         }
         if (o.evals && dp.rank == 0 && ((o.eval_every > 0 && step % o.eval_every == 0) || last)) {
             eval_suite_run(&evals, step, &eval_model, logf, jsonf);
@@ -1446,6 +1508,7 @@ int main(int argc, char** argv) {
         if (dp.rank == 0 && o.sample_every > 0 && step > 0 && (step % o.sample_every == 0 || last)) { print_sample(&model, &tokenizer, &rng, o.gen_tokens, o.T); }
         if (last) { break; }
 
+        model_take_inexact_blocks(&model);   // those of the validation, evals and samples before the step
         double t0 = now_seconds();
         step_gradients(&model, &train, &o, micro_steps, step);
         if (gemm_algo_choice == GEMM_ALGO_TIMED) { model_fix_gemm_algos(&model); }
@@ -1471,7 +1534,7 @@ int main(int argc, char** argv) {
         if (step > start_step) { total_time += dt; timed_steps++; }   // the first step includes warm-up
         double tok_s = o.total_batch / dt;
         StepFigures fig = {step + 1, loss, lr, norm, dt, tok_s, flops_per_token * tok_s / (dp.world_size * GPU_PEAK_FLOPS),
-                           device_bytes_allocated / 1073741824.0};
+                           device_bytes_allocated / 1073741824.0, model_take_inexact_blocks(&model)};
         printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | MFU %.1f%%%s\n", step + 1, o.max_steps,
                loss, lr, norm, dt * 1e3, tok_s, 100.0 * fig.mfu, strat);
         if (logf) {

@@ -4,13 +4,14 @@ files (dev/data/prepare_evals.py; format and scoring rule: llmc/evals.h), indepe
 Each candidate row (context + completion, the last --max-len + 1 tokens when longer) runs through the model; the
 candidate's loss is the sum of the completion tokens' cross-entropies. Multiple choice: acc (least summed loss) and
 acc_norm (least mean loss per completion token), ties to the lower index. Last word: acc (every completion token is
-the greedy argmax) and ppl = exp(mean summed completion loss). Rows are right-padded in batches: with causal
+the greedy argmax) and ppl = exp(mean summed completion loss). Both: ll = the mean over examples of the gold
+completion's summed log-likelihood (minus its summed loss). Rows are right-padded in batches: with causal
 attention, padding after a row does not change its logits.
 
 usage: python dev/eval_hf.py MODEL_DIR EVAL [EVAL ...] [--max-len T] [--batch N] [--device cpu|cuda]
            [--dtype auto|float32|bfloat16] [--json OUT.json]
   EVAL: eval files or folders of them (their *.bin). Prints one line per task; --json writes
-  {task: {"acc", "acc_norm", "ppl", "examples"}}.
+  {task: {"acc", "acc_norm", "ppl", "ll", "examples"}}.
 """
 import argparse
 import glob
@@ -70,17 +71,18 @@ def score_rows(model, rows, batch, device):
 
 
 def score_task(model, kind, examples, max_len, batch, device):
-    """{"acc", "acc_norm", "ppl", "examples"} of one task"""
+    """{"acc", "acc_norm", "ppl", "ll", "examples"} of one task"""
     rows = []
     for _, cands in examples:
         for ctx, comp in cands:
             tokens, start = row_tokens(ctx, comp, max_len)
             rows.append((tokens, start, len(comp)))
     scores = score_rows(model, rows, batch, device)
-    correct = correct_norm = loss = 0.0
+    correct = correct_norm = loss = gold_loss = 0.0
     at = 0
     for label, cands in examples:
         s = scores[at:at + len(cands)]
+        gold_loss += s[label][0]
         sums = [x[0] for x in s]
         means = [x[0] / len(comp) for x, (_, comp) in zip(s, cands)]
         correct_norm += int(np.argmin(means)) == label
@@ -92,8 +94,8 @@ def score_task(model, kind, examples, max_len, batch, device):
         at += len(cands)
     n = len(examples)
     if kind == KIND_LASTWORD:
-        return {"acc": correct / n, "acc_norm": correct / n, "ppl": math.exp(loss / n), "examples": n}
-    return {"acc": correct / n, "acc_norm": correct_norm / n, "ppl": 0.0, "examples": n}
+        return {"acc": correct / n, "acc_norm": correct / n, "ppl": math.exp(loss / n), "ll": -gold_loss / n, "examples": n}
+    return {"acc": correct / n, "acc_norm": correct_norm / n, "ppl": 0.0, "ll": -gold_loss / n, "examples": n}
 
 
 def load_model(model_dir, dtype="auto", device="cpu"):
@@ -135,9 +137,10 @@ def main():
         r = score_task(model, kind, examples, args.max_len, args.batch, args.device)
         results[name] = r
         if kind == KIND_LASTWORD:
-            print(f"eval {name:<12} acc {r['acc']:.4f} ppl {r['ppl']:.3f} ({r['examples']} examples)")
+            print(f"eval {name:<12} acc {r['acc']:.4f} gold ll {r['ll']:.4f} ppl {r['ppl']:.3f} ({r['examples']} examples)")
         else:
-            print(f"eval {name:<12} acc_norm {r['acc_norm']:.4f} acc {r['acc']:.4f} ({r['examples']} examples)")
+            print(f"eval {name:<12} acc_norm {r['acc_norm']:.4f} acc {r['acc']:.4f} gold ll {r['ll']:.4f} "
+                  f"({r['examples']} examples)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

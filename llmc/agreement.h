@@ -23,7 +23,7 @@
     X(calib_strategy, "-C", 0) X(reclass_every, "-R", 0) X(reclass_window, "-W", 0) X(oe_k, "-K", 0) \
     X(recompute, "-A", 0) X(lm_head, "-H", 0) X(overlap, "-O", 0) X(skip_loss_z, "-L", 1) X(skip_norm_z, "-Z", 1) \
     X(timed_gemms, "-a (of a fresh run)", 0) \
-    X(seed, "seed (-r, or the checkpoint's)", 0) \
+    X(seed, "seed (-r, or the checkpoint's)", 0) X(data_seed, "data seed (-D, or the checkpoint's)", 0) \
     X(resume_step, "resume step (0 = fresh start; -y, -o and the checkpoints found there)", 0) \
     X(data_state, "data loader state of the checkpoint (hash)", 0) \
     X(init_hash, "initial parameters (-e, or the checkpoint resumed; hash)", 0)

@@ -1,12 +1,16 @@
 // Token shard loader: serves batches of B x T int32 inputs and next-token targets from llm.c shards
 // (int32 header[256] = {20240520 magic, 1 version, number of tokens}, then uint16 tokens), named by a glob.
 //
-// A shard is cut into chunks of world_size * B * T tokens; rank r reads the B * T + 1 tokens that start
-// at r * B * T inside a chunk, so the ranks read disjoint slices. Only those tokens are read per batch
-// (fseek + fread), so shards may be GBs; every token of every shard is checked against the vocabulary once, at
-// init, so a bad token stops the run before its first step. With shuffle = 1 the order of the shards and the
-// order of the chunks inside each shard are permuted afresh every epoch by an Rng seeded from (seed, epoch[, shard]),
-// so the position (epoch, shard, chunk) is the whole state: a checkpoint stores it and continues exactly.
+// The shards, in glob (sorted) order, are one token stream; sequence k is its tokens [k T, k T + T] (T inputs and
+// the T targets one token later), and an epoch is all (tokens - 1) / T sequences. A batch is the next B sequences of
+// one endless stream of epochs: in order without shuffling, else in a permutation of all the epoch's sequences that
+// is drawn afresh per epoch from (seed, epoch) (a Feistel network, so nothing is stored: dataloader_sequence). So
+// what a batch holds does not depend on how the corpus is cut into shards, nor on B: two loaders of the same T and
+// seed read the same sequences in the same order, B at a time (a batch may take the last sequences of one epoch and
+// the first of the next). The position (sequences served) is the whole state: a checkpoint stores it with the
+// seed, T and a hash of every token, and a resumed loader continues exactly, or refuses other data.
+// Every token of every shard is checked against the vocabulary once, at init, so a bad token stops the run before
+// its first step; a batch reads only its sequences (fseek + fread), so shards may be GBs.
 #ifndef LLMC_DATALOADER_H
 #define LLMC_DATALOADER_H
 
@@ -20,7 +24,18 @@
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1
 #define SHARD_HEADER_INTS 256
-#define DATALOADER_STATE_TAG 0x444c0001   // "DL", state layout version 1
+#define DATALOADER_STATE_TAG 0x444c0002      // "DL", state layout version 2 (one sequence stream)
+#define DATALOADER_STATE_TAG_V1 0x444c0001   // layout 1: shards and chunks permuted separately (no longer read)
+#define DATALOADER_FEISTEL_ROUNDS 6
+#define DATALOADER_MAX_OPEN 64                // shards held open at once; more are closed and reopened as read
+
+// the per-epoch permutation of [0, n): a Feistel network on 2 * half_bits bits (4^half_bits >= n) with round keys
+// from (seed, epoch), cycle-walked back into [0, n)
+typedef struct {
+    uint64_t keys[DATALOADER_FEISTEL_ROUNDS];
+    int half_bits;
+    int64_t n;
+} SequencePermutation;
 
 typedef struct {
     // public: the current batch, B * T each
@@ -28,33 +43,25 @@ typedef struct {
     int* inputs;
     int* targets;
     // configuration
-    int rank, world_size, shuffle, vocab_size;
+    int shuffle, vocab_size;
     uint64_t seed;
-    // the shards, in glob (sorted) order
+    // the shards, in glob (sorted) order, and where each starts in the stream (shard_start[num_shards] = all tokens)
     glob_t glob_result;
     int num_shards;
-    int64_t* shard_tokens;
+    int64_t* shard_start;
     int64_t total_tokens;
-    // position: the next batch is chunk_order[chunk_pos] of shard shard_order[shard_pos] in epoch `epoch`;
-    // chunk_pos == num_chunks means the shard is used up and next_batch moves to the next shard or epoch
-    int64_t epoch;
-    int shard_pos;
-    int64_t chunk_pos;
-    int* shard_order;
-    int* chunk_order;       // for the current shard
-    int64_t num_chunks;     // of the current shard
-    FILE* fp;               // the current shard
-    uint16_t* buffer;       // B * T + 1 tokens
+    uint64_t token_hash;        // FNV-1a of the stream's tokens: the same data cut into other shards hashes the same
+    int64_t num_sequences;      // per epoch
+    // position: sequences served since the start of epoch 0
+    int64_t position;
+    SequencePermutation perm;   // of the epoch perm_epoch
+    int64_t perm_epoch;
+    FILE** files;               // per shard, opened at its first read (NULL: closed)
+    int num_open;
+    uint16_t* buffer;           // T + 1 tokens
 } DataLoader;
 
 static inline const char* dataloader_shard_name(const DataLoader* dl, int shard) { return dl->glob_result.gl_pathv[shard]; }
-
-static inline int64_t dataloader_chunk_tokens(const DataLoader* dl) { return (int64_t)dl->world_size * dl->B * dl->T; }
-
-// every rank reads B*T+1 tokens of each chunk; the last token may belong to the next chunk
-static inline int64_t dataloader_shard_chunks(const DataLoader* dl, int shard) {
-    return (dl->shard_tokens[shard] - 1) / dataloader_chunk_tokens(dl);
-}
 
 // opens a shard, checks its header and size; returns the number of tokens, the file positioned after the header
 static inline int64_t shard_open(const char* path, FILE** out) {
@@ -73,16 +80,21 @@ static inline int64_t shard_open(const char* path, FILE** out) {
     return h[2];
 }
 
-// reads every token of an open shard (positioned after its header) in chunks; dies naming the shard, the token offset
-// and its byte offset at the first token >= vocab_size, so a bad token stops the run before its first step
-static inline void shard_scan_tokens(const char* path, FILE* fp, int64_t num_tokens, int vocab_size) {
+// reads every token of an open shard (positioned after its header) in chunks, hashing them into *hash (FNV-1a, one
+// step per token); dies naming the shard, the token offset and its byte offset at the first token >= vocab_size, so
+// a bad token stops the run before its first step
+static inline void shard_scan_tokens(const char* path, FILE* fp, int64_t num_tokens, int vocab_size, uint64_t* hash) {
     const size_t chunk = (size_t)1 << 20;
     uint16_t* buf = (uint16_t*)malloc_check(chunk * sizeof(uint16_t));
+    uint64_t h = *hash;
     for (int64_t done = 0; done < num_tokens;) {
         size_t k = num_tokens - done < (int64_t)chunk ? (size_t)(num_tokens - done) : chunk;
         fread_check(buf, sizeof(uint16_t), k, fp, path);
         uint16_t max = 0;
-        for (size_t i = 0; i < k; i++) { max = buf[i] > max ? buf[i] : max; }
+        for (size_t i = 0; i < k; i++) {
+            max = buf[i] > max ? buf[i] : max;
+            h = (h ^ buf[i]) * 0x100000001b3ULL;
+        }
         if (max >= vocab_size) {
             size_t i = 0;
             while (buf[i] < vocab_size) { i++; }
@@ -92,124 +104,166 @@ static inline void shard_scan_tokens(const char* path, FILE* fp, int64_t num_tok
         }
         done += (int64_t)k;
     }
+    *hash = h;
     free(buf);
 }
 
-static inline void dataloader_seed_rng(const DataLoader* dl, Rng* rng, int64_t stream) {
-    uint64_t x = dl->seed;
-    x = splitmix64(&x) ^ (uint64_t)dl->epoch;
-    x = splitmix64(&x) ^ (uint64_t)stream;
-    rng_seed(rng, splitmix64(&x));
+// the permutation of epoch `epoch` of n sequences under seed
+static inline SequencePermutation sequence_permutation(uint64_t seed, int64_t epoch, int64_t n) {
+    SequencePermutation p;
+    p.n = n;
+    p.half_bits = 1;
+    while (((int64_t)1 << (2 * p.half_bits)) < n) { p.half_bits++; }
+    uint64_t x = seed;
+    x = splitmix64(&x) ^ (uint64_t)epoch;
+    for (int r = 0; r < DATALOADER_FEISTEL_ROUNDS; r++) { p.keys[r] = splitmix64(&x); }
+    return p;
 }
 
-// fills order[0..n) with 0..n-1, permuted when shuffling (stream picks an independent permutation)
-static inline void dataloader_order(const DataLoader* dl, int* order, int n, int64_t stream) {
-    for (int i = 0; i < n; i++) { order[i] = i; }
-    if (dl->shuffle) {
-        Rng rng;
-        dataloader_seed_rng(dl, &rng, stream);
-        rng_shuffle_int(&rng, order, n);
+// the Feistel network: a bijection of [0, 4^half_bits)
+static inline uint64_t sequence_feistel(const SequencePermutation* p, uint64_t x) {
+    uint64_t mask = ((uint64_t)1 << p->half_bits) - 1, left = x >> p->half_bits, right = x & mask;
+    for (int r = 0; r < DATALOADER_FEISTEL_ROUNDS; r++) {
+        uint64_t z = right ^ p->keys[r];
+        uint64_t f = splitmix64(&z) & mask;
+        uint64_t next = left ^ f;
+        left = right;
+        right = next;
+    }
+    return (left << p->half_bits) | right;
+}
+
+// the permutation's image of i in [0, n): the Feistel network applied until it lands in [0, n) (cycle walking; the
+// cycle through i returns to [0, n), so this ends, after under 4 steps on average since 4^half_bits < 4 n)
+static inline int64_t sequence_permute(const SequencePermutation* p, int64_t i) {
+    uint64_t x = (uint64_t)i;
+    do { x = sequence_feistel(p, x); } while (x >= (uint64_t)p->n);
+    return (int64_t)x;
+}
+
+// the sequence at stream position `pos` (sequences since the start of epoch 0)
+static inline int64_t dataloader_sequence(DataLoader* dl, int64_t pos) {
+    int64_t epoch = pos / dl->num_sequences, i = pos % dl->num_sequences;
+    if (!dl->shuffle) { return i; }
+    if (epoch != dl->perm_epoch) {
+        dl->perm = sequence_permutation(dl->seed, epoch, dl->num_sequences);
+        dl->perm_epoch = epoch;
+    }
+    return sequence_permute(&dl->perm, i);
+}
+
+// the shard holding stream token `token` (binary search over the shard starts)
+static inline int dataloader_shard_of(const DataLoader* dl, int64_t token) {
+    int lo = 0, hi = dl->num_shards - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (dl->shard_start[mid] <= token) { lo = mid; } else { hi = mid - 1; }
+    }
+    return lo;
+}
+
+static inline void dataloader_close_shards(DataLoader* dl) {
+    for (int i = 0; i < dl->num_shards; i++) {
+        if (dl->files[i]) { fclose_check(dl->files[i]); dl->files[i] = NULL; }
+    }
+    dl->num_open = 0;
+}
+
+// n stream tokens from `token` on into out, across shard ends; checks them against the vocabulary (a shard rewritten
+// after init)
+static inline void dataloader_read_tokens(DataLoader* dl, int64_t token, int64_t n, uint16_t* out) {
+    while (n > 0) {
+        int shard = dataloader_shard_of(dl, token);
+        const char* path = dataloader_shard_name(dl, shard);
+        if (!dl->files[shard]) {
+            if (dl->num_open == DATALOADER_MAX_OPEN) { dataloader_close_shards(dl); }
+            shard_open(path, &dl->files[shard]);
+            dl->num_open++;
+        }
+        FILE* fp = dl->files[shard];
+        int64_t offset = token - dl->shard_start[shard], k = dl->shard_start[shard + 1] - token;
+        k = k < n ? k : n;
+        fseek_check(fp, (long)(SHARD_HEADER_INTS * sizeof(int32_t) + (size_t)offset * sizeof(uint16_t)), SEEK_SET);
+        fread_check(out, sizeof(uint16_t), (size_t)k, fp, path);
+        for (int64_t i = 0; i < k; i++) {
+            if (out[i] >= dl->vocab_size) {
+                die("shard '%s': token %d at token offset %lld is >= vocab_size %d", path, out[i], (long long)(offset + i),
+                    dl->vocab_size);
+            }
+        }
+        token += k; n -= k; out += k;
     }
 }
 
-// opens the shard at shard_pos of this epoch and lays out its chunk order
-static inline void dataloader_load_shard(DataLoader* dl) {
-    int shard = dl->shard_order[dl->shard_pos];
-    if (dl->fp) { fclose_check(dl->fp); }
-    shard_open(dataloader_shard_name(dl, shard), &dl->fp);
-    dl->num_chunks = dataloader_shard_chunks(dl, shard);
-    free(dl->chunk_order);
-    dl->chunk_order = (int*)malloc_check((size_t)dl->num_chunks * sizeof(int));
-    dataloader_order(dl, dl->chunk_order, (int)dl->num_chunks, 1 + (int64_t)shard);
-}
-
-// moves to (epoch, shard_pos, chunk_pos), recomputing the permutations
-static inline void dataloader_seek(DataLoader* dl, int64_t epoch, int shard_pos, int64_t chunk_pos) {
-    dl->epoch = epoch;
-    dl->shard_pos = shard_pos;
-    dl->chunk_pos = chunk_pos;
-    dataloader_order(dl, dl->shard_order, dl->num_shards, 0);
-    dataloader_load_shard(dl);
-}
-
-static inline void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank, int world_size,
-                                   int shuffle, uint64_t seed, int vocab_size) {
+static inline void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int shuffle, uint64_t seed,
+                                   int vocab_size) {
     if (B <= 0 || T <= 0) { die("dataloader: B=%d and T=%d must be positive", B, T); }
-    if (world_size <= 0 || rank < 0 || rank >= world_size) { die("dataloader: rank %d is not in 0..world_size-1 (world_size %d)", rank, world_size); }
     if (vocab_size <= 0 || vocab_size > 65536) { die("dataloader: vocab_size %d does not fit uint16 tokens", vocab_size); }
     memset(dl, 0, sizeof(*dl));
-    dl->B = B; dl->T = T; dl->rank = rank; dl->world_size = world_size;
+    dl->B = B; dl->T = T;
     dl->shuffle = shuffle != 0; dl->seed = seed; dl->vocab_size = vocab_size;
     int rc = glob(pattern, 0, NULL, &dl->glob_result);
     if (rc == GLOB_NOMATCH) { die("dataloader: no files match the pattern '%s'", pattern); }
     if (rc != 0) { die("dataloader: glob failed on the pattern '%s' (code %d)", pattern, rc); }
-    if (dl->glob_result.gl_pathc > INT32_MAX) { die("dataloader: the pattern '%s' matches too many files", pattern); }
+    if (dl->glob_result.gl_pathc > INT32_MAX - 1) { die("dataloader: the pattern '%s' matches too many files", pattern); }
     dl->num_shards = (int)dl->glob_result.gl_pathc;
-    dl->shard_tokens = (int64_t*)malloc_check((size_t)dl->num_shards * sizeof(int64_t));
-    int64_t need = dataloader_chunk_tokens(dl) + 1;
+    dl->shard_start = (int64_t*)malloc_check(((size_t)dl->num_shards + 1) * sizeof(int64_t));
+    dl->token_hash = 0xcbf29ce484222325ULL;
     for (int i = 0; i < dl->num_shards; i++) {
         FILE* fp;
-        dl->shard_tokens[i] = shard_open(dataloader_shard_name(dl, i), &fp);
-        shard_scan_tokens(dataloader_shard_name(dl, i), fp, dl->shard_tokens[i], vocab_size);
+        int64_t n = shard_open(dataloader_shard_name(dl, i), &fp);
+        shard_scan_tokens(dataloader_shard_name(dl, i), fp, n, vocab_size, &dl->token_hash);
         fclose_check(fp);
-        if (dl->shard_tokens[i] < need) {
-            die("shard '%s' has %lld tokens, fewer than the %lld one batch needs (world_size %d x B %d x T %d + 1)",
-                dataloader_shard_name(dl, i), (long long)dl->shard_tokens[i], (long long)need, world_size, B, T);
-        }
-        dl->total_tokens += dl->shard_tokens[i];
+        dl->shard_start[i] = dl->total_tokens;
+        dl->total_tokens += n;
+    }
+    dl->shard_start[dl->num_shards] = dl->total_tokens;
+    dl->num_sequences = (dl->total_tokens - 1) / T;
+    if (dl->num_sequences < B) {
+        die("the shards of '%s' hold %lld tokens, fewer than the %lld one batch needs (B %d x T %d + 1)", pattern,
+            (long long)dl->total_tokens, (long long)B * T + 1, B, T);
     }
     size_t n = (size_t)B * T;
     dl->inputs = (int*)malloc_check(n * sizeof(int));
     dl->targets = (int*)malloc_check(n * sizeof(int));
-    dl->buffer = (uint16_t*)malloc_check((n + 1) * sizeof(uint16_t));
-    dl->shard_order = (int*)malloc_check((size_t)dl->num_shards * sizeof(int));
-    dataloader_seek(dl, 0, 0, 0);
+    dl->buffer = (uint16_t*)malloc_check(((size_t)T + 1) * sizeof(uint16_t));
+    dl->files = (FILE**)calloc_check((size_t)dl->num_shards, sizeof(FILE*));
+    dl->perm_epoch = -1;
 }
 
-static inline void dataloader_reset(DataLoader* dl) { dataloader_seek(dl, 0, 0, 0); }
+static inline void dataloader_reset(DataLoader* dl) { dl->position = 0; }
 
-// epoch of the batch served last (0 before the first batch); it turns to 1 with the first batch of the second epoch
-static inline int64_t dataloader_epoch(const DataLoader* dl) { return dl->epoch; }
-
-static inline size_t dataloader_batches_per_epoch(const DataLoader* dl) {
-    size_t n = 0;
-    for (int i = 0; i < dl->num_shards; i++) { n += (size_t)dataloader_shard_chunks(dl, i); }
-    return n;
+// epoch of the last sequence served (0 before the first batch); it turns to 1 with the first batch that reads a
+// sequence of the second epoch
+static inline int64_t dataloader_epoch(const DataLoader* dl) {
+    return dl->position == 0 ? 0 : (dl->position - 1) / dl->num_sequences;
 }
+
+// whole batches of B sequences in one epoch
+static inline size_t dataloader_batches_per_epoch(const DataLoader* dl) { return (size_t)(dl->num_sequences / dl->B); }
 
 static inline void dataloader_next_batch(DataLoader* dl) {
-    if (dl->chunk_pos == dl->num_chunks) {
-        if (dl->shard_pos + 1 < dl->num_shards) { dataloader_seek(dl, dl->epoch, dl->shard_pos + 1, 0); }
-        else { dataloader_seek(dl, dl->epoch + 1, 0, 0); }
-    }
-    const char* path = dataloader_shard_name(dl, dl->shard_order[dl->shard_pos]);
-    size_t n = (size_t)dl->B * dl->T;
-    int64_t start = (int64_t)dl->chunk_order[dl->chunk_pos] * dataloader_chunk_tokens(dl) + (int64_t)dl->rank * (int64_t)n;
-    fseek_check(dl->fp, (long)(SHARD_HEADER_INTS * sizeof(int32_t) + (size_t)start * sizeof(uint16_t)), SEEK_SET);
-    fread_check(dl->buffer, sizeof(uint16_t), n + 1, dl->fp, path);
-    for (size_t i = 0; i <= n; i++) {
-        if (dl->buffer[i] >= dl->vocab_size) {
-            die("shard '%s': token %d at token offset %lld is >= vocab_size %d", path, dl->buffer[i],
-                (long long)(start + (int64_t)i), dl->vocab_size);
+    int T = dl->T;
+    for (int b = 0; b < dl->B; b++) {
+        int64_t seq = dataloader_sequence(dl, dl->position++);
+        dataloader_read_tokens(dl, seq * T, T + 1, dl->buffer);
+        for (int t = 0; t < T; t++) {
+            dl->inputs[(size_t)b * T + t] = dl->buffer[t];
+            dl->targets[(size_t)b * T + t] = dl->buffer[t + 1];
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        dl->inputs[i] = dl->buffer[i];
-        dl->targets[i] = dl->buffer[i + 1];
-    }
-    dl->chunk_pos++;
 }
 
-// state layout: 0 tag, 1 num_shards, 2 total_tokens, 3 B, 4 T, 5 world_size, 6 shuffle, 7 seed,
-// 8 epoch, 9 shard_pos, 10 chunk_pos, 11-15 zero
+// state layout 2: 0 tag, 1 total tokens, 2 token hash, 3 T, 4 shuffle, 5 seed, 6 position, 7-15 zero. Neither B
+// nor the cut into shards is part of it: the stream is the same at every B and for every cut.
 static inline void dataloader_get_state(const DataLoader* dl, int64_t state[DATALOADER_STATE_LEN]) {
     memset(state, 0, DATALOADER_STATE_LEN * sizeof(int64_t));
     state[0] = DATALOADER_STATE_TAG;
-    state[1] = dl->num_shards; state[2] = dl->total_tokens;
-    state[3] = dl->B; state[4] = dl->T; state[5] = dl->world_size;
-    state[6] = dl->shuffle; state[7] = (int64_t)dl->seed;
-    state[8] = dl->epoch; state[9] = dl->shard_pos; state[10] = dl->chunk_pos;
+    state[1] = dl->total_tokens; state[2] = (int64_t)dl->token_hash;
+    state[3] = dl->T; state[4] = dl->shuffle; state[5] = (int64_t)dl->seed;
+    state[6] = dl->position;
 }
+
 
 static inline void dataloader_require(int64_t saved, int64_t have, const char* what) {
     if (saved != have) {
@@ -218,36 +272,44 @@ static inline void dataloader_require(int64_t saved, int64_t have, const char* w
     }
 }
 
-static inline void dataloader_set_state(DataLoader* dl, const int64_t state[DATALOADER_STATE_LEN]) {
+// dies unless state is of this build's layout
+static inline void dataloader_check_state_tag(const int64_t state[DATALOADER_STATE_LEN]) {
+    if (state[0] == DATALOADER_STATE_TAG_V1) {
+        die("dataloader state of layout 1 (shards and their chunks permuted separately): this build reads one sequence "
+            "stream and cannot continue that order; resume with the build that wrote it, or start the run afresh");
+    }
     if (state[0] != DATALOADER_STATE_TAG) {
         die("dataloader state: unknown tag 0x%llx, expected 0x%x (no data loader state saved?)", (unsigned long long)state[0],
             DATALOADER_STATE_TAG);
     }
-    dataloader_require(state[1], dl->num_shards, "number of shards");
-    dataloader_require(state[2], dl->total_tokens, "total tokens of the shards");
-    dataloader_require(state[3], dl->B, "B");
-    dataloader_require(state[4], dl->T, "T");
-    dataloader_require(state[5], dl->world_size, "world_size");
-    dataloader_require(state[6], dl->shuffle, "shuffle");
-    if (dl->shuffle) { dataloader_require(state[7], (int64_t)dl->seed, "seed"); }
-    int64_t epoch = state[8], shard_pos = state[9], chunk_pos = state[10];
-    if (epoch < 0 || shard_pos < 0 || shard_pos >= dl->num_shards || chunk_pos < 0) {
-        die("dataloader state: position epoch %lld, shard %lld, chunk %lld is out of range", (long long)epoch,
-            (long long)shard_pos, (long long)chunk_pos);
+}
+
+// the data-order seed a saved state was drawn with
+static inline uint64_t dataloader_state_seed(const int64_t state[DATALOADER_STATE_LEN]) {
+    dataloader_check_state_tag(state);
+    return (uint64_t)state[5];
+}
+
+static inline void dataloader_set_state(DataLoader* dl, const int64_t state[DATALOADER_STATE_LEN]) {
+    dataloader_check_state_tag(state);
+    dataloader_require(state[1], dl->total_tokens, "total tokens of the shards");
+    if ((uint64_t)state[2] != dl->token_hash) {
+        die("dataloader state is for other data: the shards hold as many tokens (%lld) but other ones (token hash "
+            "%016llx, the checkpoint's %016llx)", (long long)dl->total_tokens, (unsigned long long)dl->token_hash,
+            (unsigned long long)state[2]);
     }
-    dataloader_seek(dl, epoch, (int)shard_pos, 0);
-    if (chunk_pos > dl->num_chunks) {
-        die("dataloader state: chunk %lld is past the %lld chunks of the shard", (long long)chunk_pos, (long long)dl->num_chunks);
-    }
-    dl->chunk_pos = chunk_pos;
+    dataloader_require(state[3], dl->T, "T");
+    dataloader_require(state[4], dl->shuffle, "shuffle");
+    if (dl->shuffle) { dataloader_require(state[5], (int64_t)dl->seed, "data seed"); }
+    if (state[6] < 0) { die("dataloader state: position %lld is negative", (long long)state[6]); }
+    dl->position = state[6];
 }
 
 static inline void dataloader_free(DataLoader* dl) {
-    if (dl->fp) { fclose_check(dl->fp); }
+    dataloader_close_shards(dl);
+    free(dl->files);
     globfree(&dl->glob_result);
-    free(dl->shard_tokens);
-    free(dl->shard_order);
-    free(dl->chunk_order);
+    free(dl->shard_start);
     free(dl->inputs);
     free(dl->targets);
     free(dl->buffer);

@@ -14,7 +14,8 @@
 // its last T + 1 (the context is cut from the left). Multiple choice: acc = the candidate of least summed loss is
 // the label, acc_norm = the same with the mean loss per completion token (ties go to the lower index). Last word
 // (one candidate): acc = every completion token is the greedy argmax of its logits, ppl = exp(mean over examples of
-// the summed completion loss).
+// the summed completion loss). Both kinds: ll = the mean over examples of the gold completion's summed log-likelihood
+// (nats; minus its summed loss), a continuous score that still moves where the accuracies sit at chance.
 #ifndef LLMC_EVALS_H
 #define LLMC_EVALS_H
 
@@ -69,6 +70,7 @@ typedef struct {
 
 typedef struct {
     double acc, acc_norm, ppl;  // ppl: last word only (0 otherwise)
+    double gold_ll;             // mean log-likelihood of the gold completion (nats, summed over its tokens)
     int num_examples;
 } EvalResult;
 
@@ -248,8 +250,8 @@ static inline void eval_scores_add(EvalScores* s, const EvalBatch* b, const floa
 
 // the task's scores from its candidates' losses
 static inline EvalResult eval_result(const EvalTask* t, const EvalScores* s) {
-    EvalResult res = {0.0, 0.0, 0.0, t->num_examples};
-    double correct = 0.0, correct_norm = 0.0, loss = 0.0;
+    EvalResult res = {0.0, 0.0, 0.0, 0.0, t->num_examples};
+    double correct = 0.0, correct_norm = 0.0, loss = 0.0, gold_loss = 0.0;
     int r = 0;
     for (int e = 0; e < t->num_examples; e++) {
         const EvalExample* ex = &t->examples[e];
@@ -259,6 +261,7 @@ static inline EvalResult eval_result(const EvalTask* t, const EvalScores* s) {
             if (sum < s->sum_loss[r + best]) { best = c; }
             if (mean < s->sum_loss[r + best_norm] / ex->completion_len[best_norm]) { best_norm = c; }
         }
+        gold_loss += s->sum_loss[r + ex->label];
         if (t->kind == EVAL_LASTWORD) {
             correct += s->all_argmax[r];
             loss += s->sum_loss[r];
@@ -271,6 +274,7 @@ static inline EvalResult eval_result(const EvalTask* t, const EvalScores* s) {
     res.acc = correct / t->num_examples;
     res.acc_norm = t->kind == EVAL_LASTWORD ? res.acc : correct_norm / t->num_examples;
     res.ppl = t->kind == EVAL_LASTWORD ? exp(loss / t->num_examples) : 0.0;
+    res.gold_ll = -gold_loss / t->num_examples;
     return res;
 }
 
@@ -341,8 +345,9 @@ static inline void eval_suite_free(EvalSuite* suite) {
 }
 
 // runs every task after `step` optimizer steps; prints one line per task; when log is not NULL writes one line
-// "s:<step> <task>:<score> ..." (score: acc_norm, last word: acc and <task>_ppl) to it, and when jsonl is not NULL
-// one "eval" event with the same fields, {"event":"eval","step":<step>,"<task>":<score>,...} (llmc/jsonlog.h)
+// "s:<step> <task>:<score> <task>_ll:<gold log-likelihood> ..." (score: acc_norm, last word: acc, and <task>_ppl after
+// its _ll) to it, and when jsonl is not NULL one "eval" event with the same fields,
+// {"event":"eval","step":<step>,"<task>":<score>,"<task>_ll":...,...} (llmc/jsonlog.h)
 static inline void eval_suite_run(const EvalSuite* suite, int step, const EvalModel* em, FILE* log, FILE* jsonl) {
     JsonLine j;
     jsonl_begin(&j, "eval");
@@ -351,18 +356,23 @@ static inline void eval_suite_run(const EvalSuite* suite, int step, const EvalMo
     for (int i = 0; i < suite->num_tasks; i++) {
         const EvalTask* t = &suite->tasks[i];
         EvalResult r = eval_task_run(t, em);
-        if (t->kind == EVAL_LASTWORD) {
-            char ppl_key[EVAL_NAME_BYTES + 8];
-            snprintf(ppl_key, sizeof(ppl_key), "%s_ppl", t->name);
-            printf("step %5d | eval %-12s acc %.4f ppl %.3f (%d examples)\n", step, t->name, r.acc, r.ppl, r.num_examples);
-            if (log) { fprintf(log, " %s:%.6f %s:%.6f", t->name, r.acc, ppl_key, r.ppl); }
-            jsonl_number(&j, t->name, r.acc);
-            jsonl_number(&j, ppl_key, r.ppl);
+        char ll_key[EVAL_NAME_BYTES + 8], ppl_key[EVAL_NAME_BYTES + 8];
+        snprintf(ll_key, sizeof(ll_key), "%s_ll", t->name);
+        snprintf(ppl_key, sizeof(ppl_key), "%s_ppl", t->name);
+        int lastword = t->kind == EVAL_LASTWORD;
+        double score = lastword ? r.acc : r.acc_norm;
+        if (lastword) {
+            printf("step %5d | eval %-12s acc %.4f gold ll %.4f ppl %.3f (%d examples)\n", step, t->name, r.acc, r.gold_ll, r.ppl,
+                   r.num_examples);
         } else {
-            printf("step %5d | eval %-12s acc_norm %.4f acc %.4f (%d examples)\n", step, t->name, r.acc_norm, r.acc, r.num_examples);
-            if (log) { fprintf(log, " %s:%.6f", t->name, r.acc_norm); }
-            jsonl_number(&j, t->name, r.acc_norm);
+            printf("step %5d | eval %-12s acc_norm %.4f acc %.4f gold ll %.4f (%d examples)\n", step, t->name, r.acc_norm, r.acc,
+                   r.gold_ll, r.num_examples);
         }
+        if (log) { fprintf(log, " %s:%.6f %s:%.6f", t->name, score, ll_key, r.gold_ll); }
+        if (log && lastword) { fprintf(log, " %s:%.6f", ppl_key, r.ppl); }
+        jsonl_number(&j, t->name, score);
+        jsonl_number(&j, ll_key, r.gold_ll);
+        if (lastword) { jsonl_number(&j, ppl_key, r.ppl); }
     }
     if (log) { fprintf(log, "\n"); fflush(log); }
     jsonl_end(&j, jsonl);

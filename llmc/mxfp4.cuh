@@ -218,9 +218,9 @@ __device__ __forceinline__ int mx_max_finite_scale(int emax, int s) { return s !
 __device__ __forceinline__ float mx_e4m3_row_scale(int emax) { return ldexpf(1.0f, emax - 127 - 6); }
 
 // adds the warp's count of inexact E4M3 blocks to *counter, one atomic per warp; every lane of the warp calls it
-__device__ __forceinline__ void mx_count_inexact(int* counter, int inexact) {
+__device__ __forceinline__ void mx_count_inexact(unsigned long long* counter, int inexact) {
     inexact = __reduce_add_sync(0xffffffffu, inexact);
-    if ((threadIdx.x & 31) == 0 && inexact) { atomicAdd(counter, inexact); }
+    if ((threadIdx.x & 31) == 0 && inexact) { atomicAdd(counter, (unsigned long long)inexact); }
 }
 
 // row_exp[r] = largest finite block exponent of row r (E8M0 byte), one warp per row; row_scale = 2^(emax - 6).
@@ -249,7 +249,7 @@ __device__ __forceinline__ int mx_store_e4m3_block(uint8_t* e4m3, size_t b, uint
 // (d) MXFP4 -> E4M3 with the row scale 2^(emax-6): element = code * 2^(e - emax + 6), exact while
 // e >= emax - 14; counts the blocks below that. One thread per 32-block (its E4M3 table built once).
 // Traffic: 0.53 bytes in, 1 out per element.
-__global__ void mx_to_e4m3_kernel(uint8_t* out, int* inexact_blocks, const uint8_t* codes, const uint8_t* scales,
+__global__ void mx_to_e4m3_kernel(uint8_t* out, unsigned long long* inexact_blocks, const uint8_t* codes, const uint8_t* scales,
                                   const int* row_exp, uint32_t blocks_per_row, uint32_t nblocks) {
     uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;   // fewer than 2^32 blocks
     int inexact = 0;
@@ -307,7 +307,7 @@ MX_HD void mx_block_output_values(float h[32], int s, int e, int emax, float nor
 // several rows); each warp reduces emax for each row it holds part of, and the warps meet in shared memory.
 // Traffic: reads 2 bytes, writes 1 byte per element.
 template <bool STOCHASTIC>
-__global__ void mx_quantize_rows_e4m3_kernel(uint8_t* e4m3, float* row_scale, int* inexact_blocks, const floatX* x, int R,
+__global__ void mx_quantize_rows_e4m3_kernel(uint8_t* e4m3, float* row_scale, unsigned long long* inexact_blocks, const floatX* x, int R,
                                              int K, int rows_per_cta, MXQuantOptions opt) {
     __shared__ int row_emax[256];   // rows_per_cta <= 256
     int nblocks = K / 32;
@@ -411,7 +411,7 @@ typedef struct {
     uint8_t* values;
     float* row_scale;
     int* row_exp;          // scratch: largest block exponent byte per row
-    int* inexact_blocks;   // device counter, accumulated over conversions
+    unsigned long long* inexact_blocks;   // device counter, accumulated over conversions
 } E4M3Operand;
 
 static inline E4M3Operand e4m3_operand_alloc(int rows, int K) {
@@ -419,8 +419,8 @@ static inline E4M3Operand e4m3_operand_alloc(int rows, int K) {
     op.values = (uint8_t*)device_malloc((size_t)rows * K, "E4M3 values");
     op.row_scale = (float*)device_malloc((size_t)rows * sizeof(float), "E4M3 row scales");
     op.row_exp = (int*)device_malloc((size_t)rows * sizeof(int), "E4M3 row exponents");
-    op.inexact_blocks = (int*)device_malloc(sizeof(int), "E4M3 counter");
-    cudaCheck(cudaMemset(op.inexact_blocks, 0, sizeof(int)));
+    op.inexact_blocks = (unsigned long long*)device_malloc(sizeof(unsigned long long), "E4M3 counter");
+    cudaCheck(cudaMemset(op.inexact_blocks, 0, sizeof(unsigned long long)));
     return op;
 }
 

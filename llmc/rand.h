@@ -58,12 +58,4 @@ static inline float normal_at(uint64_t seed, uint64_t index) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-// in-place Fisher-Yates shuffle of an int array
-static inline void rng_shuffle_int(Rng* r, int* a, int n) {
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)rng_below(r, (uint64_t)i + 1);
-        int t = a[i]; a[i] = a[j]; a[j] = t;
-    }
-}
-
 #endif

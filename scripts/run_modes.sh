@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Trains the same model, seed, data order and token budget in every precision mode of the block linears
-# (bf16, mxfp4, hadamard, adahop; optionally bf16 with a second seed for the seed-to-seed spread), one output
-# directory per run: <root>/<mode>_s<seed>. Long runs are cut into pieces: each invocation trains for at most
-# --steps steps per run or --minutes of wall-clock in all, stopping a run right after one of its checkpoints,
-# and the next invocation resumes it with -y 1. Repeated invocations add up to exactly one run per mode;
-# finished runs (final train, val and eval lines in main.log) are skipped. See scripts/README.md.
+# Trains the same model and token budget in every precision mode of the block linears (bf16, mxfp4, hadamard,
+# adahop) at one or more init seeds, every run on one data order (-D), one output directory per run:
+# <root>/<mode>_s<seed>. So the runs of a set are paired by construction: the same data, batch shape, total batch,
+# deterministic GEMM algorithms (-a 0 unless the flags say otherwise) and trainer. Long runs are cut into pieces:
+# each invocation trains for at most --steps steps per run or --minutes of wall-clock in all, stopping a run right
+# after one of its checkpoints, and the next invocation resumes it with -y 1. Repeated invocations add up to exactly
+# one run per mode and seed; finished runs (final train, val and eval lines in main.log) are skipped. See
+# scripts/README.md.
 set -uo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -14,13 +16,14 @@ usage() {
     cat <<EOF
 Usage: scripts/run_modes.sh --root DIR [options] [-- trainer flags]
 
-Trains one run per precision mode with identical trainer flags, seed, data order and token budget, in
+Trains one run per precision mode and init seed with identical trainer flags, data order and token budget, in
 DIR/<mode>_s<seed>; resumable: call it again until it reports every run finished.
 
   --root DIR      parent of the run directories (required)
   --modes LIST    comma-separated subset of bf16,mxfp4,hadamard,adahop (default: all four, in that order)
-  --seed N        seed of every mode (trainer -r; default 1337)
-  --seed2 N       also train bf16 with this second seed (seed-to-seed spread for plot_losses.py)
+  --seeds LIST    comma-separated init seeds (trainer -r), every mode at each, seed by seed in this order (default 1337)
+  --seed N        the same as --seeds N
+  --data-seed N   the data order of every run (trainer -D; default 1337), whatever its init seed
   --steps N       per run and invocation: train at most N more steps; a run stops at its last checkpoint
                   within that budget (N >= the checkpoint interval -n)
   --minutes M     for the whole invocation: at most M minutes of wall-clock (decimals allowed); a run stops
@@ -37,16 +40,19 @@ DIR/<mode>_s<seed>; resumable: call it again until it reports every run finished
   --dry-run       print what would run, run nothing
   -h, --help      this help
 
-Trainer flags after '--' go to every run unchanged (see ./train_gpt2_adahop -h), except -o, -p, -r and -y,
-which this script sets (-o DIR/<mode>_s<seed> -p <mode> -r <seed> -y 1). --steps and --minutes need
-checkpoints: pass -n N. The flags of a run are recorded in its run_modes.args; a later invocation with
-other flags stops with an error for that run instead of mixing two configurations in one curve.
+Trainer flags after '--' go to every run unchanged (see ./train_gpt2_adahop -h), except -o, -p, -r, -D and -y,
+which this script sets (-o DIR/<mode>_s<seed> -p <mode> -r <seed> -D <data seed> -y 1); without an -a among them
+every run gets -a 0 (cuBLASLt's first GEMM algorithms: two runs of the same flags match bit for bit). --steps and
+--minutes need checkpoints: pass -n N. The flags of a run are recorded in its run_modes.args; a later invocation
+with other flags stops with an error for that run instead of mixing two configurations in one curve. The trainer
+records its build commit and GPU in each piece's main.jsonl; scripts/plot_losses.py refuses to compare runs of
+other commits, GPUs, batch shapes or data seeds.
 
 Exit status: 0 every run finished, 3 no error but runs remain (call again), 1 a trainer failed,
 2 bad usage (flags, missing trainer) or a run that another run_modes.sh is training.
 
-Example (GPT-2 124M, 10-minute pieces):
-  scripts/run_modes.sh --root runs/gutenberg_d12 --seed2 42 --minutes 9 -- -e d12 -b 64 -t 1024 \\
+Example (GPT-2 124M, three init seeds, 10-minute pieces):
+  scripts/run_modes.sh --root runs/gutenberg_d12 --seeds 1337,42,7 --minutes 9 -- -e d12 -b 64 -t 1024 \\
       -d 524288 -x 5000 -l 6e-4 -u 700 -v 250 -m -1 -n 250 -s 0 \\
       -i "data/gutenberg/gutenberg_train_*.bin" -j "data/gutenberg/gutenberg_val_*.bin"
 EOF
@@ -57,7 +63,7 @@ is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 now_ms() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then t=${t/./}; echo $((10#$t / 1000)); else date +%s%3N; fi; }
 
 # ---- flags
-root="" modes_csv="" seed=1337 seed2="" steps="" minutes="" keep=2 poll=2 dry=0 gpus_csv="" gpus_given=0
+root="" modes_csv="" seeds_csv=1337 data_seed=1337 steps="" minutes="" keep=2 poll=2 dry=0 gpus_csv="" gpus_given=0
 trainer=${ADAHOP_TRAINER:-$SCRIPT_DIR/../train_gpt2_adahop}
 pass=()
 while [ $# -gt 0 ]; do
@@ -65,13 +71,13 @@ while [ $# -gt 0 ]; do
         -h|--help) usage; exit 0 ;;
         --dry-run) dry=1; shift; continue ;;
         --) shift; pass=("$@"); break ;;
-        --root|--modes|--seed|--seed2|--steps|--minutes|--keep|--trainer|--poll|--gpus)
+        --root|--modes|--seed|--seeds|--data-seed|--steps|--minutes|--keep|--trainer|--poll|--gpus)
             [ $# -ge 2 ] || die_usage "$1 needs a value"
             case $1 in
                 --root) root=$2 ;;
                 --modes) modes_csv=$2 ;;
-                --seed) seed=$2 ;;
-                --seed2) seed2=$2 ;;
+                --seed|--seeds) seeds_csv=$2 ;;
+                --data-seed) data_seed=$2 ;;
                 --steps) steps=$2 ;;
                 --minutes) minutes=$2 ;;
                 --keep) keep=$2 ;;
@@ -84,9 +90,11 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$root" ] || die_usage "--root DIR is required"
-is_uint "$seed" || die_usage "--seed '$seed' is not a non-negative integer"
-[ -z "$seed2" ] || is_uint "$seed2" || die_usage "--seed2 '$seed2' is not a non-negative integer"
-[ -z "$seed2" ] || [ "$seed2" != "$seed" ] || die_usage "--seed2 must differ from --seed ($seed)"
+IFS=, read -r -a seeds <<< "$seeds_csv"
+[ ${#seeds[@]} -gt 0 ] || die_usage "--seeds is empty"
+for s in "${seeds[@]}"; do is_uint "$s" || die_usage "--seeds: '$s' is not a non-negative integer"; done
+[ "$(printf '%s\n' "${seeds[@]}" | sort -u | wc -l)" -eq ${#seeds[@]} ] || die_usage "--seeds '$seeds_csv' names a seed twice"
+is_uint "$data_seed" || die_usage "--data-seed '$data_seed' is not a non-negative integer"
 [ -z "$steps" ] || { is_uint "$steps" && [ "$steps" -gt 0 ]; } || die_usage "--steps '$steps' is not a positive integer"
 [ -z "$minutes" ] || [[ $minutes =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] || die_usage "--minutes '$minutes' is not a positive number"
 [ -z "$minutes" ] || awk -v m="$minutes" 'BEGIN { exit !(m > 0) }' || die_usage "--minutes must be > 0"
@@ -112,8 +120,8 @@ if [ -z "$modes_csv" ]; then modes=("${ALL_MODES[@]}"); else
     done
 fi
 
-# trainer flags: pairs "-X value"; -o -p -r -y belong to this script
-max_steps=200 val_every=50 ckpt_every=0 with_evals=0
+# trainer flags: pairs "-X value"; -o -p -r -D -y belong to this script
+max_steps=200 val_every=50 ckpt_every=0 with_evals=0 gemm_flag=0
 i=0
 while [ $i -lt ${#pass[@]} ]; do
     f=${pass[$i]}
@@ -121,13 +129,14 @@ while [ $i -lt ${#pass[@]} ]; do
     [ $((i + 1)) -lt ${#pass[@]} ] || die_usage "trainer flag $f needs a value"
     v=${pass[$((i + 1))]}
     case ${f:1} in
-        o|p|r|y) die_usage "trainer flag $f is set by run_modes.sh (use --root, --modes, --seed/--seed2; -y 1 is always on)" ;;
+        o|p|r|D|y) die_usage "trainer flag $f is set by run_modes.sh (use --root, --modes, --seeds, --data-seed; -y 1 is always on)" ;;
         h) die_usage "-h is not a trainer flag here: run the trainer with -h to see its flags" ;;
         x) is_uint "$v" || die_usage "trainer flag -x '$v' is not a non-negative integer"; max_steps=$((10#$v)) ;;
         v) is_uint "$v" || die_usage "trainer flag -v '$v' is not a non-negative integer"; val_every=$((10#$v)) ;;
         n) is_uint "$v" || die_usage "trainer flag -n '$v' is not a non-negative integer"; ckpt_every=$((10#$v)) ;;
         E) with_evals=1 ;;
-        i|j|e|b|t|d|l|u|q|c|k|m|s|g|z|V|P|S|w|C|R|W|K|A|Q|H|N|L|Z) ;;
+        a) gemm_flag=1 ;;
+        i|j|e|b|t|d|l|u|q|c|k|m|s|g|z|V|P|S|w|C|R|W|K|A|Q|H|N|L|Z|f) ;;
         *) die_usage "unknown trainer flag $f (see the trainer's -h)" ;;
     esac
     i=$((i + 2))
@@ -144,9 +153,9 @@ if [ ! -f "$trainer" ] || [ ! -x "$trainer" ]; then
     exit 2
 fi
 
-runs=()   # "mode seed"
-for m in "${modes[@]}"; do runs+=("$m $seed"); done
-if [ -n "$seed2" ]; then runs+=("bf16 $seed2"); fi
+[ $gemm_flag -eq 1 ] || pass+=(-a 0)
+runs=()   # "mode seed", seed by seed: the first seed's modes first, so finished runs form pairs early
+for s in "${seeds[@]}"; do for m in "${modes[@]}"; do runs+=("$m $s"); done; done
 
 # ---- helpers on a run directory
 newest_ckpt() {   # newest complete checkpoint step, or -1
@@ -254,7 +263,7 @@ if [ ${#gpus[@]} -gt 0 ]; then
     for r in "${runs[@]}"; do
         read -r mode s <<< "$r"
         name="${mode}_s$s"
-        args=(--root "$root" --modes "$mode" --seed "$s" --keep "$keep" --trainer "$trainer" --poll "$poll")
+        args=(--root "$root" --modes "$mode" --seeds "$s" --data-seed "$data_seed" --keep "$keep" --trainer "$trainer" --poll "$poll")
         [ -n "$steps" ] && args+=(--steps "$steps")
         slot=-1
         [ $dry -eq 1 ] && slot=$((n_listed++ % ${#gpus[@]}))   # a dry run shows the GPUs taken in turn
@@ -312,7 +321,7 @@ for r in "${runs[@]}"; do
     read -r mode s <<< "$r"
     name="${mode}_s$s"
     dir="$root/$name"
-    args_line="$(printf '%q ' -p "$mode" -r "$s" "${pass[@]}")"
+    args_line="$(printf '%q ' -p "$mode" -r "$s" -D "$data_seed" "${pass[@]}")"
     if [ -f "$dir/run_modes.args" ] && [ "$(cat "$dir/run_modes.args")" != "$args_line" ]; then
         echo "== $name: ERROR: $dir was started with other trainer flags:" >&2
         echo "   then: $(cat "$dir/run_modes.args")" >&2
@@ -341,7 +350,7 @@ for r in "${runs[@]}"; do
             summary+=("$name|not started (time)|$start/$max_steps|-"); n_unfinished=$((n_unfinished + 1)); continue
         fi
     fi
-    cmd=("$trainer" "${pass[@]}" -p "$mode" -r "$s" -o "$dir" -y 1)
+    cmd=("$trainer" "${pass[@]}" -p "$mode" -r "$s" -D "$data_seed" -o "$dir" -y 1)
     echo "== $name: $( [ "$start" -gt 0 ] && echo "resume at step $start" || echo "start") -> stop at step $target ($why_stop)${deadline:+ or at the deadline}"
     echo "   $(printf '%q ' "${cmd[@]}")>> $dir/train.out"
     if [ $dry -eq 1 ]; then summary+=("$name|dry run|$start/$max_steps|-"); continue; fi

@@ -241,8 +241,8 @@ static void run_unfused(int producer, EmitBuffers* o, const ProducerInputs* in, 
 // separate quantizers, for one input and case
 static void test_case(int producer, const EmitCase* k, int kind, const ProducerInputs* in, int N, int C) {
     EmitBuffers fused = buffers_alloc(N, C, 0xA5), ref = buffers_alloc(N, C, 0x5A);
-    cudaCheck(cudaMemset(fused.rows.inexact_blocks, 0, sizeof(int)));
-    cudaCheck(cudaMemset(ref.rows.inexact_blocks, 0, sizeof(int)));
+    cudaCheck(cudaMemset(fused.rows.inexact_blocks, 0, sizeof(unsigned long long)));
+    cudaCheck(cudaMemset(ref.rows.inexact_blocks, 0, sizeof(unsigned long long)));
     OperandEmit fe = emit_of(k, &fused, k->e4m3_rows);   // the E4M3 rows are made from the row codes
     OperandEmit re = emit_of(k, &ref, false);
     re.bf16 = ref.bf16;
@@ -255,7 +255,7 @@ static void test_case(int producer, const EmitCase* k, int kind, const ProducerI
     if (k->e4m3_rows) {
         ok &= same_bytes("E4M3 rows", fused.rows.values, ref.rows.values, n);
         ok &= same_bytes("row scales", fused.rows.row_scale, ref.rows.row_scale, (size_t)N * sizeof(float));
-        ok &= same_bytes("inexact E4M3 blocks", fused.rows.inexact_blocks, ref.rows.inexact_blocks, sizeof(int));
+        ok &= same_bytes("inexact E4M3 blocks", fused.rows.inexact_blocks, ref.rows.inexact_blocks, sizeof(unsigned long long));
     }
     if (k->row_codes) {
         ok &= same_bytes("row codes", fused.row_codes.codes, ref.row_codes.codes, n / 2);

@@ -110,20 +110,20 @@ static void test_quantize(int kind, int R, int C, MXQuantOptions opt) {
     mx_to_e4m3(&e2, &d, 0);
     uint8_t* g2 = (uint8_t*)download(e2.values, (size_t)R * C);
     float* s2 = (float*)download(e2.row_scale, R * sizeof(float));
-    int* c2 = (int*)download(e2.inexact_blocks, sizeof(int));
-    CHECK(memcmp(g2, he, (size_t)R * C) == 0 && memcmp(s2, hs, R * sizeof(float)) == 0 && *c2 == h_inexact,
-          "%s: MXFP4 -> E4M3 differs from the reference (inexact blocks gpu %d cpu %d)", what, *c2, h_inexact);
+    unsigned long long* c2 = (unsigned long long*)download(e2.inexact_blocks, sizeof(unsigned long long));
+    CHECK(memcmp(g2, he, (size_t)R * C) == 0 && memcmp(s2, hs, R * sizeof(float)) == 0 && *c2 == (unsigned long long)h_inexact,
+          "%s: MXFP4 -> E4M3 differs from the reference (inexact blocks gpu %llu cpu %d)", what, *c2, h_inexact);
     if (C <= MX_E4M3_ONE_PASS_MAX_K) {   // the one-pass quantizer: the same E4M3 bytes, row scales and count
         E4M3Operand e1 = e4m3_operand_alloc(R, C);
         mx_quantize_rows_e4m3(&e1, dx, R, C, opt, 0);
         uint8_t* g1 = (uint8_t*)download(e1.values, (size_t)R * C);
         float* s1 = (float*)download(e1.row_scale, R * sizeof(float));
-        int* c1 = (int*)download(e1.inexact_blocks, sizeof(int));
+        unsigned long long* c1 = (unsigned long long*)download(e1.inexact_blocks, sizeof(unsigned long long));
         size_t first = 0;
         while (first < (size_t)R * C && g1[first] == he[first]) { first++; }
-        CHECK(first == (size_t)R * C && memcmp(s1, hs, R * sizeof(float)) == 0 && *c1 == h_inexact,
+        CHECK(first == (size_t)R * C && memcmp(s1, hs, R * sizeof(float)) == 0 && *c1 == (unsigned long long)h_inexact,
               "%s: one-pass quantize -> E4M3 differs from the reference (first byte %zu: gpu 0x%02x cpu 0x%02x; "
-              "inexact blocks gpu %d cpu %d)", what, first, first < (size_t)R * C ? g1[first] : 0,
+              "inexact blocks gpu %llu cpu %d)", what, first, first < (size_t)R * C ? g1[first] : 0,
               first < (size_t)R * C ? he[first] : 0, *c1, h_inexact);
         free(g1); free(s1); free(c1);
         e4m3_operand_free(&e1);
@@ -233,7 +233,8 @@ static double test_gemm(int kind, int M, int N, int K, int hadamard) {
     float* dprior = to_device_f32(prior, (size_t)M * N);
     mx_gemm_fast_scales_after(dprior, 1.0f, &ea, &eb, part, 0);
     float* got_acc = (float*)download(dprior, (size_t)M * N * 4);
-    int *ia = (int*)download(ea.inexact_blocks, 4), *ib = (int*)download(eb.inexact_blocks, 4);
+    unsigned long long* ia = (unsigned long long*)download(ea.inexact_blocks, sizeof(unsigned long long));
+    unsigned long long* ib = (unsigned long long*)download(eb.inexact_blocks, sizeof(unsigned long long));
     double e_exact = rel_frob_f32_f64(got_exact, want, (size_t)M * N), e_fast = rel_frob_f32_f64(got_fast, want, (size_t)M * N);
     double e_after = rel_frob_f32_f64(got_after, want, (size_t)M * N), e_acc = rel_frob_f32_f64(got_acc, want_acc, (size_t)M * N);
     double fast_tol = *ia + *ib ? 1e-3 : 1e-5;
@@ -245,7 +246,7 @@ static double test_gemm(int kind, int M, int N, int K, int hadamard) {
     for (size_t i = 0; i < (size_t)M * N; i++) { double d = want[i] - exact[i]; q_err += d * d; r2 += exact[i] * exact[i]; }
     q_err = sqrt(q_err / r2);
     printf("  gemm %-16s %dx%dx%d H=%d: exact path %.2e, fast path %.2e (scales after: %.2e, accumulating %.2e) vs FP64 of "
-           "the MXFP4 operands (inexact blocks %d+%d); MXFP4 itself moves the product by %.3f\n", data_names[kind], M, N, K,
+           "the MXFP4 operands (inexact blocks %llu+%llu); MXFP4 itself moves the product by %.3f\n", data_names[kind], M, N, K,
            hadamard, e_exact, e_fast, e_after, e_acc, *ia, *ib, q_err);
     CHECK(e_exact < 1e-5, "exact GEMM path error %.2e above 1e-5", e_exact);
     CHECK(e_fast < fast_tol, "fast GEMM path error %.2e above tolerance", e_fast);

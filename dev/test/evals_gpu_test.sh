@@ -3,7 +3,8 @@
 # dev/eval_hf.py on the exported model:
 #   1. the trainer scores MODEL standalone (-x 0 -E, BF16) and logs "s:0 <task>:<score> ..." to main.log;
 #   2. dev/export_hf.py exports MODEL (bf16) and dev/eval_hf.py scores it in transformers (FP32 compute on the GPU);
-#      every task's score (acc_norm; LAMBADA acc) agrees within 0.2 points, LAMBADA perplexity within 2%;
+#      every task's score (acc_norm; LAMBADA acc) agrees within 0.2 points, its gold log-likelihood within 1%,
+#      LAMBADA perplexity within 2%;
 #   3. a short d6 run with -V 5 -x 10 logs the evals at steps 0, 5 and 10, every task on each line, writes the same
 #      scores as "eval" events into main.jsonl (dev/test/check_jsonl.py), and scripts/plot_losses.py tabulates the
 #      last eval of the run.
@@ -32,6 +33,10 @@ for task, r in sorted(hf.items()):
     print(f"{'ok  ' if ok else 'FAIL'} {task:<11} engine {ours.get(task, float('nan')):.4f} transformers {theirs:.4f} "
           f"(diff {100 * (ours.get(task, 0) - theirs):+.2f} points, tol 0.2)")
     fails += not ok
+    ll = ours.get(task + "_ll", float("nan"))
+    ok = abs(ll - r["ll"]) <= 0.01 * abs(r["ll"])
+    print(f"{'ok  ' if ok else 'FAIL'} {task}_ll  engine {ll:.4f} transformers {r['ll']:.4f} (gold log-likelihood, tol 1%)")
+    fails += not ok
     if task + "_ppl" in ours:
         ok = abs(ours[task + "_ppl"] / r["ppl"] - 1) <= 0.02
         print(f"{'ok  ' if ok else 'FAIL'} {task}_ppl  engine {ours[task + '_ppl']:.3f} transformers {r['ppl']:.3f} (tol 2%)")
@@ -46,7 +51,7 @@ PY
 ./train_gpt2_adahop -e d6 -x 10 -V 5 -p bf16 -b 8 -t 256 -v 0 -s 0 -E "$evals" -o "$out/periodic" > "$out/periodic.txt"
 tasks=$(ls "$evals"/*.bin | wc -l)
 lines=$(grep -cE "^s:(0|5|10) .*_ppl:" "$out/periodic/main.log" || true)
-keys=$(grep -E "^s:10 .*_ppl:" "$out/periodic/main.log" | grep -oE " [a-z_]+:" | grep -vc "_ppl:" || true)
+keys=$(grep -E "^s:10 .*_ppl:" "$out/periodic/main.log" | grep -oE " [a-z_]+:" | grep -vcE "_(ppl|ll):" || true)
 echo "periodic evals: $lines eval lines at steps 0, 5, 10 (want 3), $keys tasks on the last (want $tasks)"
 [ "$lines" -eq 3 ] && [ "$keys" -eq "$tasks" ] || { echo "evals_gpu_test: periodic evals missing (lines or tasks)"; exit 1; }
 $PYTHON dev/test/check_jsonl.py "$out/periodic"

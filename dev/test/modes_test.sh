@@ -4,7 +4,7 @@
 # AdaHOP runs with a 5-step calibration and a re-classification at step 8, so the strategy table is exercised.
 # mxfp4 and adahop then run with -Q fused (producers write their linear's operands) and -Q separate (a quantization
 # pass per operand, the default): their step-10 checkpoints must be equal byte for byte, strategy changes included.
-# Then the LM head in low precision (-H 1): see below.
+# Then the LM head in low precision (-H 1) and the bf16-forward validation of a quantized run (-f 1): see below.
 # usage: modes_test.sh [INIT]   INIT is the trainer's -e: d12 (GPT-2 124M, the default) or e.g. llama:d12
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,7 +39,8 @@ for mode in mxfp4 adahop; do   # the step-10 checkpoints (weights, AdamW state, 
 done
 # -H 1: the LM head runs through AdaHOP too. Its loss stays within 3% of bf16, differs from the same run with a
 # BF16 head (the head really is quantized), adahop prints the head's table line; a checkpoint with the head does
-# not resume without it, and -H refuses bf16 and a micro-batch whose logits exceed 2^31 values, before the first step.
+# not resume without it, -H 1 changes nothing in bf16, and -H refuses a micro-batch whose logits exceed 2^31 values,
+# before the first step.
 for mode in hadamard adahop; do
     log="$out/${mode}_head.txt"
     rm -rf "$out/ck_${mode}_head"
@@ -63,7 +64,22 @@ expect_error() {   # what, expected message, trainer flags...
     [ $status -eq 0 ] || tail -3 "$log"
 }
 expect_error "resume of a -H 1 checkpoint with -H 0" "resume with the same -H" "${common[@]}" -x 12 -p adahop -H 0 -o "$out/ck_adahop_head" -y 1
-expect_error "-H 1 with -p bf16" "flag -H" "${common[@]}" -p bf16 -H 1
+./train_gpt2_adahop "${common[@]}" -p bf16 -H 1 > "$out/bf16_head.txt" 2>&1
+bf16_head=$(sed -n 's/^step *10\/10 | loss \([0-9.]*\).*/\1/p' "$out/bf16_head.txt")
+[ -n "$bf16_head" ] && [ "$bf16_head" = "${final[bf16]}" ]
+result "-H 1 with -p bf16 changes nothing: step-10 loss ${bf16_head:-none} = bf16's ${final[bf16]:-none}" $?
 expect_error "-H 1 with 48 x 1024 x padded vocab logits" "flag -H: the LM head's operands" "${common[@]}" -b 48 -p adahop -H 1
 rm -rf "$out/ck_hadamard_head" "$out/ck_adahop_head"
+# -f 1: a quantized run's bf16-forward val loss is its weights through the bf16 forward, so the number a bf16 run of
+# its step-10 checkpoint validates (-e the checkpoint, -x 0), bit for bit
+for mode in hadamard adahop; do
+    rm -rf "$out/ck_${mode}_vlb"
+    ./train_gpt2_adahop "${common[@]}" -p "$mode" -v 10 -m 1 -o "$out/ck_${mode}_vlb" -n 10 > "$out/${mode}_vlb.txt" 2>&1
+    in_run=$(sed -n 's/^step *10 | val loss [0-9.]* | bf16 forward \([0-9.]*\)$/\1/p' "$out/${mode}_vlb.txt")
+    ./train_gpt2_adahop "${common[@]}" -e "$out/ck_${mode}_vlb/state_00000010.bin" -x 0 -p bf16 -v 1 -m 1 > "$out/${mode}_vlb_x0.txt" 2>&1
+    alone=$(sed -n 's/^step *0 | val loss \([0-9.]*\)$/\1/p' "$out/${mode}_vlb_x0.txt")
+    [ -n "$in_run" ] && [ "$in_run" = "$alone" ]
+    result "$mode: the bf16-forward val loss at step 10 (${in_run:-none}) = a bf16 run's of its checkpoint (-x 0: ${alone:-none})" $?
+    rm -rf "$out/ck_${mode}_vlb"
+done
 finish_checks modes_test

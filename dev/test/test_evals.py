@@ -5,8 +5,8 @@
   - -V without -E and -E naming no file are clear errors;
   - the CPU trainer (./train_gpt2 -E) scores a tiny GPT-2 it trained and logs the scores to its main.log as one line
     "s:<step> <task>:<score> ..." (scripts/plot_losses.py reads it); dev/eval_hf.py scores the same model
-    exported by dev/export_hf.py in transformers: equal acc and acc_norm on every task, LAMBADA perplexity within
-    1e-4 (both FP32). One HellaSwag and one LAMBADA context are longer than T, so both cut them from the left.
+    exported by dev/export_hf.py in transformers: equal acc and acc_norm on every task, the gold completion's mean
+    log-likelihood within 1e-4 nats on every task and LAMBADA perplexity within 1e-4 (both FP32). One HellaSwag and one LAMBADA context are longer than T, so both cut them from the left.
 
 usage: python dev/test/test_evals.py --ranks data/gpt2.tiktoken   (from the repository root, after `make train_gpt2`);
        needs tiktoken, and torch + transformers for the comparison with dev/eval_hf.py
@@ -109,29 +109,30 @@ def check_flag_errors(tmp):
 
 def engine_scores(out, run_dir):
     """trains a tiny GPT-2 with the CPU trainer for STEPS steps into run_dir, scoring it with -E at the end
-    -> {task: (acc, acc_norm, ppl)} as printed"""
+    -> {task: (acc, acc_norm, ppl, ll)} as printed"""
     cmd = [os.path.join(ROOT, "train_gpt2"), "-x", str(STEPS), "-v", "0", "-g", "0", "-b", "4", "-t", str(T),
            "-o", run_dir, "-E", out]
     log = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
     scores = {}
-    for m in re.finditer(r"eval (\S+)\s+acc_norm ([\d.]+) acc ([\d.]+)", log):
-        scores[m.group(1)] = (float(m.group(3)), float(m.group(2)), 0.0)
-    for m in re.finditer(r"eval (\S+)\s+acc ([\d.]+) ppl ([\d.]+)", log):
-        scores[m.group(1)] = (float(m.group(2)), float(m.group(2)), float(m.group(3)))
+    for m in re.finditer(r"eval (\S+)\s+acc_norm ([\d.]+) acc ([\d.]+) gold ll ([-\d.]+)", log):
+        scores[m.group(1)] = (float(m.group(3)), float(m.group(2)), 0.0, float(m.group(4)))
+    for m in re.finditer(r"eval (\S+)\s+acc ([\d.]+) gold ll ([-\d.]+) ppl ([\d.]+)", log):
+        scores[m.group(1)] = (float(m.group(2)), float(m.group(2)), float(m.group(4)), float(m.group(3)))
     return scores
 
 
 def check_main_log(run_dir, ours):
-    """main.log holds one eval line "s:<STEPS> <task>:<score> ..." with the printed scores (acc_norm; last word: acc
-    and <task>_ppl)"""
+    """main.log holds one eval line "s:<STEPS> <task>:<score> <task>_ll:<gold ll> ..." with the printed scores
+    (acc_norm; last word: acc, and <task>_ppl)"""
     lines = [x for x in open(os.path.join(run_dir, "main.log")) if re.match(r"^s:\d+ (?!tl:|vl:)[A-Za-z0-9_]+:", x)]
     logged = dict(kv.split(":", 1) for kv in lines[-1].split()[1:]) if lines else {}
     want = {}
-    for task, (acc, acc_norm, ppl) in ours.items():
+    for task, (acc, acc_norm, ppl, ll) in ours.items():
         want[task] = acc_norm
+        want[task + "_ll"] = ll
         if ppl:
             want[task + "_ppl"] = ppl
-    same = sorted(logged) == sorted(want) and all(abs(float(logged[k]) - v) <= 1e-3 * max(1.0, v) for k, v in want.items())
+    same = sorted(logged) == sorted(want) and all(abs(float(logged[k]) - v) <= 1e-3 * max(1.0, abs(v)) for k, v in want.items())
     check(len(lines) == 1 and lines[0].startswith(f"s:{STEPS} ") and same,
           f"main.log's eval line {lines[-1].strip() if lines else None} = the printed scores {want}")
 
@@ -146,12 +147,13 @@ def check_against_hf(out, tmp, run_dir, ours):
                     "--json", js], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(js) as f:
         theirs = json.load(f)
-    for task, (acc, acc_norm, ppl) in sorted(ours.items()):
+    for task, (acc, acc_norm, ppl, ll) in sorted(ours.items()):
         h = theirs.get(task, {})
         same = abs(h.get("acc", -1) - acc) < 1e-4 and abs(h.get("acc_norm", -1) - acc_norm) < 1e-4
-        close = abs(h.get("ppl", -1) - ppl) <= 1e-4 * max(ppl, 1.0)
-        check(same and close, f"{task}: engine acc {acc:.4f} acc_norm {acc_norm:.4f} ppl {ppl:.3f} vs transformers "
-                              f"{h.get('acc', -1):.4f} {h.get('acc_norm', -1):.4f} {h.get('ppl', -1):.3f}")
+        close = abs(h.get("ppl", -1) - ppl) <= 1e-4 * max(ppl, 1.0) and abs(h.get("ll", 1) - ll) <= 1e-4
+        check(same and close, f"{task}: engine acc {acc:.4f} acc_norm {acc_norm:.4f} ppl {ppl:.3f} ll {ll:.4f} vs "
+                              f"transformers {h.get('acc', -1):.4f} {h.get('acc_norm', -1):.4f} {h.get('ppl', -1):.3f} "
+                              f"{h.get('ll', 1):.4f}")
 
 
 def main():

@@ -236,7 +236,7 @@ static int run_ranks(const char* pattern, int world, int accum, int steps, int* 
     int64_t state0[DATALOADER_STATE_LEN];
     for (int r = 0; r < world; r++) {
         DataLoader dl;
-        dataloader_init(&dl, pattern, 2, 4, 0, 1, 1, 42, 60000);
+        dataloader_init(&dl, pattern, 2, 4, 1, 42, 60000);
         int trained = 0;
         for (int s = 0; s < steps; s++) {
             for (int k = 0; k < G; k++) {
