@@ -70,8 +70,12 @@ $(BUILD)/bench_quant_error: dev/bench_quant_error.c $(HOST_HEADERS) | $(BUILD)
 # ---- CUDA: the trainer, the model test and the kernel tests (compile and link anywhere nvcc exists)
 train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp $(BUILD)/model_logits_gpu: NVCCFLAGS += $(DP_NVCCFLAGS)
 train_gpt2_adahop test_gpt2cu $(BUILD)/test_nccl_dp $(BUILD)/model_logits_gpu: NVLIBS += $(DP_LIBS)
-# the trainer records the source commit it was built from ("-dirty": with uncommitted changes) in main.jsonl
-BUILD_COMMIT := $(shell git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
+# the trainer records the commit of its sources in main.jsonl: the last commit that changed train_gpt2_adahop.cu or
+# llmc/ ("-dirty": they have uncommitted changes), so that commits elsewhere (docs, scripts, tests) leave the identity
+# of the trainer, which paired runs must share, as it was
+TRAINER_SOURCES = train_gpt2_adahop.cu llmc
+BUILD_COMMIT := $(shell c=$$(git log -1 --format=%h --abbrev=7 -- $(TRAINER_SOURCES) 2>/dev/null); [ -n "$$c" ] && \
+    { git diff --quiet HEAD -- $(TRAINER_SOURCES) && echo $$c || echo $$c-dirty; } || echo unknown)
 train_gpt2_adahop: NVCCFLAGS += -DBUILD_COMMIT='"$(BUILD_COMMIT)"'
 train_gpt2_adahop: train_gpt2_adahop.cu $(HOST_HEADERS) $(CUDA_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ $(NVLIBS)
