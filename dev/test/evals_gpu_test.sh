@@ -3,7 +3,8 @@
 # dev/eval_hf.py on the exported model:
 #   1. the trainer scores MODEL standalone (-x 0 -E, BF16) and logs "s:0 <task>:<score> ..." to main.log;
 #   2. dev/export_hf.py exports MODEL (bf16) and dev/eval_hf.py scores it in transformers (FP32 compute on the GPU);
-#      every task's score (acc_norm; LAMBADA acc) agrees within 0.2 points, its gold log-likelihood within 1%,
+#      every task's score (acc_norm; LAMBADA acc) agrees within 0.2 points or one example (a near tie may flip between
+#      BF16 and FP32), its gold log-likelihood within 1%,
 #      LAMBADA perplexity within 2%;
 #   3. a short d6 run with -V 5 -x 10 logs the evals at steps 0, 5 and 10, every task on each line, writes the same
 #      scores as "eval" events into main.jsonl (dev/test/check_jsonl.py), and scripts/plot_losses.py tabulates the
@@ -29,9 +30,10 @@ hf = json.load(open(sys.argv[2]))
 fails = 0
 for task, r in sorted(hf.items()):
     theirs = r["acc_norm"]
-    ok = task in ours and abs(ours[task] - theirs) <= 0.002
+    tol = max(0.002, 1.0 / r["examples"])   # 0.2 points, or one example: a near tie may flip between BF16 and FP32
+    ok = task in ours and abs(ours[task] - theirs) <= tol + 1e-9
     print(f"{'ok  ' if ok else 'FAIL'} {task:<11} engine {ours.get(task, float('nan')):.4f} transformers {theirs:.4f} "
-          f"(diff {100 * (ours.get(task, 0) - theirs):+.2f} points, tol 0.2)")
+          f"(diff {100 * (ours.get(task, 0) - theirs):+.2f} points, tol {100 * tol:.2f})")
     fails += not ok
     ll = ours.get(task + "_ll", float("nan"))
     ok = abs(ll - r["ll"]) <= 0.01 * abs(r["ll"])
@@ -56,6 +58,7 @@ echo "periodic evals: $lines eval lines at steps 0, 5, 10 (want 3), $keys tasks 
 [ "$lines" -eq 3 ] && [ "$keys" -eq "$tasks" ] || { echo "evals_gpu_test: periodic evals missing (lines or tasks)"; exit 1; }
 $PYTHON dev/test/check_jsonl.py "$out/periodic"
 $PYTHON scripts/plot_losses.py "$out/periodic" --no-plot | tee "$out/periodic_table.txt"
-awk '$1 ~ /^periodic/ && $15 == "10" { found = 1 } END { exit !found }' "$out/periodic_table.txt" ||
+awk 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i }
+    $1 ~ /^periodic/ && col["eval_step"] && $col["eval_step"] == "10" { found = 1 } END { exit !found }' "$out/periodic_table.txt" ||
     { echo "evals_gpu_test: plot_losses.py shows no eval step 10 for the run"; exit 1; }
 echo "evals_gpu_test: all parts passed"
