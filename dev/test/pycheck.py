@@ -18,3 +18,11 @@ def summary(test):
     """prints the counts of the checks so far; returns the exit status: 1 if one failed, else 0"""
     print(f"{test}: {passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def run(cmd, env=None, timeout=120):
+    """runs cmd with env added to the environment -> (exit status, stdout, stderr)"""
+    import os
+    import subprocess
+    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr

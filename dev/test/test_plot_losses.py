@@ -43,22 +43,14 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from pycheck import check, summary
+from pycheck import check, run, summary
 from skip_log import skip
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PLOT = os.path.join(ROOT, "scripts", "plot_losses.py")
-
-
-def run(cmd, env=None, timeout=120):
-    e = dict(os.environ)
-    e.update(env or {})
-    p = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
 
 
 # ---------------------------------------------------------------------------- plot_losses.py

@@ -19,17 +19,10 @@ import sys
 import tempfile
 import time
 
-from pycheck import check, summary
+from pycheck import check, run, summary
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RUN_MODES = os.path.join(ROOT, "scripts", "run_modes.sh")
-
-
-def run(cmd, env=None, timeout=120):
-    e = dict(os.environ)
-    e.update(env or {})
-    p = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
 
 
 FAKE_TRAINER = r'''#!PYTHON
