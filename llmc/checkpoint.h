@@ -2,9 +2,10 @@
 // parameters (the tensor order of the model's family: llmc/gpt2_config.h, llmc/llama_config.h), then, for a training
 // state, AdamW m and v, then the AdaHOP state, then the GEMM algorithm table (which cuBLASLt algorithm each GEMM shape
 // runs, llmc/matmul.cuh: a resumed run computes with the same ones). Every section carries a CRC-32 (llmc/crc32.h)
-// that is verified on load, and loaded parameters and moments must be finite: a corrupt file is refused with an error
-// naming the file and the section. Files are written to PATH.tmp, flushed, fsync'ed and renamed, so a crash never
-// leaves half a file.
+// that is verified on load, and parameters and moments must be finite (the second moments also >= 0), when loaded
+// and before they are written: a corrupt file is refused with an error naming the file and the section, and a
+// diverged state is never written. Files are written to PATH.tmp, flushed, fsync'ed and renamed, so a crash never
+// leaves half a file; a write that fails (a full disk) removes PATH.tmp before it stops the run.
 //
 // Header slots (int32, little endian; int64 values take two slots, low word first):
 //   0 magic 20261202      1 version 2           2 contents: 1 = params, 3 = params + optimizer state,
@@ -167,6 +168,26 @@ static inline void ckpt_fill_header(int32_t* h, const CheckpointHeader* ck, cons
     h[CKPT_CRC_SLOT] = (int32_t)ckpt_header_crc(h);
 }
 
+// what the floats of a span must be: nothing (not floats), finite (parameters, AdamW m), finite and >= 0 (AdamW v,
+// whose square root divides the update: a negative one turns the weights into NaN)
+enum { CKPT_ANY, CKPT_FINITE, CKPT_FINITE_NONNEG };
+
+// the index of the first float of f[0..n) that breaks `rule`, or n
+static inline size_t ckpt_first_bad_value(const float* f, size_t n, int rule) {
+    if (rule == CKPT_ANY) { return n; }
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(f[i]) || (rule == CKPT_FINITE_NONNEG && f[i] < 0.0f)) { return i; }
+    }
+    return n;
+}
+
+// the rule of span `part` of section sec (the optimizer state is m then v)
+static inline int ckpt_value_rule(int sec, int part) {
+    if (sec == CKPT_SEC_PARAMS) { return CKPT_FINITE; }
+    if (sec == CKPT_SEC_OPTIMIZER) { return part == 0 ? CKPT_FINITE : CKPT_FINITE_NONNEG; }
+    return CKPT_ANY;
+}
+
 // writes header + params (+ m, v when contents has CKPT_OPTIMIZER) (+ the AdaHOP words with CKPT_ADAHOP) (+ the GEMM
 // algorithm words with CKPT_GEMM_ALGOS) atomically
 static inline void checkpoint_write_state(const char* path, const CheckpointHeader* ck, const float* params, const float* m,
@@ -187,24 +208,34 @@ static inline void checkpoint_write_state(const char* path, const CheckpointHead
     int32_t h[CKPT_HEADER_INTS];
     ckpt_fill_header(h, ck, crc);
 
-    size_t len = strlen(path);
-    char* tmp = (char*)malloc_check(len + 5);
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".tmp", 5);
-    FILE* fp = fopen_check(tmp, "wb");
-    fwrite_check(h, 1, sizeof(h), fp);
-    fwrite_check(params, 1, bytes[CKPT_SEC_PARAMS], fp);
-    if (ck->contents & CKPT_OPTIMIZER) {
-        fwrite_check(m, 1, bytes[CKPT_SEC_PARAMS], fp);
-        fwrite_check(v, 1, bytes[CKPT_SEC_PARAMS], fp);
+    size_t n = bytes[CKPT_SEC_PARAMS] / sizeof(float);
+    const float* spans[3] = {params, m, v};
+    const int sections[3] = {CKPT_SEC_PARAMS, CKPT_SEC_OPTIMIZER, CKPT_SEC_OPTIMIZER};
+    for (int i = 0; i < ((ck->contents & CKPT_OPTIMIZER) ? 3 : 1); i++) {
+        size_t bad = ckpt_first_bad_value(spans[i], n, ckpt_value_rule(sections[i], i == 2));
+        if (bad < n) {
+            die("not writing checkpoint '%s' of step %lld: %s %zu is %g (the state diverged); the older checkpoints stay",
+                path, (long long)ck->step, i == 0 ? "parameter" : i == 1 ? "AdamW m" : "AdamW v", bad, (double)spans[i][bad]);
+        }
     }
-    if (ck->contents & CKPT_ADAHOP) { fwrite_check(adahop, 1, bytes[CKPT_SEC_ADAHOP], fp); }
-    if (gemm != NULL && bytes[CKPT_SEC_GEMM_ALGOS] > 0) { fwrite_check(gemm, 1, bytes[CKPT_SEC_GEMM_ALGOS], fp); }
-    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) { die("cannot flush checkpoint '%s': %s", tmp, strerror(errno)); }
-    fclose_check(fp);
-    if (rename(tmp, path) != 0) { die("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
+    const void* data[6] = {h, params, m, v, adahop, gemm};
+    size_t sizes[6] = {sizeof(h), bytes[CKPT_SEC_PARAMS], bytes[CKPT_SEC_OPTIMIZER] / 2, bytes[CKPT_SEC_OPTIMIZER] / 2,
+                       bytes[CKPT_SEC_ADAHOP], gemm != NULL ? bytes[CKPT_SEC_GEMM_ALGOS] : 0};
+    char tmp[4200];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) { die("checkpoint path '%s' is too long", path); }
+    FILE* fp = fopen_regular(tmp, "wb");
+    if (fp == NULL) { die("cannot write checkpoint '%s': %s", tmp, fopen_regular_error(errno)); }
+    int ok = 1;
+    for (int i = 0; i < 6 && ok; i++) { ok = sizes[i] == 0 || fwrite(data[i], 1, sizes[i], fp) == sizes[i]; }
+    ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+    int saved_errno = errno;
+    if (fclose(fp) != 0 && ok) { ok = 0; saved_errno = errno; }
+    if (!ok) {
+        remove(tmp);   // a full disk stays full otherwise, and the next run could not even probe the directory
+        die("cannot write checkpoint '%s': %s (the older checkpoints stay)", tmp, strerror(saved_errno));
+    }
+    if (rename(tmp, path) != 0) { saved_errno = errno; remove(tmp); die("cannot rename '%s' into place: %s", tmp, strerror(saved_errno)); }
     ckpt_sync_dir(path);
-    free(tmp);
 }
 
 static inline void checkpoint_write(const char* path, const CheckpointHeader* ck, const float* params, const float* m,
@@ -291,15 +322,15 @@ static inline int ckpt_parse_header(const char* path, const int32_t* h, long siz
     return 0;
 }
 
-// opens path for reading as a regular file (a directory or device is refused) and reads its header into *ck;
+// opens path for reading as a regular file (a directory, FIFO or device is refused) and reads its header into *ck;
 // returns the file positioned at the params, or NULL with err set
 static inline FILE* ckpt_try_open(const char* path, int want, CheckpointHeader* ck, char* err) {
-    FILE* fp = fopen(path, "rb");
-    if (fp == NULL) { ckpt_fail(err, "cannot open checkpoint '%s': %s", path, strerror(errno)); return NULL; }
+    FILE* fp = fopen_regular(path, "rb");
+    if (fp == NULL) { ckpt_fail(err, "cannot open checkpoint '%s': %s", path, fopen_regular_error(errno)); return NULL; }
     struct stat st;
     int32_t h[CKPT_HEADER_INTS];
-    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-        ckpt_fail(err, "checkpoint '%s' is not a regular file (a directory?)", path);
+    if (fstat(fileno(fp), &st) != 0) {
+        ckpt_fail(err, "checkpoint '%s': %s", path, strerror(errno));
     } else if (st.st_size < (off_t)sizeof(h)) {
         ckpt_fail(err, "checkpoint '%s' is %lld bytes, shorter than its %zu-byte header", path, (long long)st.st_size, sizeof(h));
     } else if (fread(h, sizeof(h), 1, fp) != 1) {
@@ -311,9 +342,9 @@ static inline FILE* ckpt_try_open(const char* path, int want, CheckpointHeader* 
     return NULL;
 }
 
-// reads `bytes` bytes of a section into dst (NULL: through a scratch buffer, only checked), extending *crc; with
-// floats, every value must be finite. Returns 0, or -1 with err set
-static inline int ckpt_read_span(FILE* fp, const CheckpointHeader* ck, int sec, void* dst, size_t bytes, int floats,
+// reads `bytes` bytes of a section into dst (NULL: through a scratch buffer, only checked), extending *crc; every
+// float must keep `rule`. Returns 0, or -1 with err set
+static inline int ckpt_read_span(FILE* fp, const CheckpointHeader* ck, int sec, void* dst, size_t bytes, int rule,
                                  uint32_t* crc, char* err) {
     const size_t chunk = (size_t)1 << 22;
     unsigned char* scratch = dst ? NULL : (unsigned char*)malloc_check(chunk);
@@ -327,15 +358,11 @@ static inline int ckpt_read_span(FILE* fp, const CheckpointHeader* ck, int sec, 
             break;
         }
         *crc = crc32_update(*crc, at, k);
-        if (floats) {
-            const float* f = (const float*)at;
-            for (size_t i = 0; i < k / sizeof(float); i++) {
-                if (!isfinite(f[i])) {
-                    rc = ckpt_fail(err, "checkpoint '%s': section '%s' holds a non-finite value (%g) at float %zu", ck->path,
-                                   ckpt_section_names[sec], (double)f[i], (done / sizeof(float)) + i);
-                    break;
-                }
-            }
+        const float* f = (const float*)at;
+        size_t n = k / sizeof(float), bad = ckpt_first_bad_value(f, n, rule);
+        if (bad < n) {
+            rc = ckpt_fail(err, "checkpoint '%s': section '%s' holds %s value (%g) at float %zu", ck->path, ckpt_section_names[sec],
+                           isfinite(f[bad]) ? "a negative second-moment" : "a non-finite", (double)f[bad], (done / sizeof(float)) + bad);
         }
         done += k;
     }
@@ -356,8 +383,7 @@ static inline int ckpt_read_section(FILE* fp, const CheckpointHeader* ck, int se
                                     size_t part_bytes, char* err) {
     uint32_t crc = 0;
     for (int i = 0; i < nparts; i++) {
-        int floats = sec == CKPT_SEC_PARAMS || sec == CKPT_SEC_OPTIMIZER;
-        if (ckpt_read_span(fp, ck, sec, parts ? parts[i] : NULL, part_bytes, floats, &crc, err) != 0) { return -1; }
+        if (ckpt_read_span(fp, ck, sec, parts ? parts[i] : NULL, part_bytes, ckpt_value_rule(sec, i), &crc, err) != 0) { return -1; }
     }
     return ckpt_check_crc(ck, sec, crc, err);
 }

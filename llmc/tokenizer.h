@@ -22,13 +22,12 @@ typedef struct {
 
 static inline void tokenizer_init(Tokenizer* t, const char* path) {
     memset(t, 0, sizeof(*t));
-    FILE* fp = fopen(path, "rb");
-    if (fp == NULL) {
+    FILE* fp = fopen_regular(path, "rb");
+    if (fp == NULL && errno == ENOENT) {
         fprintf(stderr, "warning: cannot open tokenizer '%s' (%s); tokens will be printed as ids\n", path, strerror(errno));
         return;
     }
-    struct stat st = {0};
-    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) { die("tokenizer '%s' is not a regular file (a directory?)", path); }
+    if (fp == NULL) { die("tokenizer '%s': %s", path, fopen_regular_error(errno)); }
     long size = file_size(fp);
     int32_t h[TOKENIZER_HEADER_INTS];
     if (size < (long)sizeof(h)) { die("tokenizer '%s' is %ld bytes, shorter than its %zu-byte header (truncated?)", path, size, sizeof(h)); }

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <errno.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 // called by die() with its message before the exit (NULL: nothing more), e.g. to tell the other processes of a
 // data-parallel run why this one stops (llmc/rendezvous.h, llmc/nccl_dp.cuh)
@@ -23,17 +25,39 @@ static inline void die_with_message(const char* message) {
 #define die(...) do { char die_message_[8192]; snprintf(die_message_, sizeof(die_message_), __VA_ARGS__); \
                       die_with_message(die_message_); } while (0)
 
-// opens path; a file opened for reading must be a regular file (fopen accepts a directory, whose reads then fail)
-static inline FILE* fopen_check_(const char* path, const char* mode, const char* file, int line) {
-    FILE* fp = fopen(path, mode);
+// fopen for regular files only: the file is opened without blocking (a FIFO would wait for its other end), checked
+// with fstat, then switched back to blocking I/O. NULL with errno set when it fails: EISDIR for a directory, EINVAL
+// for any other file that is not regular (a FIFO, device or socket)
+static inline FILE* fopen_regular(const char* path, const char* mode) {
+    int update = strchr(mode, '+') != NULL;
+    int flags = mode[0] == 'r' ? (update ? O_RDWR : O_RDONLY)
+                               : (update ? O_RDWR : O_WRONLY) | O_CREAT | (mode[0] == 'a' ? O_APPEND : 0);
+    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0) { return NULL; }
+    struct stat st;
+    int err = fstat(fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    if (err == 0 && mode[0] == 'w' && ftruncate(fd, 0) != 0) { err = errno; }   // "w" truncates, once it is known regular
+    if (err == 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) { err = errno; }
+    FILE* fp = err == 0 ? fdopen(fd, mode) : NULL;
     if (fp == NULL) {
-        fprintf(stderr, "error: cannot open '%s' (mode %s): %s [%s:%d]\n", path, mode, strerror(errno), file, line);
-        exit(EXIT_FAILURE);
+        if (err == 0) { err = errno; }
+        close(fd);
+        errno = err;
     }
-    struct stat st = {0};
-    if (mode[0] == 'r' && (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode))) {
-        fprintf(stderr, "error: '%s' is %s, not a regular file [%s:%d]\n", path, S_ISDIR(st.st_mode) ? "a directory" : "not readable",
-                file, line);
+    return fp;
+}
+
+// why fopen_regular failed, from its errno
+static inline const char* fopen_regular_error(int err) {
+    return err == EINVAL ? "not a regular file (a FIFO, device or socket)" : err == EISDIR ? "a directory, not a regular file"
+                                                                                           : strerror(err);
+}
+
+// opens path (fopen_regular: a regular file, never waiting on a FIFO) or exits naming it
+static inline FILE* fopen_check_(const char* path, const char* mode, const char* file, int line) {
+    FILE* fp = fopen_regular(path, mode);
+    if (fp == NULL) {
+        fprintf(stderr, "error: cannot open '%s' (mode %s): %s [%s:%d]\n", path, mode, fopen_regular_error(errno), file, line);
         exit(EXIT_FAILURE);
     }
     return fp;

@@ -376,8 +376,11 @@ static void test_bad_shards(void) {
     unlink(bad_pattern);
     path_in_tmp(bad_pattern, sizeof(bad_pattern), "dir.bin");
     if (mkdir(bad_pattern, 0755) != 0) { die("mkdir %s failed", bad_pattern); }
-    CHECK(fails_with(child_init, bad_pattern, "dir.bin' is a directory"), "a directory matched as a shard is named");
+    CHECK(fails_with(child_init, bad_pattern, "dir.bin' (mode rb): a directory, not a regular file"), "a directory matched as a shard is named");
     rmdir(bad_pattern);
+    if (mkfifo(bad_pattern, 0600) != 0) { die("mkfifo %s failed", bad_pattern); }
+    CHECK(fails_with(child_init, bad_pattern, "dir.bin' (mode rb): not a regular file (a FIFO"), "a FIFO matched as a shard is refused, not waited on");
+    unlink(bad_pattern);
     char none[4096];
     path_in_tmp(none, sizeof(none), "nothing_*.bin");
     CHECK(fails_with(child_init, none, "no files match the pattern"), "glob without a match");

@@ -3,6 +3,8 @@
 // deletion, the spike guard, the learning-rate schedule, the sampler, the token grouping of the embedding backward,
 // the RNG and GPT-2 init; LLaMA model files; the model FLOPs per token (MFU) and the JSON Lines writer.
 #include <sys/stat.h>
+#include <sys/resource.h>
+#include <signal.h>
 #include "llmc/checkpoint.h"
 #include "llmc/schedule.h"
 #include "llmc/sampler.h"
@@ -215,6 +217,10 @@ static void test_checkpoint(void) {
     CHECK(open_fails_with(bad, "non-finite"), "a NaN parameter with a matching CRC is refused");
     write_float_resealed(bad, raw, size, n + 3, INFINITY, CKPT_CRC_SLOT + CKPT_SEC_OPTIMIZER, moments_at, 2 * n * sizeof(float));
     CHECK(open_fails_with(bad, "non-finite"), "an infinite moment with a matching CRC is refused");
+    write_float_resealed(bad, raw, size, 2 * n + 7, -1.0f, CKPT_CRC_SLOT + CKPT_SEC_OPTIMIZER, moments_at, 2 * n * sizeof(float));
+    CHECK(open_fails_with(bad, "negative second-moment"), "a negative AdamW v with a matching CRC is refused (it would train into NaN)");
+    write_float_resealed(bad, raw, size, n + 7, -1.0f, CKPT_CRC_SLOT + CKPT_SEC_OPTIMIZER, moments_at, 2 * n * sizeof(float));
+    CHECK(!open_fails_with(bad, ""), "a negative AdamW m is a valid state");
     char err[CKPT_ERR_LEN];
     CheckpointHeader checked;
     write_flipped(bad, raw, size, moments_at + 8, 0x80);
@@ -261,6 +267,76 @@ static void test_checkpoint(void) {
 
 // a LLaMA model file: round trip of the family and shape through checkpoint_open_model, refused by the GPT-2-only
 // checkpoint_open; an unknown family, a corrupt NKV and LLaMA fields in a GPT-2 header are refused
+
+static CheckpointHeader write_header;
+static const float* write_payload;
+static char write_target[300];
+
+// writes the training state write_payload (params, m, v) to write_target (run in a child)
+static void write_guarded_state(void) {
+    size_t n = ckpt_num_params(&write_header);
+    checkpoint_write(write_target, &write_header, write_payload, write_payload + n, write_payload + 2 * n);
+}
+
+// the same, with files limited to 4 KiB: every write past it fails with EFBIG, as on a full disk
+static void write_state_disk_full(void) {
+    struct rlimit limit = {4096, 4096};
+    signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &limit);
+    write_guarded_state();
+}
+
+// opens the checkpoint at open_path with a deadline: a FIFO must be refused, not waited on
+static void open_checkpoint_with_deadline(void) {
+    alarm(20);
+    open_checkpoint();
+}
+
+// 1 when path names no file
+static int missing(const char* path) { return access(path, F_OK) != 0; }
+
+// a state that would not load is never written (NaN/Inf weights or moments, negative v), a write that fails leaves
+// no temporary file behind, and an earlier checkpoint of the same name survives both; a FIFO is refused at once
+static void test_checkpoint_write_guards(void) {
+    GPT2Config c = tiny_config();
+    size_t n = gpt2_num_params(&c);
+    float* p = (float*)malloc_check(3 * n * sizeof(float));
+    gpt2_init_params(&c, p, 7);
+    for (size_t i = 0; i < 2 * n; i++) { p[n + i] = 0.25f; }
+    memset(&write_header, 0, sizeof(write_header));
+    write_header.config = c; write_header.contents = CKPT_PARAMS | CKPT_OPTIMIZER; write_header.step = 12;
+    write_payload = p;
+    snprintf(write_target, sizeof(write_target), "%s/guarded.bin", tmpdir);
+    char tmp[320];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", write_target);
+    CHECK(!child_fails_with(write_guarded_state, "") && !missing(write_target), "a finite state is written");
+    char err[CKPT_ERR_LEN];
+    CheckpointHeader ck;
+    const size_t bad_at[4] = {3, n - 1, n + 5, 2 * n + 9};
+    const float bad_value[4] = {NAN, INFINITY, -INFINITY, -0.5f};
+    const char* what[4] = {"a NaN parameter", "an infinite parameter", "an infinite m", "a negative v"};
+    for (int k = 0; k < 4; k++) {
+        float saved = p[bad_at[k]];
+        p[bad_at[k]] = bad_value[k];
+        write_header.step = 13;
+        CHECK(child_fails_with(write_guarded_state, "the state diverged"), "%s is not written", what[k]);
+        p[bad_at[k]] = saved;
+        CHECK(missing(tmp) && checkpoint_check(write_target, -1, &ck, err) == 0 && ck.step == 12,
+              "after %s the earlier checkpoint is intact (step %lld) and no temporary file is left", what[k], (long long)ck.step);
+    }
+    write_header.step = 14;
+    CHECK(child_fails_with(write_state_disk_full, "cannot write checkpoint"), "a write on a full disk stops the run");
+    CHECK(missing(tmp), "a write that failed removes its temporary file (the disk would stay full)");
+    CHECK(checkpoint_check(write_target, -1, &ck, err) == 0 && ck.step == 12, "the earlier checkpoint survives a failed write");
+    char fifo[300];
+    snprintf(fifo, sizeof(fifo), "%s/fifo.bin", tmpdir);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+    open_path = fifo;
+    CHECK(child_fails_with(open_checkpoint_with_deadline, "not a regular file"), "a FIFO as checkpoint is refused at once");
+    CHECK(checkpoint_check(fifo, -1, &ck, err) != 0 && strstr(err, "not a regular file"), "checkpoint_check refuses a FIFO: %s", err);
+    remove(fifo);
+    free(p);
+}
 static void test_checkpoint_llama(void) {
     LlamaConfig c = {32, 100, 128, 2, 4, 2, 64, 192};
     ModelConfig mc = model_from_llama(&c);
@@ -578,6 +654,7 @@ static void test_jsonl(void) {
 int main(void) {
     if (mkdtemp(tmpdir) == NULL) { die("mkdtemp failed"); }
     test_checkpoint();
+    test_checkpoint_write_guards();
     test_checkpoint_llama();
     test_state_names();
     test_find_valid();
