@@ -117,6 +117,7 @@ test-cpu: cpu $(BUILD)/train_gpt2_asan
 	@echo "== CPU reference trains a tiny model"; bash dev/test/cpu_train_smoke.sh
 	@echo "== CPU reference trains in every precision mode"; bash dev/test/cpu_modes_smoke.sh
 	@echo "== the data order is -D's, whatever -r (CPU trainer)"; bash dev/test/cpu_data_seed_test.sh
+	@echo "== the -o directory: another run's files refused (-y 2 replaces them), locked, stale temporaries removed; SIGHUP/SIGQUIT; FIFOs refused (CPU trainer)"; bash dev/test/run_dir_test.sh
 	@echo "== AdaHOP linear: PyTorch oracle vs C reference"; bash dev/test/adahop_cases.sh
 	@echo "== dev/ab_trainers.sh with fake trainers"; bash dev/test/ab_trainers_test.sh
 	@echo "== fuzzed shards, checkpoints, tokenizer files and flags vs the CPU trainer under ASan + UBSan"; \

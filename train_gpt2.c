@@ -19,8 +19,8 @@
 //
 // Runs like the GPU trainer: -o DIR gets main.log and training states state_%08d.bin (every -n steps and at the
 // end; -N keeps the newest K), -y 1 resumes from the newest valid one exactly. Everything is checked before the
-// first step; a NaN/Inf loss stops the run without writing a checkpoint of the diverged state; SIGTERM / SIGINT
-// finish the step, write a checkpoint and exit with 128 + the signal (llmc/stop_signal.h).
+// first step; a NaN/Inf loss stops the run without writing a checkpoint of the diverged state; SIGTERM, SIGINT,
+// SIGHUP and SIGQUIT finish the step, write a checkpoint and exit with 128 + the signal (llmc/stop_signal.h).
 #include <time.h>
 #include "llmc/utils.h"
 #include "llmc/cli.h"
@@ -68,7 +68,9 @@ static void usage(const char* prog) {
         "  -o <dir>   output directory: main.log and training states state_<step>.bin (default: none)\n"
         "  -n <int>   write a training state every n steps to the -o dir, besides the one at the end (default 0)\n"
         "  -N <int>   keep only the newest N training states, 0 = all (default 0)\n"
-        "  -y <0|1>   resume from the newest valid training state in the -o dir (default 0)\n"
+        "  -y <0|1|2> the -o dir's training states and logs: 0 = start afresh, refusing a dir that holds another\n"
+        "             run's; 1 = resume from the newest valid training state (afresh when there is none); 2 = delete\n"
+        "             another run's, then start afresh (default 0)\n"
         "  -z <path>  token decoding file for the samples (default data/gpt2_tokenizer.bin)\n"
         "  -b <int>   batch size B (default 4)\n"
         "  -t <int>   sequence length T (default 64)\n"
@@ -117,7 +119,7 @@ static void parse_args(int argc, char** argv, TrainArgs* a) {
             case 'o': a->out_dir = v; break;
             case 'n': a->checkpoint_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'N': a->keep_checkpoints = (int)parse_int(f, v, 0, 1 << 30); break;
-            case 'y': a->resume = (int)parse_int(f, v, 0, 1); break;
+            case 'y': a->resume = (int)parse_int(f, v, OUT_DIR_FRESH, OUT_DIR_REPLACE); break;
             case 'z': a->tokenizer = v; break;
             case 'b': a->B = (int)parse_int(f, v, 1, 1 << 16); break;
             case 't': a->T = (int)parse_int(f, v, 1, 1 << 16); break;
@@ -274,7 +276,7 @@ static void generate(GPT2CPU* m, const Tokenizer* tok, int n, Rng* rng) {
 // the newest valid training state of the -o dir for -y 1 (a warning names each newer one skipped), "" if none
 static void find_resume(const TrainArgs* a, char* path, size_t len) {
     path[0] = '\0';
-    if (!a->resume) { return; }
+    if (a->resume != OUT_DIR_RESUME) { return; }
     if (checkpoint_find_resume(a->out_dir, FAMILY_GPT2, path, len) != 0) {
         printf("resume: no training state in %s, starting fresh\n", a->out_dir);
         path[0] = '\0';
@@ -293,7 +295,7 @@ int main(int argc, char** argv) {
     TrainArgs a;
     parse_args(argc, argv, &a);
     stop_signal_install();
-    if (a.out_dir) { out_dir_prepare(a.out_dir); }
+    if (a.out_dir) { out_dir_open(a.out_dir, a.resume, 1); }
     char resume_path[4096];
     find_resume(&a, resume_path, sizeof(resume_path));
     GPT2Config c;
@@ -323,11 +325,15 @@ int main(int argc, char** argv) {
     Rng rng;
     rng_seed(&rng, a.seed);
     EvalSuite evals = {0, NULL};
-    if (a.evals) { eval_suite_load(&evals, a.evals, c.vocab_size); }
+    if (a.evals) { eval_suite_load(&evals, a.evals, c.vocab_size, a.T); }
     EvalModel eval_model = {cpu_eval_forward, &m, a.B, a.T, a.T};   // rows of T positions: the training batch's buffers
     SpikeGuard guard;
     spike_guard_init(&guard, a.skip_loss_z, a.skip_norm_z);
     int start_step = resume_path[0] ? load_state(resume_path, &m, &adahop, &guard, &train, &rng) : 0;
+    if (start_step > a.max_steps) {
+        die("resume: '%s' is at step %d, past -x %d: the run is longer than asked (raise -x to continue it)", resume_path,
+            start_step, a.max_steps);
+    }
     if (resume_path[0]) { printf("resumed from %s at step %d\n", resume_path, start_step); }
     FILE* logf = open_log(&a, start_step > 0);
     printf("B=%d T=%d steps=%d lr=%g wd=%g clip=%g seed=%llu data seed=%lld\n", a.B, a.T, a.max_steps, a.lr, a.weight_decay,

@@ -26,8 +26,8 @@
 #include "llmc/model_config.h"     // defines: ModelConfig, presets of both families, model_init_params, ParamTable
 #include "llmc/dataloader.h"       // defines: DataLoader (token shards, shuffled, resumable position)
 #include "llmc/checkpoint.h"       // defines: CheckpointHeader, checkpoint read/write (CRC-checked), checkpoint_find_valid, checkpoint_prune
-#include "llmc/out_dir.h"          // defines: out_dir_prepare (the -o directory, created and probed)
-#include "llmc/stop_signal.h"      // defines: stop_signal_install, stop_signal_received (SIGTERM / SIGINT)
+#include "llmc/out_dir.h"          // defines: out_dir_open (the -o directory: created, probed, locked; -y modes)
+#include "llmc/stop_signal.h"      // defines: stop_signal_install, stop_signal_received (SIGTERM / SIGINT / SIGHUP / SIGQUIT)
 #include "llmc/spike_guard.h"      // defines: SpikeGuard (loss / grad-norm spike skipping, -L / -Z)
 #include "llmc/schedule.h"         // defines: lr_schedule (warmup + cosine)
 #include "llmc/sampler.h"          // defines: sample_softmax
@@ -902,8 +902,9 @@ static void usage(const char* prog) {
            "  -g <int>   tokens per sample                 (default 64)\n"
            "  -n <int>   write a checkpoint every N steps to the -o dir, 0 = never (default 0)\n"
            "  -N <int>   keep only the newest N checkpoints, 0 = all (default 0)\n"
-           "  -y <0|1>   resume from the newest valid checkpoint in the -o dir (newer corrupt ones are skipped with a\n"
-           "             warning) (default 0)\n"
+           "  -y <0|1|2> the -o dir's checkpoints and logs: 0 = start afresh, refusing a dir that holds another run's;\n"
+           "             1 = resume from the newest valid checkpoint (newer corrupt ones are skipped with a warning;\n"
+           "             afresh when there is none); 2 = delete another run's, then start afresh (default 0)\n"
            "  -r <int>   random seed for init, stochastic rounding and sampling (default 1337)\n"
            "  -D <int>   seed of the training data order: one permutation of all sequences of all shards per epoch, so\n"
            "             runs of the same -D read the same batches whatever -r, B or the cut into shards (default: -r;\n"
@@ -918,7 +919,8 @@ static void usage(const char* prog) {
            "  -a <0|1>   GEMM algorithms: 1 = the fastest of cuBLASLt's first %d candidates per GEMM shape, timed in the\n"
            "             first step and saved with the checkpoints; 0 = cuBLASLt's first choice, the same in every run\n"
            "             (two runs then match bit for bit). A resumed run takes the checkpoint's, whatever -a (default 1)\n"
-           "SIGTERM / SIGINT: the step finishes, a checkpoint is written to the -o dir, the exit status is 128 + signal.\n"
+           "SIGTERM / SIGINT / SIGHUP / SIGQUIT: the step finishes, a checkpoint is written to the -o dir, the exit status is\n"
+           "128 + signal.\n"
            "Precision of the block linear layers (qkv, attention projection, MLP up and down; all three GEMMs each):\n"
            "  -p <mode>  bf16 | mxfp4 (no transform) | hadamard (IHT on every GEMM) | adahop (default adahop)\n"
            "  -P <path>  MXFP4 GEMM path: fast (E4M3 on FP8 tensor cores) | exact (dequantize + BF16) (default fast)\n"
@@ -985,7 +987,7 @@ static Options parse_options(int argc, char** argv) {
             case 'g': o.gen_tokens = (int)parse_int(f, v, 1, 1 << 16); break;
             case 'n': o.ckpt_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'N': o.keep_ckpts = (int)parse_int(f, v, 0, 1 << 30); break;
-            case 'y': o.resume = (int)parse_int(f, v, 0, 1); break;
+            case 'y': o.resume = (int)parse_int(f, v, OUT_DIR_FRESH, OUT_DIR_REPLACE); break;
             case 'r': o.seed = (uint64_t)parse_int(f, v, 0, 0x7fffffffffffffffL); break;
             case 'D': o.data_seed = parse_int(f, v, 0, 0x7fffffffffffffffL); break;
             case 'f': o.val_bf16 = (int)parse_int(f, v, 0, 1); break;
@@ -1334,8 +1336,8 @@ int main(int argc, char** argv) {
     int32_t* gemm_words = NULL;   // the resumed run's GEMM algorithm table
     int start_step = 0;
     char resume_path[4096] = "";
-    if (o.out_dir) { out_dir_prepare(o.out_dir); }   // on every rank, before anything costly: a bad -o stops all at once
-    if (o.resume && checkpoint_find_resume(o.out_dir, -1, resume_path, sizeof(resume_path)) != 0) {
+    if (o.out_dir) { out_dir_open(o.out_dir, o.resume, dp.rank == 0); }   // every rank, before anything costly: a bad -o stops all
+    if (o.resume == OUT_DIR_RESUME && checkpoint_find_resume(o.out_dir, -1, resume_path, sizeof(resume_path)) != 0) {
         printf("resume: no checkpoint in %s, starting fresh\n", o.out_dir);
         resume_path[0] = '\0';
     }
@@ -1356,6 +1358,10 @@ int main(int argc, char** argv) {
         }
         fclose_check(fp);
         if (resume_path[0] && !(ck.contents & CKPT_OPTIMIZER)) { die("'%s' holds no optimizer state: cannot resume from it", load_path); }
+        if (resume_path[0] && ck.step > o.max_steps) {
+            die("resume: '%s' is at step %lld, past -x %d: the run is longer than asked (raise -x to continue it)", resume_path,
+                (long long)ck.step, o.max_steps);
+        }
         if (resume_path[0] && (uint64_t)ck.seed != o.seed) {   // before anything is seeded from it
             printf("resume: using the checkpoint's seed %lld\n", (long long)ck.seed);
             o.seed = (uint64_t)ck.seed;
@@ -1434,7 +1440,7 @@ int main(int argc, char** argv) {
     EvalSuite evals = {0, NULL};
     EvalRunner eval_runner = {&model, NULL};
     if (o.evals) {
-        eval_suite_load(&evals, o.evals, config.vocab_size);
+        eval_suite_load(&evals, o.evals, config.vocab_size, o.T);
         eval_runner.flags = (float*)device_malloc((size_t)o.B * o.T * sizeof(float), "eval argmax flags");
     }
     EvalModel eval_model = {gpu_eval_forward, &eval_runner, o.B, o.T, EVAL_ROW_ALIGN};

@@ -16,7 +16,7 @@ PYTHON=${PYTHON:-python3}
 train=${1:?usage: $0 TRAIN_SHARDS VAL_SHARDS EVAL_DIR [OUT_DIR]}; val=${2:?}; evals=${3:?}; out=${4:-build/evals_d12}
 source dev/test/nccl_path.sh ./train_gpt2_adahop
 ./train_gpt2_adahop -e d12 -b 32 -t 1024 -x 600 -u 60 -l 1.5e-3 -i "$train" -j "$val" -v 100 -m 20 -s 0 \
-    -V 300 -E "$evals" -o "$out" -n 600
+    -V 300 -E "$evals" -o "$out" -n 600 -y 1
 $PYTHON scripts/plot_losses.py "$out" -o "$out/losses.png"
 bash dev/test/evals_gpu_test.sh "$out/state_00000600.bin" "$evals"
 $PYTHON dev/test/export_gpu_test.py "$out/state_00000600.bin"

@@ -110,6 +110,17 @@ static inline void eval_parse_example(const char* path, int index, const int32_t
     }
 }
 
+// whether a task name can stand in main.log's "<task>:<score>" fields and as a JSON key: letters, digits and _
+static inline int eval_name_ok(const char* name) {
+    if (name[0] == '\0') { return 0; }
+    for (const char* c = name; *c; c++) {
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 // reads and validates an eval file; any problem is a one-line error naming the file and exit(1)
 static inline void eval_task_read(const char* path, EvalTask* t) {
     FILE* fp = fopen_check(path, "rb");
@@ -126,6 +137,10 @@ static inline void eval_task_read(const char* path, EvalTask* t) {
     memset(t, 0, sizeof(*t));
     memcpy(t->name, h + EVAL_NAME_SLOT, EVAL_NAME_BYTES);
     t->name[EVAL_NAME_BYTES - 1] = '\0';
+    if (!eval_name_ok(t->name)) {
+        die("eval file '%s': its task name is empty or holds a character outside A-Z a-z 0-9 _ (the name is a column of "
+            "main.log's eval lines)", path);
+    }
     t->kind = h[2]; t->num_examples = h[3]; t->vocab_size = h[6];
     t->words = (int32_t*)malloc_check((size_t)h[7] * sizeof(int32_t) + 1);
     fread_check(t->words, sizeof(int32_t), (size_t)h[7], fp, "eval examples");
@@ -317,8 +332,9 @@ typedef struct {
     EvalTask* tasks;
 } EvalSuite;
 
-// reads every eval file that spec names; dies when it names none, or when a task's tokens exceed the model's vocab
-static inline void eval_suite_load(EvalSuite* suite, const char* spec, int vocab_size) {
+// reads every eval file that spec names; dies when it names none, when a task's tokens exceed the model's vocab, or
+// when a completion is longer than the sequence length T (found before training, not at the first eval)
+static inline void eval_suite_load(EvalSuite* suite, const char* spec, int vocab_size, int T) {
     char pattern[4096];
     struct stat st;
     if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode)) { snprintf(pattern, sizeof(pattern), "%s/*.bin", spec); }
@@ -333,6 +349,15 @@ static inline void eval_suite_load(EvalSuite* suite, const char* spec, int vocab
         eval_task_read(g.gl_pathv[i], &suite->tasks[i]);
         if (suite->tasks[i].vocab_size > vocab_size) {
             die("eval file '%s' has tokens of a %d-token vocab, the model has %d", g.gl_pathv[i], suite->tasks[i].vocab_size, vocab_size);
+        }
+        const EvalTask* t = &suite->tasks[i];
+        for (int e = 0; e < t->num_examples; e++) {
+            for (int c = 0; c < t->examples[e].num_candidates; c++) {
+                if (t->examples[e].completion_len[c] > T) {
+                    die("eval file '%s', example %d: a completion of %d tokens does not fit the sequence length T=%d (-t)",
+                        g.gl_pathv[i], e, t->examples[e].completion_len[c], T);
+                }
+            }
         }
     }
     globfree(&g);

@@ -128,6 +128,7 @@ if part export "Hugging Face export: transformers' logits of trained d12 and lla
     mkdir -p build/export_gpu
     for init in d12 llama:d12; do
         dir=build/export_gpu/${init/:/_}
+        rm -rf "$dir"
         ./train_gpt2_adahop -e $init -p bf16 -x 30 -b 8 -t 256 -v 0 -s 0 -n 30 -o $dir > $dir.log || failed+=(export_train_$init)
     done
     $PYTHON dev/test/export_gpu_test.py build/export_gpu/d12/state_00000030.bin build/export_gpu/llama_d12/state_00000030.bin \

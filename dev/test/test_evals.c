@@ -111,8 +111,9 @@ static void test_argmax_flags(void) {
 }
 
 static void read_bad(void) { EvalTask t; eval_task_read(bad_path, &t); }
-static void load_nothing(void) { EvalSuite s; eval_suite_load(&s, "/nonexistent_folder_of_evals/*.bin", 100); }
-static void load_big_vocab(void) { EvalSuite s; eval_suite_load(&s, tmpdir, 50); }
+static void load_nothing(void) { EvalSuite s; eval_suite_load(&s, "/nonexistent_folder_of_evals/*.bin", 100, 64); }
+static void load_big_vocab(void) { EvalSuite s; eval_suite_load(&s, tmpdir, 50, 64); }
+static void load_short_T(void) { EvalSuite s; eval_suite_load(&s, tmpdir, 100, 2); }   // a choice completion has 3 tokens
 
 static void test_errors(void) {
     write_eval(bad_path, "bad", EVAL_CHOICE, 2, 6, choice_words, 20);   // the header's words, but the second example is cut
@@ -129,9 +130,18 @@ static void test_errors(void) {
     unlink(bad_path);
     CHECK(child_fails_with(load_nothing, "names no eval file"), "-E naming no file is a clear error");
     CHECK(child_fails_with(load_big_vocab, "vocab"), "eval tokens beyond the model's vocab are a clear error");
+    CHECK(child_fails_with(load_short_T, "does not fit the sequence length T=2"), "a completion longer than -t is refused at load");
+    const char* bad_names[5] = {"bad\nname", "two words", "a:b", "a-b", ""};
+    for (int i = 0; i < 5; i++) {
+        write_eval(bad_path, bad_names[i], EVAL_CHOICE, 2, 6, choice_words, (int)(sizeof(choice_words) / 4));
+        CHECK(child_fails_with(read_bad, "task name"), "task name %d (a newline, a space, a colon, a dash, empty) is refused", i);
+    }
+    write_eval(bad_path, "ok_Name_2", EVAL_CHOICE, 2, 6, choice_words, (int)(sizeof(choice_words) / 4));
+    CHECK(!child_fails_with(read_bad, ""), "a name of letters, digits and _ is read");
+    unlink(bad_path);
 
     EvalSuite s;
-    eval_suite_load(&s, tmpdir, 100);
+    eval_suite_load(&s, tmpdir, 100, 64);
     CHECK(s.num_tasks == 2 && strcmp(s.tasks[0].name, "choice") == 0, "-E folder: %d tasks", s.num_tasks);
     eval_suite_free(&s);
 }
