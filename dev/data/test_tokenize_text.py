@@ -225,9 +225,9 @@ def test_existing_shards(enc, tmp):
     assert "q_train_000000.bin" in os.listdir(out), "another prefix in the same folder is fine"
 
 
-def folder_bytes(folder):
-    """{name: bytes} of the files in folder"""
-    return {n: open(os.path.join(folder, n), "rb").read() for n in sorted(os.listdir(folder))}
+def folder_bytes(folder, leave_out=()):
+    """{name: bytes} of the files in folder, but those named in leave_out"""
+    return {n: open(os.path.join(folder, n), "rb").read() for n in sorted(os.listdir(folder)) if n not in leave_out}
 
 
 def test_overwrite_keeps_old_shards_on_bad_input(enc, tmp):
@@ -254,6 +254,11 @@ def test_overwrite_keeps_old_shards_on_bad_input(enc, tmp):
     assert sorted(os.listdir(out)) == sorted(before.keys() | {"keep"}), f"no temporary file: {sorted(os.listdir(out))}"
     kept = {n: open(os.path.join(out, n), "rb").read() for n in before if n != "p_train_000001.bin"}
     assert all(kept[n] == before[n] for n in kept), "the old shards are kept"
+    os.rmdir(os.path.join(out, "p_train_000001.bin"))
+    os.rename(os.path.join(out, "keep"), os.path.join(out, "p_train_000001.bin"))
+    os.mkfifo(os.path.join(out, "p_val_000007.bin"))   # named like an old shard that the run would delete
+    assert fails_with([src, "--shard-tokens", "10"] + common, "is not a regular file"), "a FIFO named like a shard"
+    assert folder_bytes(out, ["p_val_000007.bin"]) == before, "a FIFO named like a shard: nothing changed"
 
 
 def test_non_regular_inputs(enc, tmp):

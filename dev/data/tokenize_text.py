@@ -243,6 +243,11 @@ def prepare_out_dir(out_dir, prefix, overwrite):
     except OSError as e:
         raise InputError(f"--out-dir '{out_dir}' cannot be created: {e.strerror or e}") from None
     old = existing_shards(out_dir, prefix)
+    for name in old:   # a folder or FIFO named like a shard is neither replaced nor deleted
+        try:
+            tool_files.check_output(os.path.join(out_dir, name))
+        except FileProblem as e:
+            raise InputError(str(e)) from None
     if old and not overwrite:
         raise InputError(f"--out-dir '{out_dir}' already holds {len(old)} shard(s) of prefix '{prefix}' ({old[0]} ...): "
                          f"a glob would mix them with this run's; remove them or pass --overwrite")
