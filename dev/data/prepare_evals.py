@@ -122,7 +122,7 @@ def hellaswag_examples(path):
     for i in range(0, len(lines), 6):
         ctx = lines[i].split(": ", 1)[1] if ": " in lines[i] else lines[i]
         if not re.fullmatch(r"[0-3]", lines[i + 1].strip()):
-            fail(f"'{path}' line {i + 2}: label '{lines[i + 1][:20]}' is not 0..3")
+            fail(f"'{path}' line {i + 2}: label {lines[i + 1][:20]!r} is not 0..3")
         out.append((i + 1, [ctx], [" " + e for e in lines[i + 2:i + 6]], int(lines[i + 1])))
     return out
 
