@@ -1,5 +1,5 @@
 """The input and output files of the Python tools (dev/export_hf.py, dev/eval_hf.py, dev/data/prepare_evals.py,
-dev/data/tokenize_text.py) and their one-line usage errors.
+dev/data/tokenize_text.py, scripts/plot_losses.py) and their one-line usage errors.
 
 An input must be a regular file, checked before it is opened: opening a FIFO blocks until a writer comes, and a
 device file such as /dev/zero never ends. An output is written under a temporary name beside it and renamed into
