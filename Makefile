@@ -145,6 +145,8 @@ test-python: $(PYTHON_DEPS) $(BUILD)/model_logits train_gpt2
 	 $(PYTHON) dev/test/test_evals.py $(RANKS_ARG)
 	@echo "== dev/test/test_reference_mixed.py (the PyTorch oracles in mixed precision, test_gpt2cu -s's input)"; \
 	 $(PYTHON) dev/test/test_reference_mixed.py
+	@echo "== dev/test/fuzz_tools.py (malformed inputs and output paths vs export_hf, prepare_evals, tokenize_text, eval_hf, plot_losses)"; \
+	 $(PYTHON) dev/test/fuzz_tools.py
 
 test-gpu: cuda
 	@rm -f $$TEST_SKIP_LOG

@@ -12,6 +12,10 @@ usage: python dev/eval_hf.py MODEL_DIR EVAL [EVAL ...] [--max-len T] [--batch N]
            [--dtype auto|float32|bfloat16] [--json OUT.json]
   EVAL: eval files or folders of them (their *.bin). Prints one line per task; --json writes
   {task: {"acc", "acc_norm", "ppl", "ll", "examples"}}.
+Every eval file is read and checked (dev/data/eval_file.py: as llmc/evals.h checks it, and a task name of letters,
+digits and '_') and the model folder checked for its files before torch is imported; any problem, a model that does
+not load included, is one line "eval_hf: error: ..." and exit status 1. --json is written under a temporary name and
+renamed into place (an earlier file stays as it was until the scores are complete).
 """
 import argparse
 import glob
@@ -24,7 +28,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))
 import eval_file  # noqa: E402
+import tool_files  # noqa: E402
 from eval_file import KIND_LASTWORD  # noqa: E402
+from tool_files import FileProblem  # noqa: E402
 
 
 def fail(msg):
@@ -37,7 +43,7 @@ def read_eval(path):
     """eval_file.read, with a clear error for a bad file"""
     try:
         return eval_file.read(path)
-    except (OSError, eval_file.EvalFileError) as e:
+    except eval_file.EvalFileError as e:
         fail(str(e))
 
 
@@ -117,9 +123,20 @@ def eval_files(specs):
     return files
 
 
+def check_model_dir(model_dir):
+    """a one-line error unless model_dir holds the config.json and model.safetensors of an export"""
+    if not os.path.isdir(model_dir):
+        fail(f"model folder '{model_dir}' is not a directory")
+    for name in ("config.json", "model.safetensors"):
+        try:
+            tool_files.input_size(os.path.join(model_dir, name), "model file")
+        except FileProblem as e:
+            fail(f"'{model_dir}' is not a folder written by dev/export_hf.py: {e}")
+
+
 def main():
     """command line"""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = tool_files.ArgumentParser("eval_hf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model_dir", help="folder written by dev/export_hf.py")
     ap.add_argument("evals", nargs="+", help="eval files or folders of them")
     ap.add_argument("--max-len", type=int, default=1024, help="positions per row, the trainer's -t (default 1024)")
@@ -129,11 +146,26 @@ def main():
                     help="compute dtype (default auto: the exported weights' dtype)")
     ap.add_argument("--json", help="also write the scores here")
     args = ap.parse_args()
-    import torch
-    model = load_model(args.model_dir, "auto" if args.dtype == "auto" else getattr(torch, args.dtype), args.device)
+    if args.max_len < 1 or args.batch < 1:
+        ap.error("--max-len and --batch must be positive")
+    tasks = [read_eval(path) for path in eval_files(args.evals)]   # every file is checked before the model loads
+    check_model_dir(args.model_dir)
+    if args.json:
+        try:
+            tool_files.check_output(args.json)
+        except FileProblem as e:
+            fail(str(e))
+    try:
+        import torch
+    except ImportError:
+        fail(f"{sys.executable} has no torch (pip install -r dev/requirements.txt)")
+    try:
+        model = load_model(args.model_dir, "auto" if args.dtype == "auto" else getattr(torch, args.dtype), args.device)
+    except Exception as e:   # transformers, safetensors and torch raise many kinds for a corrupt folder or a bad device
+        fail(f"cannot load the model in '{args.model_dir}' on {args.device}: {type(e).__name__}: "
+             f"{(str(e).strip().splitlines() or [''])[0]}")
     results = {}
-    for path in eval_files(args.evals):
-        name, kind, examples = read_eval(path)
+    for name, kind, examples in tasks:
         r = score_task(model, kind, examples, args.max_len, args.batch, args.device)
         results[name] = r
         if kind == KIND_LASTWORD:
@@ -142,8 +174,11 @@ def main():
             print(f"eval {name:<12} acc_norm {r['acc_norm']:.4f} acc {r['acc']:.4f} gold ll {r['ll']:.4f} "
                   f"({r['examples']} examples)")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+        try:
+            tool_files.write_files(os.path.dirname(args.json) or ".",
+                                   {os.path.basename(args.json): [json.dumps(results, indent=2).encode()]})
+        except FileProblem as e:
+            fail(str(e))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ merges.txt, tokenizer_config.json, special_tokens_map.json) made from a tiktoken
 The padded vocab rows (V..Vp) are dropped: the exported vocab is the real V. Optimizer and AdaHOP state and the
 GEMM algorithm table in a training-state file are ignored, but every section's CRC-32 is checked (dev/model_file.py
 reads the file): a corrupt file, or one of another format version, is a one-line error. --dtype bf16 rounds the
-FP32 weights to nearest even.
+FP32 weights to nearest even. An input that is not a regular file (a FIFO, a device, a directory) is refused before
+it is read, a model file before its parameters are read when its size is not the one its header implies. The
+folder's files are written under temporary names and renamed into place once all are complete (dev/data/
+tool_files.py): a failed export leaves no partial file and an earlier export in the folder as it was.
 
 Needs numpy only (the safetensors file is written directly; its format: an 8-byte little-endian header length,
 a JSON header naming each tensor's dtype, shape and byte range, then the raw little-endian data).
@@ -29,7 +32,9 @@ from model_file import FAMILY_GPT2, ModelFileError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))
 import ranks_file  # noqa: E402
+import tool_files  # noqa: E402
 from ranks_file import RanksFileError  # noqa: E402
+from tool_files import FileProblem  # noqa: E402
 
 NORM_EPS, ROPE_THETA = 1e-5, 10000.0
 EOT_NAME = "<|endoftext|>"
@@ -106,8 +111,8 @@ def bf16_bits(x):
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
 
 
-def write_safetensors(path, tensors, bf16):
-    """writes {name: float32 array} as a safetensors file, in BF16 or F32"""
+def safetensors_chunks(tensors, bf16):
+    """the bytes of a safetensors file of {name: float32 array}, in BF16 or F32, as a list of chunks"""
     header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
     for name in sorted(tensors):
         arr = tensors[name]
@@ -117,11 +122,7 @@ def write_safetensors(path, tensors, bf16):
         off += len(raw)
     head = json.dumps(header, separators=(",", ":")).encode()
     head += b" " * (-len(head) % 8)
-    with open(path, "wb") as f:
-        f.write(len(head).to_bytes(8, "little"))
-        f.write(head)
-        for raw in blobs:
-            f.write(raw)
+    return [len(head).to_bytes(8, "little"), head] + blobs
 
 
 def bytes_to_unicode():
@@ -160,8 +161,14 @@ def bpe_merge(ranks, token, max_rank):
         parts[i:i + 2] = [parts[i] + parts[i + 1]]
 
 
-def write_tokenizer(out_dir, ranks_path, cfg):
-    """vocab.json, merges.txt and the tokenizer configs of the GPT-2 BPE in the ranks file, EOT = the last id"""
+def json_file(obj, **kwargs):
+    """the chunks of a JSON file holding obj"""
+    return [json.dumps(obj, **kwargs).encode("utf-8")]
+
+
+def tokenizer_files(ranks_path, cfg):
+    """{name: chunks} of vocab.json, merges.txt and the tokenizer configs of the GPT-2 BPE in the ranks file, EOT =
+    the last id"""
     tokens = read_ranks(ranks_path)
     if len(tokens) + 1 != cfg["V"]:
         fail(f"ranks file '{ranks_path}' has {len(tokens)} tokens + {EOT_NAME}, the model's vocab is {cfg['V']}")
@@ -176,31 +183,28 @@ def write_tokenizer(out_dir, ranks_path, cfg):
         merges.append(f"{show(parts[0])} {show(parts[1])}")
     vocab = {show(t): r for r, t in enumerate(tokens)}
     vocab[EOT_NAME] = len(tokens)
-    with open(os.path.join(out_dir, "vocab.json"), "w", encoding="utf-8") as f:
-        json.dump(vocab, f, ensure_ascii=False)
-    with open(os.path.join(out_dir, "merges.txt"), "w", encoding="utf-8") as f:
-        f.write("#version: 0.2\n" + "\n".join(merges) + "\n")
     special = {"bos_token": EOT_NAME, "eos_token": EOT_NAME, "unk_token": EOT_NAME}
-    with open(os.path.join(out_dir, "special_tokens_map.json"), "w") as f:
-        json.dump(special, f, indent=2)
-    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "GPT2Tokenizer", "model_max_length": cfg["maxT"], "add_prefix_space": False,
-                   "add_bos_token": False, **special}, f, indent=2)
+    return {"vocab.json": json_file(vocab, ensure_ascii=False),
+            "merges.txt": [("#version: 0.2\n" + "\n".join(merges) + "\n").encode("utf-8")],
+            "special_tokens_map.json": json_file(special, indent=2),
+            "tokenizer_config.json": json_file({"tokenizer_class": "GPT2Tokenizer", "model_max_length": cfg["maxT"],
+                                                "add_prefix_space": False, "add_bos_token": False, **special}, indent=2)}
 
 
 def export(model_path, out_dir, dtype, ranks_path=None):
-    """writes the folder; returns the model's cfg"""
+    """writes the folder (its files replace those of an earlier export only once all are complete); returns the
+    model's cfg"""
     cfg, params, step = read_model(model_path)
-    os.makedirs(out_dir, exist_ok=True)
     tensors = gpt2_tensors(cfg, params) if cfg["family"] == FAMILY_GPT2 else llama_tensors(cfg, params)
-    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, dtype == "bf16")
     config = hf_config(cfg, "bfloat16" if dtype == "bf16" else "float32", cfg["V"] - 1)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
-        json.dump({"bos_token_id": cfg["V"] - 1, "eos_token_id": cfg["V"] - 1}, f, indent=2)
+    files = {"model.safetensors": safetensors_chunks(tensors, dtype == "bf16"), "config.json": json_file(config, indent=2),
+             "generation_config.json": json_file({"bos_token_id": cfg["V"] - 1, "eos_token_id": cfg["V"] - 1}, indent=2)}
     if ranks_path:
-        write_tokenizer(out_dir, ranks_path, cfg)
+        files.update(tokenizer_files(ranks_path, cfg))
+    try:
+        tool_files.write_files(out_dir, files)
+    except FileProblem as e:
+        fail(str(e))
     name = config["architectures"][0]
     print(f"exported {model_path} (step {step}) as {name} L={cfg['L']} C={cfg['C']} NH={cfg['NH']} "
           f"NKV={cfg['NKV']} V={cfg['V']} ({dtype}) to {out_dir}{' with the tokenizer' if ranks_path else ''}")
@@ -209,7 +213,7 @@ def export(model_path, out_dir, dtype, ranks_path=None):
 
 def main():
     """command line"""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = tool_files.ArgumentParser("export_hf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", help="model or training-state file (llmc/checkpoint.h)")
     ap.add_argument("out_dir", help="folder to write (created if missing)")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16", help="weight dtype (default bf16)")

@@ -4,6 +4,8 @@ training step. Optimizer and AdaHOP state and the GEMM algorithm table (the trai
 are skipped, but every section's size and CRC-32 is checked (dev/checkpoint_crc.py). Needs numpy only.
 """
 import math
+import os
+import stat
 
 import numpy as np
 
@@ -57,47 +59,77 @@ def get64(h, slot):
     return (int(h[slot]) & 0xFFFFFFFF) | (int(h[slot + 1]) << 32)
 
 
-def read_model(path):
-    """reads a model or training-state file -> (cfg, {name: float32 array in file order}, step); cfg holds family,
-    maxT, V, Vp, L, NH, C, NKV and H. Raises ModelFileError for an unreadable, corrupt or unsupported file."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ModelFileError(f"cannot read '{path}': {e.strerror}") from None
-    if len(data) < 4 * HEADER_INTS:
-        raise ModelFileError(f"'{path}' is {len(data)} bytes, shorter than the {4 * HEADER_INTS}-byte model header")
-    h = np.frombuffer(data[:4 * HEADER_INTS], dtype="<i4").astype(np.int64)
+def header_config(h):
+    """the model shape of the header words h: family, maxT, V, Vp, L, NH, C, NKV and H (a GPT-2 header may leave
+    NKV and H zero)"""
+    cfg = dict(family=int(h[3]), maxT=int(h[4]), V=int(h[5]), Vp=int(h[6]), L=int(h[7]), NH=int(h[8]), C=int(h[9]))
+    gpt2 = cfg["family"] == FAMILY_GPT2
+    cfg["NKV"] = cfg["NH"] if gpt2 and h[18] == 0 else int(h[18])
+    cfg["H"] = 4 * cfg["C"] if gpt2 and h[19] == 0 else int(h[19])
+    return cfg
+
+
+def section_bytes(h, n):
+    """the byte counts of the sections after the header (parameters, optimizer state, AdaHOP state, GEMM
+    algorithms) of a file of n parameters with the header words h"""
+    copies = 3 if h[2] & CONTENTS_OPTIMIZER else 1
+    adahop_words = get64(h, 16) if h[2] & CONTENTS_ADAHOP else 0
+    return 4 * n, 4 * (copies - 1) * n, 4 * adahop_words, 4 * get64(h, 22)
+
+
+def file_size(path, head):
+    """checks the header bytes `head` of the file at path (magic, version, CRC-32, contents, model shape, section
+    sizes) -> the size in bytes the header implies for the file; ModelFileError for an invalid header"""
+    h = np.frombuffer(head, dtype="<i4").astype(np.int64)
     if h[0] != MAGIC:
         raise ModelFileError(f"'{path}' is not a model file of this engine (magic {h[0]}, expected {MAGIC})")
     if h[1] != VERSION:
         raise ModelFileError(f"'{path}' is a version {h[1]} model file; this reader takes version {VERSION} "
                              f"(llmc/checkpoint.h)")
-    if header_crc(data) != int(h[CRC_SLOT]) & 0xFFFFFFFF:
+    if header_crc(head) != int(h[CRC_SLOT]) & 0xFFFFFFFF:
         raise ModelFileError(f"'{path}': its header fails its CRC-32 check (corrupt)")
     if h[2] not in VALID_CONTENTS:
         raise ModelFileError(f"'{path}': unknown contents flags {h[2]}")
     if h[3] not in (FAMILY_GPT2, FAMILY_LLAMA):
         raise ModelFileError(f"'{path}': model family {h[3]} is not supported (0 = GPT-2, 1 = LLaMA)")
-    cfg = dict(family=int(h[3]), maxT=int(h[4]), V=int(h[5]), Vp=int(h[6]), L=int(h[7]), NH=int(h[8]), C=int(h[9]))
-    gpt2 = cfg["family"] == FAMILY_GPT2
-    cfg["NKV"] = cfg["NH"] if gpt2 and h[18] == 0 else int(h[18])
-    cfg["H"] = 4 * cfg["C"] if gpt2 and h[19] == 0 else int(h[19])
+    cfg = header_config(h)
     check_shape(path, cfg)
     n = num_params(cfg)
     stated = get64(h, 12)
     if stated != n:
         raise ModelFileError(f"'{path}' says {stated} parameters, its shape implies {n}")
-    copies = 3 if h[2] & CONTENTS_OPTIMIZER else 1
-    adahop_words = get64(h, 16) if h[2] & CONTENTS_ADAHOP else 0
-    gemm_words = get64(h, 22)
+    adahop_words, gemm_words = get64(h, 16), get64(h, 22)
+    if h[2] & CONTENTS_ADAHOP and adahop_words < 0:
+        raise ModelFileError(f"'{path}': invalid AdaHOP state size {adahop_words} (header slots 16-17)")
     if gemm_words < 0 or gemm_words > MAX_GEMM_ALGO_WORDS or (not h[2] & CONTENTS_GEMM_ALGOS and gemm_words != 0):
         raise ModelFileError(f"'{path}': invalid GEMM algorithm table size {gemm_words} (header slots 22-23)")
-    section_bytes = (4 * n, 4 * (copies - 1) * n, 4 * adahop_words, 4 * gemm_words)
-    expected = 4 * HEADER_INTS + sum(section_bytes)
+    return 4 * HEADER_INTS + sum(section_bytes(h, n))
+
+
+def read_model(path):
+    """reads a model or training-state file -> (cfg, {name: float32 array in file order}, step); cfg holds family,
+    maxT, V, Vp, L, NH, C, NKV and H. Raises ModelFileError for an unreadable, corrupt or unsupported file."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):   # a FIFO would block the open, a device such as /dev/zero never ends
+            raise ModelFileError(f"'{path}' is {'a directory' if stat.S_ISDIR(st.st_mode) else 'not a regular file'}")
+        with open(path, "rb") as f:
+            head = f.read(4 * HEADER_INTS)
+            size = os.fstat(f.fileno()).st_size
+            if len(head) < 4 * HEADER_INTS:
+                raise ModelFileError(f"'{path}' is {size} bytes, shorter than the {4 * HEADER_INTS}-byte model header")
+            expected = file_size(path, head)
+            if size != expected:
+                raise ModelFileError(f"'{path}' is {size} bytes, its header implies {expected} (truncated or corrupt)")
+            data = head + f.read(expected - len(head))
+    except OSError as e:
+        raise ModelFileError(f"cannot read '{path}': {e.strerror}") from None
     if len(data) != expected:
-        raise ModelFileError(f"'{path}' is {len(data)} bytes, its header implies {expected} (truncated or corrupt)")
-    bad = first_bad_section(data, section_bytes)
+        raise ModelFileError(f"'{path}' is {len(data)} bytes, its header implies {expected} (changed while read)")
+    h = np.frombuffer(data[:4 * HEADER_INTS], dtype="<i4").astype(np.int64)
+    cfg = header_config(h)
+    n = num_params(cfg)
+    bad = first_bad_section(data, section_bytes(h, n))
     if bad:
         raise ModelFileError(f"'{path}': the {bad} section fails its CRC-32 check (corrupt)")
     flat = np.frombuffer(data, dtype="<f4", count=n, offset=4 * HEADER_INTS)

@@ -31,7 +31,6 @@ bf16 init-seed spread (sd of the bf16 seeds' window means). --markdown FILE writ
 Arguments are run directories (holding main.jsonl or main.log) or roots whose subdirectories are runs, e.g. the
 --root of scripts/run_modes.sh (runs named <mode>_s<seed>). See scripts/README.md.
 """
-import argparse
 import importlib.util
 import json
 import math
@@ -40,6 +39,10 @@ import re
 import shlex
 import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dev", "data"))
+import tool_files  # noqa: E402  (outputs under temporary names, one-line usage errors; standard library only)
+from tool_files import FileProblem  # noqa: E402
 
 MODES = ("bf16", "mxfp4", "hadamard", "adahop")
 COLORS = {"bf16": "black", "mxfp4": "tab:red", "hadamard": "tab:blue", "adahop": "tab:green"}
@@ -138,7 +141,7 @@ def read_eval_line(run, log, line):
     try:
         scores = {k: float(v) for k, v in (kv.split(":", 1) for kv in m.group(2).split())}
     except ValueError:
-        raise InputError(f"{log}: eval line with a non-number: {line.strip()}")
+        raise InputError(f"{log}: eval line with a non-number: {line.strip()!r}")
     run.evals.setdefault(int(m.group(1)), {}).update(scores)
     return True
 
@@ -152,25 +155,38 @@ def read_text_evals(run, log):
 
 def read_text_log(run, log):
     with open(log, errors="replace") as f:
-        for line in f:
-            if read_eval_line(run, log, line):
-                continue
-            m = RE_TRAIN.match(line)
-            if m:
-                run.train[int(m.group(1))] = float(m.group(2))
-                t = RE_TOK_S.search(line)
-                if t:
-                    run.tok_s[int(m.group(1))] = float(t.group(1))
-                continue
-            m = RE_VAL.match(line)
-            if m:
-                run.val[int(m.group(1))] = float(m.group(2))
-                if m.group(3):
-                    run.val_bf16[int(m.group(1))] = float(m.group(3))
-                continue
-            m = RE_ADAHOP.match(line)
-            if m:
-                run.add_change(int(m.group(1)), m.groups()[1:])
+        for no, line in enumerate(f, 1):
+            try:
+                read_text_line(run, log, line)
+            except ValueError as e:
+                raise InputError(f"{log}:{no}: not a train_gpt2_adahop log line ({e}): {line.strip()[:80]!r}")
+
+
+def read_text_line(run, log, line):
+    """one line of main.log into run; ValueError for a number that does not parse"""
+    if read_eval_line(run, log, line):
+        return
+    m = RE_TRAIN.match(line)
+    if m:
+        run.train[int(m.group(1))] = float(m.group(2))
+        t = RE_TOK_S.search(line)
+        if t:
+            run.tok_s[int(m.group(1))] = float(t.group(1))
+        return
+    m = RE_VAL.match(line)
+    if m:
+        run.val[int(m.group(1))] = float(m.group(2))
+        if m.group(3):
+            run.val_bf16[int(m.group(1))] = float(m.group(3))
+        return
+    m = RE_ADAHOP.match(line)
+    if m:
+        run.add_change(int(m.group(1)), m.groups()[1:])
+
+
+def number_or_none(value):
+    """float(value), None for None; TypeError or ValueError for a value that is not a number"""
+    return None if value is None else float(value)
 
 
 def read_json_log(run, log):
@@ -186,13 +202,13 @@ def read_json_log(run, log):
             if kind == "step":
                 s = int(ev["step"])
                 run.train[s] = float(ev["loss"])
-                run.tok_s[s], run.mfu[s] = ev.get("tok_s"), ev.get("mfu")
+                run.tok_s[s], run.mfu[s] = number_or_none(ev.get("tok_s")), number_or_none(ev.get("mfu"))
                 if ev.get("inexact_blocks") is not None:
                     run.inexact[s] = int(ev["inexact_blocks"])
                 for text in ev.get("strategy_changes", []):
                     m = RE_CHANGE.match(text)
                     if not m:
-                        raise ValueError(f"strategy change '{text}'")
+                        raise ValueError(f"strategy change {text!r}")
                     run.add_change(s, m.groups())
             elif kind == "val":
                 run.val[int(ev["step"])] = float(ev["val_loss"])
@@ -203,7 +219,7 @@ def read_json_log(run, log):
                 run.evals.setdefault(int(ev["step"]), {}).update(scores)
             elif kind == "run":
                 run.pieces.append(ev)
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as e:
             raise InputError(f"{log}:{no}: not a train_gpt2_adahop event ({type(e).__name__}: {e})")
 
 
@@ -741,6 +757,15 @@ def statistics_markdown(window, tables, lines):
     return "\n".join(md + [f"- {x}" for x in lines]) + "\n"
 
 
+def write_output(path, text):
+    """writes text to path under a temporary name, renamed into place once complete (an earlier file stays as it was
+    when the write fails)"""
+    try:
+        tool_files.write_files(os.path.dirname(path) or ".", {os.path.basename(path): [text.encode()]})
+    except FileProblem as e:
+        raise InputError(str(e))
+
+
 def figure_title(title, unpaired):
     """the figure's title: the UNPAIRED mark (when there is one) above --title"""
     return "\n".join(x for x in (unpaired, title) if x)
@@ -842,13 +867,20 @@ def plot(runs, ref, spread, alpha, out, title, ymax, xmin, unpaired=""):
     d = os.path.dirname(out)
     if d:
         os.makedirs(d, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    tmp = tool_files.temporary_name(out)
+    try:
+        fig.savefig(tmp, dpi=110, format=os.path.splitext(out)[1][1:] or "png")
+        tool_files.put_in_place([(tmp, out)])
+    except (OSError, ValueError, FileProblem) as e:   # ValueError: a file type matplotlib does not write
+        raise InputError(f"cannot write '{out}': {e}")
+    finally:
+        tool_files.remove_quietly([tmp])
+        plt.close(fig)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        description="Plot train/val loss of train_gpt2_adahop runs, print final val loss gaps to bf16 and the paired "
+    p = tool_files.ArgumentParser(
+        "plot_losses.py", description="Plot train/val loss of train_gpt2_adahop runs, print final val loss gaps to bf16 and the paired "
         "gap statistics over init seeds.",
         epilog="Example: python3 scripts/plot_losses.py runs/gutenberg_d12 --markdown runs/gutenberg_d12/losses.md")
     p.add_argument("paths", nargs="+", metavar="PATH",
@@ -892,9 +924,22 @@ def main(argv=None):
         p.error(f"--ema {a.ema}: must be in [0, 1)")
     if a.window < 0:
         p.error(f"--window {a.window}: must be >= 0")
+    out = None
+    if not a.no_plot:
+        out = a.out
+        if out is None:
+            one_root = (len(a.paths) == 1 and os.path.isdir(a.paths[0])
+                        and not any(os.path.exists(os.path.join(a.paths[0], n)) for n in LOGS))
+            out = os.path.join(a.paths[0], "losses.png") if one_root else "losses.png"
     try:
         if not a.no_plot and importlib.util.find_spec("matplotlib") is None:
             raise InputError("matplotlib is not installed: pip install -r scripts/requirements.txt (or use --no-plot)")
+        for path in (a.markdown, a.changes, out):   # before the logs are read: a FIFO would block the write
+            if path:
+                try:
+                    tool_files.check_output(path)
+                except FileProblem as e:
+                    raise InputError(str(e))
         runs = find_runs(a.paths)
         problems = pairing_problems(runs)
         if problems and not a.allow_unpaired:
@@ -926,20 +971,14 @@ def main(argv=None):
                       "seed has none; other bf16 runs: over the reference):\n\n")
             gap_md += ("\n".join(markdown_grid(gap_header, gap_rows, 2)) if gap_rows else gap_text) + "\n"
         if a.markdown:
-            with open(a.markdown, "w") as f:
-                f.write((f"**{unpaired}**\n\n" if unpaired else "") + markdown_table(header, rows, lines, notes, a.ema)
-                        + statistics_markdown(a.window, tables, stat_lines) + gap_md)
+            write_output(a.markdown, (f"**{unpaired}**\n\n" if unpaired else "")
+                         + markdown_table(header, rows, lines, notes, a.ema)
+                         + statistics_markdown(a.window, tables, stat_lines) + gap_md)
             print(f"wrote {a.markdown}")
         if a.changes:
-            with open(a.changes, "w") as f:
-                f.write(changes_markdown(runs))
+            write_output(a.changes, changes_markdown(runs))
             print(f"wrote {a.changes}")
-        if not a.no_plot:
-            out = a.out
-            if out is None:
-                one_root = (len(a.paths) == 1 and os.path.isdir(a.paths[0])
-                            and not any(os.path.exists(os.path.join(a.paths[0], n)) for n in LOGS))
-                out = os.path.join(a.paths[0], "losses.png") if one_root else "losses.png"
+        if out:
             plot(runs, ref, spread, a.ema, out, a.title, a.ymax, a.xmin, unpaired)
             print(f"wrote {out}")
     except InputError as e:

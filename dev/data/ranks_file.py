@@ -4,6 +4,8 @@ standard library.
 """
 import base64
 
+from tool_files import FileProblem, input_size
+
 
 class RanksFileError(Exception):
     """a ranks file that cannot be read or is not a valid one; the message names the file and the problem"""
@@ -12,8 +14,11 @@ class RanksFileError(Exception):
 def read_ranks(path):
     """-> list of token bytes indexed by rank; raises RanksFileError for an unreadable or invalid file"""
     try:
+        input_size(path, "ranks file")
         with open(path, "rb") as f:
             lines = f.read().split(b"\n")
+    except FileProblem as e:
+        raise RanksFileError(str(e)) from None
     except OSError as e:
         raise RanksFileError(f"cannot read ranks file '{path}': {e.strerror}") from None
     tokens = {}

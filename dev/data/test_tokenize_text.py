@@ -2,9 +2,11 @@
 Tests of dev/data/tokenize_text.py: shard headers, round-trip decoding of the shards back to the text,
 the val splits, sharding, .xz input, worker count independence, the committed tinyshakespeare shards and
 the committed token decoding file, all from the repo's data/ (gpt2.tiktoken, the shards, gpt2_tokenizer.bin), and bad
-input: one "error: ..." line and exit status 1 for invalid UTF-8, a corrupt .xz, a corrupt ranks file, an
---out-dir that is a file or not writable, empty input; old shards of the prefix refused unless --overwrite; the
-loader's shard size limit.
+input: one "tokenize_text: error: ..." line and exit status 1 for invalid UTF-8, a corrupt .xz, a corrupt ranks file,
+an input or ranks file that is a FIFO, a device or a directory, an --out-dir that is a file or not writable, empty
+input; old shards of the prefix refused unless --overwrite, and with --overwrite kept as they were when the new input
+turns out bad (no temporary file left either way); a --prefix that names a path (exit status 2); the loader's shard
+size limit.
 Run: python3 dev/data/test_tokenize_text.py [--ranks PATH]   (default: data/gpt2.tiktoken; skips, exit 0, when tiktoken
 or numpy is missing; the reason is also appended to the file named by $TEST_SKIP_LOG, which `make test` summarizes)
 """
@@ -163,13 +165,14 @@ def test_single_file(enc, tmp):
 
 
 def fails_with(args, expect):
-    """runs tokenize_text's main(args); True when it exits non-zero with one line 'error: ...' containing expect"""
+    """runs tokenize_text's main(args); True when it exits non-zero with one line 'tokenize_text: error: ...'
+    containing expect"""
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             tokenize(args)
     except SystemExit as e:
         message = str(e.code)
-        ok = e.code not in (0, None) and message.startswith("error: ") and "\n" not in message and expect in message
+        ok = e.code not in (0, None) and message.startswith("tokenize_text: error: ") and "\n" not in message and expect in message
         if not ok:
             print(f"  exit {e.code!r}, expected an error with {expect!r}")
         return ok
@@ -220,6 +223,76 @@ def test_existing_shards(enc, tmp):
     with contextlib.redirect_stdout(io.StringIO()):
         tokenize([src, "--out-dir", out, "--prefix", "q", "--workers", "1"])
     assert "q_train_000000.bin" in os.listdir(out), "another prefix in the same folder is fine"
+
+
+def folder_bytes(folder, leave_out=()):
+    """{name: bytes} of the files in folder, but those named in leave_out"""
+    return {n: open(os.path.join(folder, n), "rb").read() for n in sorted(os.listdir(folder)) if n not in leave_out}
+
+
+def test_overwrite_keeps_old_shards_on_bad_input(enc, tmp):
+    """--overwrite replaces the old shards only after all the input was read: a bad second input, a bad val input or
+    a split too large for --single-file leaves the old shards as they were, and no temporary file behind"""
+    out = os.path.join(tmp, "out_overwrite")
+    src, bad = os.path.join(tmp, "docs.txt"), os.path.join(tmp, "bad_second.txt")
+    write(src, TEXT)
+    with open(bad, "wb") as f:
+        f.write(b"fine text, then \xff\n")
+    with contextlib.redirect_stdout(io.StringIO()):
+        tokenize([src, "--out-dir", out, "--prefix", "p", "--shard-tokens", "10", "--val-tokens", "5", "--workers", "1"])
+    before = folder_bytes(out)
+    common = ["--out-dir", out, "--prefix", "p", "--workers", "1", "--overwrite"]
+    assert fails_with([src, bad] + common, "is not UTF-8 text"), "a bad second input"
+    assert folder_bytes(out) == before, f"the bad input kept the old shards: {sorted(os.listdir(out))}"
+    assert fails_with([src, "--val-input", bad] + common, "is not UTF-8 text"), "a bad val input"
+    assert folder_bytes(out) == before, f"the bad val input kept the old shards: {sorted(os.listdir(out))}"
+    assert fails_with([src, "--single-file", "--shard-tokens", "4"] + common, "does not fit one file"), "too large"
+    assert folder_bytes(out) == before, f"a split too large kept the old shards: {sorted(os.listdir(out))}"
+    os.rename(os.path.join(out, "p_train_000001.bin"), os.path.join(out, "keep"))
+    os.mkdir(os.path.join(out, "p_train_000001.bin"))   # a folder where a new shard goes
+    assert fails_with([src, "--shard-tokens", "10"] + common, "exists and is a directory"), "a shard name taken"
+    assert sorted(os.listdir(out)) == sorted(before.keys() | {"keep"}), f"no temporary file: {sorted(os.listdir(out))}"
+    kept = {n: open(os.path.join(out, n), "rb").read() for n in before if n != "p_train_000001.bin"}
+    assert all(kept[n] == before[n] for n in kept), "the old shards are kept"
+    os.rmdir(os.path.join(out, "p_train_000001.bin"))
+    os.rename(os.path.join(out, "keep"), os.path.join(out, "p_train_000001.bin"))
+    os.mkfifo(os.path.join(out, "p_val_000007.bin"))   # named like an old shard that the run would delete
+    assert fails_with([src, "--shard-tokens", "10"] + common, "is not a regular file"), "a FIFO named like a shard"
+    assert folder_bytes(out, ["p_val_000007.bin"]) == before, "a FIFO named like a shard: nothing changed"
+
+
+def test_non_regular_inputs(enc, tmp):
+    """a FIFO, a device file or a directory as an input or the ranks: refused before it is opened"""
+    src = os.path.join(tmp, "plain_ok.txt")
+    write(src, TEXT)
+    fifo = os.path.join(tmp, "input.fifo")
+    os.mkfifo(fifo)
+    out = os.path.join(tmp, "out_non_regular")
+    for path in (fifo, "/dev/zero", tmp):
+        what = "is a directory" if path == tmp else "is not a regular file"
+        assert fails_with([path, "--out-dir", out, "--workers", "1"], what), f"input {path}"
+        assert fails_with([src, "--val-input", path, "--out-dir", out, "--workers", "1"], what), f"--val-input {path}"
+        assert fails_with([src, "--ranks", path, "--out-dir", out, "--workers", "1"], what), f"--ranks {path}"
+    assert not os.path.exists(out) or not os.listdir(out), "nothing written"
+
+
+def test_prefix_outside_out_dir(ranks, tmp):
+    """a --prefix with '/' or '..', or a hidden one: a usage error (exit 2, one line), nothing written"""
+    src = os.path.join(tmp, "plain.txt")
+    write(src, TEXT)
+    out = os.path.join(tmp, "out_prefix", "inner")
+    for prefix in ("../x", "a/b", "..", ".hidden", "x..y", "/abs"):
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                tokenize([src, "--ranks", ranks, "--out-dir", out, "--prefix", prefix, "--workers", "1"])
+            code = 0
+        except SystemExit as e:
+            code = e.code
+        lines = err.getvalue().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("tokenize_text: error: --prefix"), \
+            f"--prefix {prefix!r}: exit {code!r}, {err.getvalue()!r}"
+    assert not os.path.exists(os.path.dirname(out)), "nothing written"
 
 
 # ---- bad input that needs no tokenizer (runs without a ranks file)
@@ -299,7 +372,7 @@ def test_committed_tokenizer_bin(enc, tmp):
     assert all(enc.decode_single_token_bytes(i) == piece for i, piece in enumerate(pieces))
 
 
-NO_TOKENIZER_TESTS = (test_out_dir_problems, test_corrupt_ranks, test_shard_limit)   # take a ranks path, not an encoder
+NO_TOKENIZER_TESTS = (test_out_dir_problems, test_corrupt_ranks, test_shard_limit, test_prefix_outside_out_dir)   # take a ranks path, not an encoder
 
 
 def main():

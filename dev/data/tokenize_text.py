@@ -14,10 +14,15 @@ The held-out split is the START of the token stream (--val-tokens N or --val-doc
 file (--val-input). Outputs: OUT_DIR/PREFIX_val_000000.bin ..., OUT_DIR/PREFIX_train_000000.bin ...,
 or OUT_DIR/PREFIX_val.bin and OUT_DIR/PREFIX_train.bin with --single-file.
 
-Bad input (a missing, non-UTF-8 or corrupt .xz file, a corrupt ranks file, an --out-dir that is a file or not
-writable, no text at all) ends with one "error: ..." line and exit status 1, and the shards of the failed run are
-removed. An --out-dir that already holds shards of PREFIX is refused (a glob would mix the two runs) unless
---overwrite, which deletes them first. A shard holds at most 2^31 - 1 tokens, the C loader's int32 count.
+Bad input (a missing, non-UTF-8 or corrupt .xz file, an input or ranks file that is not a regular file such as a
+FIFO or a device, a corrupt ranks file, an --out-dir that is a file or not writable, no text at all) ends with one
+"tokenize_text: error: ..." line and exit status 1; a usage error (a bad flag value, a --prefix with '/' or '..' or
+a leading '.', which would name files outside --out-dir or hidden ones) with one such line and exit status 2. The
+shards are written under temporary names and renamed into place only once all the input was read and tokenized, so
+a failed run leaves the shards in --out-dir as they were. An --out-dir that already holds shards of PREFIX is refused (a glob would
+mix the two runs) unless --overwrite: then the new shards replace the old ones, and the old shards of PREFIX that
+the new run does not replace are deleted, both only after a successful run. A shard holds at most 2^31 - 1 tokens,
+the C loader's int32 count.
 
 Examples (from the repo root; the text paths are where your corpus lies):
   python3 dev/data/tokenize_text.py --tinyshakespeare text/tinyshakespeare.txt --out-dir data
@@ -34,6 +39,9 @@ import sys
 import numpy as np
 import tiktoken
 import tiktoken.load
+
+import tool_files
+from tool_files import FileProblem
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_RANKS = os.path.join(REPO_ROOT, "data", "gpt2.tiktoken")
@@ -52,7 +60,10 @@ class InputError(Exception):
 def load_encoding(ranks_path):
     """The GPT-2 BPE (r50k_base) from a local gpt2.tiktoken file: 50256 ranks + <|endoftext|>."""
     try:
+        tool_files.input_size(ranks_path, "ranks file")
         ranks = tiktoken.load.load_tiktoken_bpe(ranks_path)
+    except FileProblem as e:
+        raise InputError(str(e)) from None
     except (ValueError, OSError) as e:   # binascii.Error and UnicodeDecodeError are ValueErrors
         raise InputError(f"ranks file '{ranks_path}' is not a tiktoken ranks file: {e}") from None
     if len(ranks) != EOT:
@@ -127,7 +138,7 @@ class ShardWriter:
         self.added = 0        # tokens received so far
         self.written = 0      # tokens written so far
         self.shards = 0
-        self.paths = []       # files written, removed by discard() when the run fails
+        self.paths = []       # (temporary, final) path of each shard written: renamed by commit(), or removed by discard()
 
     def add(self, tokens):
         self.pending.append(tokens)
@@ -143,9 +154,9 @@ class ShardWriter:
         self.pending, self.pending_count = [stream[n:]], len(stream) - n
         name = f"{self.prefix}_{self.split}.bin" if self.single_file else f"{self.prefix}_{self.split}_{self.shards:06d}.bin"
         path = os.path.join(self.out_dir, name)
-        self.paths.append(path)
+        self.paths.append((tool_files.temporary_name(path), path))
         try:
-            write_shard(path, stream[:n])
+            write_shard(self.paths[-1][0], stream[:n])
         except OSError as e:
             raise InputError(f"cannot write '{path}': {e.strerror or e}") from None
         print(f"{path}: {n:,} tokens")
@@ -158,9 +169,7 @@ class ShardWriter:
         return self.written
 
     def discard(self):
-        for path in self.paths:
-            if os.path.exists(path):
-                os.remove(path)
+        tool_files.remove_quietly(tmp for tmp, _ in self.paths)
 
 
 def encoded_documents(paths, sections, pool):
@@ -183,7 +192,7 @@ def route_tokens(docs, train, val, val_docs, val_tokens):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = tool_files.ArgumentParser("tokenize_text", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="+", help="text files (plain or .xz), tokenized in the given order")
     p.add_argument("--ranks", default=DEFAULT_RANKS, help="local gpt2.tiktoken file (default: %(default)s)")
     p.add_argument("--out-dir", default=".", help="output folder, created if missing (default: %(default)s)")
@@ -200,7 +209,8 @@ def parse_args(argv=None):
                    help=f"llm.c's tinyshakespeare preset: --sections --single-file --val-tokens "
                         f"{TINYSHAKESPEARE_VAL_TOKENS} --prefix tinyshakespeare")
     p.add_argument("--workers", type=int, default=os.cpu_count(), help="tokenizer processes (default: %(default)s)")
-    p.add_argument("--overwrite", action="store_true", help="delete the shards of PREFIX already in --out-dir first")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the shards of PREFIX already in --out-dir (after a successful run)")
     args = p.parse_args(argv)
     if args.tinyshakespeare:
         args.sections, args.single_file = True, True
@@ -212,9 +222,8 @@ def parse_args(argv=None):
         p.error("--shard-tokens and --workers must be positive, --val-docs and --val-tokens non-negative")
     if args.shard_tokens > MAX_SHARD_TOKENS:
         p.error(f"--shard-tokens {args.shard_tokens} exceeds {MAX_SHARD_TOKENS}, the most a shard header can count")
-    for path in args.inputs + args.val_input + [args.ranks]:
-        if not os.path.isfile(path):
-            p.error(f"no such file: '{path}'")
+    if "/" in args.prefix or os.sep in args.prefix or ".." in args.prefix or args.prefix.startswith("."):
+        p.error(f"--prefix '{args.prefix}': a file name prefix without '/' or '..' and not starting with '.'")
     return args
 
 
@@ -226,7 +235,7 @@ def existing_shards(out_dir, prefix):
 
 def prepare_out_dir(out_dir, prefix, overwrite):
     """creates out_dir and checks that it takes files and holds no shards of prefix unless overwrite; returns the
-    names of those shards (deleted by the caller once the rest of the input is checked)"""
+    names of those shards (those the new run does not replace are deleted once it has succeeded)"""
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise InputError(f"--out-dir '{out_dir}' exists and is not a directory")
     try:
@@ -234,6 +243,11 @@ def prepare_out_dir(out_dir, prefix, overwrite):
     except OSError as e:
         raise InputError(f"--out-dir '{out_dir}' cannot be created: {e.strerror or e}") from None
     old = existing_shards(out_dir, prefix)
+    for name in old:   # a folder or FIFO named like a shard is neither replaced nor deleted
+        try:
+            tool_files.check_output(os.path.join(out_dir, name))
+        except FileProblem as e:
+            raise InputError(str(e)) from None
     if old and not overwrite:
         raise InputError(f"--out-dir '{out_dir}' already holds {len(old)} shard(s) of prefix '{prefix}' ({old[0]} ...): "
                          f"a glob would mix them with this run's; remove them or pass --overwrite")
@@ -260,20 +274,43 @@ def tokenize(args, train, val):
           f"{n_train:,} train in {train.shards} file(s))")
 
 
+def commit(out_dir, old, writers):
+    """renames the shards of the writers into place, then deletes the old shards (names in out_dir) they did not
+    replace"""
+    pairs = [pair for w in writers for pair in w.paths]
+    try:
+        for _, final in pairs:
+            tool_files.check_output(final)
+        tool_files.put_in_place(pairs)
+    except FileProblem as e:
+        raise InputError(str(e)) from None
+    new = {os.path.basename(final) for _, final in pairs}
+    for name in old:
+        if name not in new:
+            try:
+                os.remove(os.path.join(out_dir, name))
+            except OSError as e:
+                raise InputError(f"cannot delete the old shard '{os.path.join(out_dir, name)}': {e.strerror}") from None
+
+
 def main(argv=None):
     args = parse_args(argv)
     train = ShardWriter(args.out_dir, args.prefix, "train", args.shard_tokens, args.single_file)
     val = ShardWriter(args.out_dir, args.prefix, "val", args.shard_tokens, args.single_file)
     try:
+        for path in args.inputs + args.val_input:
+            try:
+                tool_files.input_size(path, "input")
+            except FileProblem as e:
+                raise InputError(str(e)) from None
         old = prepare_out_dir(args.out_dir, args.prefix, args.overwrite)
         load_encoding(args.ranks)  # fail early, before starting workers
-        for name in old:
-            os.remove(os.path.join(args.out_dir, name))
         tokenize(args, train, val)
+        commit(args.out_dir, old, (train, val))
     except InputError as e:
         train.discard()
         val.discard()
-        sys.exit(f"error: {e}")
+        sys.exit(f"tokenize_text: error: {e}")
 
 
 if __name__ == "__main__":

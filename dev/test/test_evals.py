@@ -1,7 +1,12 @@
 """End-to-end test of the downstream evals on tiny raw files written here, one per task:
   - dev/data/prepare_evals.py writes eval files whose tokens decode to the contexts and completions the task's
     format defines (HellaSwag without the activity prefix, " " + ending, LAMBADA's last word, the llm-foundry
-    question + "\\nAnswer:", Winogrande's context options), and refuses a bad label with a clear error;
+    question + "\\nAnswer:", Winogrande's context options), and refuses a bad label with a clear error; bad raw
+    files (not UTF-8, a truncated or corrupt .bz2, JSON lines that are not objects, fields of the wrong type: a
+    string as the choices, a float, boolean or string gold; a FIFO, /dev/zero, a directory), a bad --out or --ranks:
+    one-line errors naming the file and line, exit 1, and an earlier --out folder as it was after each;
+  - dev/eval_hf.py refuses an eval file with a task name that is not letters, digits and '_', a truncated one and
+    a FIFO before it imports torch: one-line errors, exit 1;
   - -V without -E and -E naming no file are clear errors;
   - the CPU trainer (./train_gpt2 -E) scores a tiny GPT-2 it trained and logs the scores to its main.log as one line
     "s:<step> <task>:<score> ..." (scripts/plot_losses.py reads it); dev/eval_hf.py scores the same model
@@ -12,6 +17,7 @@ usage: python dev/test/test_evals.py --ranks data/gpt2.tiktoken   (from the repo
        needs tiktoken, and torch + transformers for the comparison with dev/eval_hf.py
 """
 import argparse
+import bz2
 import json
 import os
 import re
@@ -22,7 +28,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "dev"))
 sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
-from pycheck import check, summary  # noqa: E402
+from pycheck import check, run, summary  # noqa: E402
 from skip_log import skip  # noqa: E402
 T = 64
 STEPS = 4   # steps of the tiny training run scored with -E
@@ -99,6 +105,113 @@ def check_prepare(ranks, tmp, raw, out):
     check(r.returncode == 1 and "label 2" in r.stderr, f"prepare_evals: bad label -> exit {r.returncode}, {r.stderr.strip()}")
 
 
+def prepare_fails(cmd, what, expect):
+    """prepare_evals.py with cmd exits 1 within 30 s, its stderr one line 'prepare_evals: error: ...' with expect"""
+    try:
+        rc, _, err = run(cmd, timeout=30)
+    except subprocess.TimeoutExpired:
+        rc, err = None, "(no exit within 30 s)"
+    check(rc == 1 and err.count("\n") == 1 and err.startswith("prepare_evals: error: ") and expect in err,
+          f"prepare_evals: {what}: exit {rc}, {err.strip()}", f"expected one line with {expect!r}")
+
+
+def check_prepare_errors(ranks, tmp, raw):
+    """bad raw files, --out and --ranks: one-line errors naming the file and line, exit 1; the --out folder of an
+    earlier run as it was after each"""
+    cmd = [sys.executable, os.path.join(ROOT, "dev", "data", "prepare_evals.py"), "--ranks", ranks]
+    out = os.path.join(tmp, "evals_errors")
+    subprocess.run(cmd + ["--out", out, "--piqa", raw["--piqa"]], check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "piqa.bin"), "rb") as f:
+        before = f.read()
+    piqa = {"query": "Question: ?", "choices": ["a", "b"], "gold": 0}
+    jsonl = [("not UTF-8", "--piqa", json.dumps(piqa).encode() + b"\n{\"query\": \"caf\xe9\"}\n", "is not UTF-8 text"),
+             ("a JSON list", "--piqa", b"[1, 2]\n", "line 1 is a list, not a JSON object"),
+             ("a JSON string", "--lambada", b'"text"\n', "line 1 is a string, not a JSON object"),
+             ("not JSON", "--lambada", b'{"text": \n', "line 1 is not JSON"),
+             ("nested too deeply", "--lambada", b"[" * 100000 + b"\n", "nested too deeply"),
+             ("text null", "--lambada", b'{"text": null}\n', '"text" is null, not a string'),
+             ("query a number", "--piqa", json.dumps({**piqa, "query": 5}).encode(), '"query" is a number, not a string'),
+             ("choices a string", "--piqa", json.dumps({**piqa, "choices": "ab"}).encode(),
+              '"choices" is a string, not a list of strings'),
+             ("a choice null", "--arc-easy", json.dumps({**piqa, "choices": ["a", None]}).encode(),
+              '"choices" holds null, not only strings'),
+             ("context_options a string", "--winogrande",
+              json.dumps({"context_options": "ab", "continuation": "c", "gold": 0}).encode(),
+              '"context_options" is a string, not a list of strings'),
+             ("continuation a list", "--winogrande",
+              json.dumps({"context_options": ["a", "b"], "continuation": ["c"], "gold": 0}).encode(),
+              '"continuation" is a list, not a string')]
+    for gold, expect in ((1.0, '"gold" is a number, not an integer'), (True, '"gold" is a boolean, not an integer'),
+                         ("1", '"gold" is a string, not an integer'), (2, "label 2 is not one of the 2 candidates"),
+                         (-1, "label -1 is not one of the 2 candidates"), (None, '"gold" is null, not an integer')):
+        jsonl.append((f"gold {gold!r} on line 2", "--piqa", (json.dumps(piqa) + "\n" + json.dumps({**piqa, "gold": gold})).encode(),
+                      "line 2: " + expect))
+    for what, flag, data, expect in jsonl:
+        path = os.path.join(tmp, "bad_raw.jsonl")
+        with open(path, "wb") as f:
+            f.write(data)
+        prepare_fails(cmd + ["--out", out, "--hellaswag", raw["--hellaswag"], flag, path], what, expect)
+    good_bz2 = bz2.compress(open(raw["--hellaswag"], "rb").read())
+    for what, data, expect in (("a truncated .bz2", good_bz2[:len(good_bz2) // 2], "is a truncated .bz2 file"),
+                               ("a corrupt .bz2", b"BZh9" + bytes(40), "cannot read"),
+                               ("a label that is not 0..3", bz2.compress("ctx\n\u00b2\na\nb\nc\nd\n".encode()),
+                                "line 2: label '\u00b2' is not 0..3")):
+        path = os.path.join(tmp, "bad_hellaswag.txt.bz2")
+        with open(path, "wb") as f:
+            f.write(data)
+        prepare_fails(cmd + ["--out", out, "--hellaswag", path], what, expect)
+    fifo = os.path.join(tmp, "raw.fifo")
+    os.mkfifo(fifo)
+    prepare_fails(cmd + ["--out", out, "--piqa", fifo], "a FIFO as the raw file", "is not a regular file")
+    prepare_fails(cmd + ["--out", out, "--piqa", "/dev/zero"], "/dev/zero as the raw file", "is not a regular file")
+    prepare_fails(cmd + ["--out", out, "--piqa", tmp], "a directory as the raw file", "is a directory")
+    prepare_fails(cmd + ["--out", out, "--piqa", os.path.join(tmp, "none.jsonl")], "a missing raw file", "cannot read")
+    a_file = os.path.join(tmp, "out_file")
+    with open(a_file, "w") as f:
+        f.write("keep")
+    prepare_fails(cmd + ["--out", a_file, "--piqa", raw["--piqa"]], "--out a file", "exists and is not a directory")
+    prepare_fails(cmd + ["--out", os.path.join(a_file, "x"), "--piqa", raw["--piqa"]], "--out under a file",
+                  "Not a directory")
+    check(open(a_file).read() == "keep", "prepare_evals: the file given as --out is unchanged")
+    base = [sys.executable, os.path.join(ROOT, "dev", "data", "prepare_evals.py"), "--out", out, "--piqa", raw["--piqa"]]
+    prepare_fails(base + ["--ranks", os.path.join(tmp, "none.tiktoken")], "a missing --ranks", "cannot read ranks file")
+    bad_ranks = os.path.join(tmp, "corrupt.tiktoken")
+    with open(bad_ranks, "w") as f:
+        f.write("not base64!! 1\n")
+    prepare_fails(base + ["--ranks", bad_ranks], "a corrupt --ranks", "is not a tiktoken ranks file")
+    prepare_fails(base + ["--ranks", fifo], "a FIFO as --ranks", "is not a regular file")
+    with open(os.path.join(out, "piqa.bin"), "rb") as f:
+        check(f.read() == before and sorted(os.listdir(out)) == ["piqa.bin"],
+              f"prepare_evals: the earlier --out folder is as it was after the failures ({sorted(os.listdir(out))})")
+
+
+def check_eval_hf_refusals(out, tmp):
+    """dev/eval_hf.py checks every eval file before it imports torch (so this runs without it): a task name with a
+    newline, a space or a colon (it would break the trainer's main.log eval line), a truncated file, a FIFO: one-line
+    errors, exit 1"""
+    import eval_file
+    with open(os.path.join(out, "hellaswag.bin"), "rb") as f:
+        good = f.read()
+    slot = 4 * eval_file.NAME_SLOT
+    fifo = os.path.join(tmp, "eval.fifo")
+    os.mkfifo(fifo)
+    cases = [(good[:slot] + name.ljust(eval_file.NAME_BYTES, b"\0") + good[slot + eval_file.NAME_BYTES:], f"task name {name!r}")
+             for name in (b"hella\nswag", b"hella swag", b"hella:1", b"", b"\xff")]
+    cases += [(good[:-4], "holds"), (None, "is not a regular file")]
+    for data, expect in cases:
+        path = fifo if data is None else os.path.join(tmp, "bad_eval.bin")
+        if data is not None:
+            with open(path, "wb") as f:
+                f.write(data)
+        try:
+            rc, _, err = run([sys.executable, os.path.join(ROOT, "dev", "eval_hf.py"), os.path.join(tmp, "no_model"), path],
+                             timeout=30)
+        except subprocess.TimeoutExpired:
+            rc, err = None, "(no exit within 30 s)"
+        check(rc == 1 and err.count("\n") == 1 and err.startswith("eval_hf: error: ") and expect in err,
+              f"eval_hf: {expect}: exit {rc}, {err.strip()}")
+
+
 def check_flag_errors(tmp):
     """-V without -E, and -E naming no file: one-line errors, exit 1"""
     trainer = os.path.join(ROOT, "train_gpt2")
@@ -166,7 +279,10 @@ def main():
         return
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "evals")
-        check_prepare(args.ranks, tmp, write_raw(tmp), out)
+        raw = write_raw(tmp)
+        check_prepare(args.ranks, tmp, raw, out)
+        check_prepare_errors(args.ranks, tmp, raw)
+        check_eval_hf_refusals(out, tmp)
         check_flag_errors(tmp)
         run_dir = os.path.join(tmp, "run")
         ours = engine_scores(out, run_dir)

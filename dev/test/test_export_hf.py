@@ -11,6 +11,9 @@ biases and norm weights matter and with garbage in the padded vocab rows:
     slots 22-23 and 28): such a file reads as the same parameters as one without it and exports the same weights;
     a flipped byte in it fails the "GEMM algorithms" CRC, a truncated table is a size error, a bad table size and
     the contents flags 8 and 11 are refused
+  - (numpy only) a FIFO, /dev/zero or a directory as the model or --ranks, and an output folder that is a file, under
+    a file or cannot be created: one-line errors, exit 1, nothing read or written; a failed export (a ranks file of
+    another vocab, an output file that is a directory) leaves an earlier export in the folder as it was
 With --ranks (a tiktoken ranks file of the GPT-2 BPE): the exported tokenizer (vocab.json, merges.txt) loads with
 AutoTokenizer and encodes like tiktoken with those ranks.
 
@@ -19,6 +22,9 @@ usage: python dev/test/test_export_hf.py [--ranks data/gpt2.tiktoken]   (from th
        format checks, which need numpy only
 """
 import argparse
+import base64
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -32,7 +38,7 @@ sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
 import export_hf  # noqa: E402
 import model_file  # noqa: E402
 from checkpoint_crc import CRC_SLOT, HEADER_INTS, MAGIC, VERSION, first_bad_section, header_crc, seal  # noqa: E402
-from pycheck import check, summary  # noqa: E402
+from pycheck import check, run, summary  # noqa: E402
 from skip_log import skip  # noqa: E402
 from eval_hf import load_model  # noqa: E402
 
@@ -165,10 +171,70 @@ def export_fails(tmp, name, data, expect):
     bad = os.path.join(tmp, name)
     with open(bad, "wb") as f:
         f.write(data)
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "dev", "export_hf.py"), bad, os.path.join(tmp, "bad")],
-                       capture_output=True, text=True)
-    check(r.returncode == 1 and expect in r.stderr and r.stderr.count("\n") == 1,
-          f"{name}: exit {r.returncode}, '{r.stderr.strip()}'")
+    export_cmd_fails([bad, os.path.join(tmp, "bad")], name, expect)
+
+
+def export_cmd_fails(args, what, expect):
+    """dev/export_hf.py with args exits 1 within 30 s with a one-line error that contains `expect`"""
+    try:
+        rc, _, err = run([sys.executable, os.path.join(ROOT, "dev", "export_hf.py")] + args, timeout=30)
+    except subprocess.TimeoutExpired:
+        rc, err = None, "(no exit within 30 s)"
+    check(rc == 1 and expect in err and err.count("\n") == 1 and err.startswith("export_hf: error: "),
+          f"{what}: exit {rc}, '{err.strip()}'", f"expected one line 'export_hf: error: ...{expect}...'")
+
+
+def folder_bytes(folder):
+    """{name: bytes} of the files in folder"""
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as f:
+            out[name] = f.read()
+    return out
+
+
+def check_files(tmp):
+    """(numpy only) an input that is not a regular file is refused before it is read (a FIFO would block, /dev/zero
+    never end), and so is an output folder that cannot be one; a failed export keeps the earlier export in its
+    folder as it was, without temporary files"""
+    cfg = dict(family=model_file.FAMILY_LLAMA, L=1, C=64, NH=4, NKV=2, H=96, V=100, Vp=128, maxT=32)
+    model_a, model_b = os.path.join(tmp, "files_a.bin"), os.path.join(tmp, "files_b.bin")
+    write_model(model_a, cfg, random_model(cfg, seed=5))
+    write_model(model_b, cfg, random_model(cfg, seed=6))
+    fifo = os.path.join(tmp, "files_fifo")
+    os.mkfifo(fifo)
+    a_file = os.path.join(tmp, "files_a_file")
+    with open(a_file, "wb") as f:
+        f.write(b"not a folder")
+    out = os.path.join(tmp, "files_out")
+    export_cmd_fails(["/dev/zero", out], "/dev/zero as the model", "'/dev/zero' is not a regular file")
+    export_cmd_fails([fifo, out], "a FIFO as the model", "is not a regular file")
+    export_cmd_fails([tmp, out], "a directory as the model", "is a directory")
+    export_cmd_fails([model_a, out, "--ranks", "/dev/zero"], "/dev/zero as --ranks", "is not a regular file")
+    export_cmd_fails([model_a, out, "--ranks", fifo], "a FIFO as --ranks", "is not a regular file")
+    check(not os.path.exists(out), "refused inputs leave no output folder")
+    export_cmd_fails([model_a, a_file], "an output folder that is a file", "exists and is not a directory")
+    export_cmd_fails([model_a, os.path.join(a_file, "sub")], "an output folder under a file", "Not a directory")
+    export_cmd_fails([model_a, "/proc/no_such_folder"], "an output folder that cannot be created", "cannot create")
+    with open(a_file, "rb") as f:
+        check(f.read() == b"not a folder", "the file given as the output folder is unchanged")
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        export_hf.export(model_a, out, "bf16")
+    before = folder_bytes(out)
+    ranks = os.path.join(tmp, "files_bytes.tiktoken")   # the 256 single bytes: a vocab of 257, not the model's 100
+    with open(ranks, "w") as f:
+        f.write("".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)))
+    export_cmd_fails([model_b, out, "--ranks", ranks], "another model with a ranks file of another vocab",
+                     "has 256 tokens + <|endoftext|>, the model's vocab is 100")
+    check(folder_bytes(out) == before, f"the failed export left the earlier one as it was ({', '.join(before)})")
+    os.rename(os.path.join(out, "config.json"), os.path.join(out, "config.json.keep"))
+    os.mkdir(os.path.join(out, "config.json"))
+    export_cmd_fails([model_b, out], "an output file that is a directory", "exists and is a directory")
+    check(sorted(os.listdir(out)) == sorted(list(before) + ["config.json.keep"]),
+          f"no temporary file is left: {sorted(os.listdir(out))}")
+    with open(os.path.join(out, "model.safetensors"), "rb") as f:
+        check(f.read() == before["model.safetensors"], "model.safetensors of the earlier export is kept")
 
 
 def check_errors(tmp):
@@ -279,9 +345,8 @@ def check_tokenizer(ranks_path, tmp):
     """the exported tokenizer encodes like tiktoken with the same ranks (read by tiktoken's own loader)"""
     from tokenize_text import EOT, load_encoding
     from transformers import AutoTokenizer
-    out = os.path.join(tmp, "gpt2_fp32")
-    cfg, _, _ = export_hf.read_model(os.path.join(tmp, "gpt2.bin"))
-    export_hf.write_tokenizer(out, ranks_path, cfg)
+    out = os.path.join(tmp, "gpt2_tokenizer")
+    export_hf.export(os.path.join(tmp, "gpt2.bin"), out, "fp32", ranks_path)
     enc = load_encoding(ranks_path)
     tok = AutoTokenizer.from_pretrained(out)
     for text in TEXTS:
@@ -298,6 +363,7 @@ def main():
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         check_gemm_section(tmp)
+        check_files(tmp)
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401

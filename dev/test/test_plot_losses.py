@@ -13,7 +13,9 @@ run's own seed (another folder: adahop seed 42 against bf16 seed 42, a run witho
 % along the run at the steps given (against the reference where a run's seed has no bf16 run), '-' where a run has
 no val loss, and refuses a bad list; a main.jsonl run takes its mode and seed from its run event and leaves out a
 last line still being written; missing and empty logs, a bad JSON line and an eval line with a non-number stop with
-a clear error.
+a clear error; so do, as one file:line line, a main.log loss that is not a number, a tok_s that is a list, an
+infinite step and a strategy change with a line separator (quoted); a --markdown that is a folder or a FIFO is
+refused, a failed run keeps an earlier --markdown file, and --ema outside [0, 1) is a one-line usage error.
 
 Paired statistics: 4 modes x 3 init seeds (main.jsonl with full run events, one commit, GPU, B, T and data seed,
 timed_gemms 0; val_loss_bf16 in the quantized runs; known gaps to bf16) pass the pairing check, and every printed
@@ -370,7 +372,43 @@ def test_plot(tmp, have_mpl):
     rc, out, err = run([sys.executable, PLOT, empty, "--no-plot"])
     check(rc == 2 and "has no" in err and "Traceback" not in err, "empty main.log: clear error, exit 2", err)
     rc, out, err = run([sys.executable, PLOT, root, "--ema", "1.5", "--no-plot"])
-    check(rc == 2 and "--ema" in err, "--ema outside [0, 1): error", err)
+    check(rc == 2 and err.startswith("plot_losses.py: error: --ema") and err.count("\n") == 1,
+          "--ema outside [0, 1): a one-line usage error", err)
+
+    # a main.log number that does not parse, or a strategy change that is not one: the file and line are named
+    bad_log = os.path.join(tmp, "bad_log", "bf16_s1")
+    write_run(bad_log, "bf16_s1337")
+    with open(os.path.join(bad_log, "main.log"), "a") as f:
+        f.write("s:201 tl:abc lr:0.001\n")
+    rc, out, err = run([sys.executable, PLOT, bad_log, "--no-plot"])
+    check(rc == 2 and err.count("\n") == 1 and "main.log:" in err and "'s:201 tl:abc lr:0.001'" in err,
+          "a main.log loss that is not a number: a one-line file:line error, exit 2", err)
+    open(os.path.join(bad, "main.jsonl"), "w").write('{"event": "step", "step": 1, "loss": 1, "tok_s": [1]}\n')
+    rc, out, err = run([sys.executable, PLOT, bad, "--no-plot"])
+    check(rc == 2 and err.count("\n") == 1 and "main.jsonl:1" in err, "a tok_s that is a list: file:line error", err)
+    open(os.path.join(bad, "main.jsonl"), "w").write('{"event": "step", "step": 1e400, "loss": 1}\n')
+    rc, out, err = run([sys.executable, PLOT, bad, "--no-plot"])
+    check(rc == 2 and err.count("\n") == 1 and "main.jsonl:1" in err and "OverflowError" in err,
+          "a step of 1e400 (infinite): file:line error", err)
+    open(os.path.join(bad, "main.jsonl"), "w").write('{"event": "step", "step": 1, "loss": 1, '
+                                                     '"strategy_changes": ["a\\u2028b"]}\n')
+    rc, out, err = run([sys.executable, PLOT, bad, "--no-plot"])
+    check(rc == 2 and len(err.splitlines()) == 1 and "\\u2028" in err,
+          "a strategy change with a line separator: one line, the text quoted", err)
+
+    # --markdown: a folder or a FIFO is refused before the logs are read (a FIFO blocked the write), and an earlier
+    # file stays as it was when the run fails
+    md_dir, md_fifo, md_file = (os.path.join(tmp, n) for n in ("md_dir", "md.fifo", "earlier.md"))
+    os.makedirs(md_dir)
+    os.mkfifo(md_fifo)
+    for md, what in ((md_dir, "is a directory"), (md_fifo, "is not a regular file")):
+        rc, out, err = run([sys.executable, PLOT, root, "--no-plot", "--allow-unpaired", "--markdown", md], timeout=30)
+        check(rc == 2 and err.count("\n") == 1 and what in err, f"--markdown that {what}: one-line error, exit 2", err)
+    with open(md_file, "w") as f:
+        f.write("earlier")
+    rc, out, err = run([sys.executable, PLOT, bad_log, "--no-plot", "--markdown", md_file])
+    check(rc == 2 and open(md_file).read() == "earlier" and sorted(os.listdir(tmp)).count("earlier.md") == 1,
+          "a failed run keeps the earlier --markdown file", err)
     rc, out, err = run([sys.executable, PLOT, "-h"])
     check(rc == 0 and "--markdown" in out, "-h prints the usage")
 
