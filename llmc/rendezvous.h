@@ -5,8 +5,12 @@
 // The file channel, for the rendezvous path P given to every rank:
 //   P                 rank 0's announcement: the world size and this run's nonce (random, 64 bits)
 //   P.<round>.<rank>  one rank's record of a round (join: its process id; agree: what must match; id: rank 0's
-//                     communicator id), tagged with the nonce: files of another run are never read as this run's
-//   P.error           written by a rank that stops: its rank, the nonce and the cause
+//                     communicator id), tagged with the nonce: files of another run are never read as this run's.
+//                     The join record's name ends in .<nonce> (16 hex digits) and it is created with link(), which
+//                     refuses an existing name: a second process for a rank of the run finds the first one's record
+//                     and stops naming it, reporting to the run (rank 0 writes its record before P, so a second
+//                     rank 0 that reads P finds it too).
+//   P.error           written by a rank that stops: its rank, its process id, the nonce and the cause
 // Every file is written to NAME.tmp<pid> and renamed, so a reader never sees half a file. Rank 0 starts by removing
 // what an earlier run left behind: its round files and error file always, P itself only when that run's error file
 // says it failed (P without one may belong to a running job: refused). A rank that starts before rank 0 and reads
@@ -29,7 +33,7 @@
 #include <sys/stat.h>
 #include "utils.h"
 
-#define RENDEZVOUS_MAGIC 0x325a4452   // "RDZ2"
+#define RENDEZVOUS_MAGIC 0x335a4452   // "RDZ3"
 #define RENDEZVOUS_TIMEOUT_S 120.0
 #define RENDEZVOUS_POLL_US 10000
 #define RENDEZVOUS_PATH_MAX 1024
@@ -157,10 +161,13 @@ static inline void rendezvous_name(char* out, const char* path, const char* part
     else { snprintf(out, RENDEZVOUS_PATH_MAX + 64, "%s.%s.%d", path, part, rank); }
 }
 
-// writes {magic, tag, nonce} and data[0 .. bytes) to path atomically (path.tmp<pid>, fsync, rename); 0 or errno
-static inline int rendezvous_write(const char* path, int tag, uint64_t nonce, const void* data, size_t bytes) {
-    char tmp[RENDEZVOUS_PATH_MAX + 96];   // one per process: ranks may write the same file (P.error) at once
-    snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
+// path.tmp<pid> into tmp: one per process, since ranks may write the same file (P.error) at once
+static inline void rendezvous_tmp_name(char* tmp, const char* path) {
+    snprintf(tmp, RENDEZVOUS_PATH_MAX + 96, "%s.tmp%d", path, (int)getpid());
+}
+
+// writes {magic, tag, nonce} and data[0 .. bytes) to the file tmp and flushes it to disk; 0 or errno
+static inline int rendezvous_write_file(const char* tmp, int tag, uint64_t nonce, const void* data, size_t bytes) {
     FILE* fp = fopen(tmp, "wb");
     if (fp == NULL) { return errno; }
     RendezvousHeader h = {RENDEZVOUS_MAGIC, tag, nonce};
@@ -168,6 +175,14 @@ static inline int rendezvous_write(const char* path, int tag, uint64_t nonce, co
              fflush(fp) == 0 && fsync(fileno(fp)) == 0;
     int err = ok ? 0 : errno;
     if (fclose(fp) != 0 && ok) { err = errno; }
+    return err;
+}
+
+// the same record written to path atomically (path.tmp<pid>, renamed); 0 or errno
+static inline int rendezvous_write(const char* path, int tag, uint64_t nonce, const void* data, size_t bytes) {
+    char tmp[RENDEZVOUS_PATH_MAX + 96];
+    rendezvous_tmp_name(tmp, path);
+    int err = rendezvous_write_file(tmp, tag, nonce, data, bytes);
     if (err == 0 && rename(tmp, path) != 0) { err = errno; }
     return err;
 }
@@ -191,22 +206,35 @@ static inline int rendezvous_read(const char* path, RendezvousHeader* h, void* d
     return 1;
 }
 
-// 1 when P.error names nonce: a rank of that run stopped; its rank and message go to *rank and msg (when not NULL)
-static inline int rendezvous_error_of(const char* path, uint64_t nonce, int* rank, char* msg) {
-    char name[RENDEZVOUS_PATH_MAX + 64], text[RENDEZVOUS_ERROR_MAX + 1];
+// the record of P.error: the process that stopped, then the cause (the file's rest)
+typedef struct { RendezvousPeer who; char text[RENDEZVOUS_ERROR_MAX + 1]; } RendezvousError;
+
+// 1 when P.error names nonce: a rank of that run stopped; its rank and record go to *rank and *e (when not NULL)
+static inline int rendezvous_error_of(const char* path, uint64_t nonce, int* rank, RendezvousError* e) {
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    RendezvousError record;
     RendezvousHeader h;
     size_t got = 0;
+    memset(&record, 0, sizeof(record));
     rendezvous_name(name, path, "error", -1);
-    if (!rendezvous_read(name, &h, text, RENDEZVOUS_ERROR_MAX, &got) || h.nonce != nonce) { return 0; }
-    text[got] = '\0';
+    if (!rendezvous_read(name, &h, &record, sizeof(record) - 1, &got) || h.nonce != nonce) { return 0; }
+    ((char*)&record)[got] = '\0';   // the text ends where the file does
     if (rank != NULL) { *rank = h.tag; }
-    if (msg != NULL) { memcpy(msg, text, got + 1); }
+    if (e != NULL) { *e = record; }
     return 1;
 }
 
 // unlinks name, dying on any failure other than its absence
 static inline void rendezvous_unlink(const char* name) {
     if (unlink(name) != 0 && errno != ENOENT) { die("cannot remove rendezvous file '%s': %s", name, strerror(errno)); }
+}
+
+// 1 when s is one or more decimal digits, optionally followed by '.' and 16 hexadecimal digits (a nonce)
+static inline int rendezvous_rank_part(const char* s) {
+    if (*s < '0' || *s > '9') { return 0; }
+    while (*s >= '0' && *s <= '9') { s++; }
+    if (*s == '\0') { return 1; }
+    return s[0] == '.' && strlen(s + 1) == 16 && strspn(s + 1, "0123456789abcdef") == 16;
 }
 
 // 1 when s is one or more decimal digits
@@ -217,7 +245,7 @@ static inline int rendezvous_all_digits(const char* s) {
 }
 
 // 1 when `name` (a directory entry) is one of the files P.* of the channel for the file name `base` of P:
-// base.<round>.<rank>, base.error, or one of those (or base) with .tmp<pid> appended
+// base.<round>.<rank>[.<nonce>], base.error, or one of those (or base) with .tmp<pid> appended
 static inline int rendezvous_is_channel_file(const char* name, const char* base) {
     size_t nb = strlen(base);
     if (strncmp(name, base, nb) != 0 || name[nb] != '.') { return 0; }
@@ -228,7 +256,7 @@ static inline int rendezvous_is_channel_file(const char* name, const char* base)
     if (rest[0] == '\0' || strcmp(rest, ".error") == 0) { return 1; }
     for (int r = 0; r < RDZ_NUM_ROUNDS; r++) {
         size_t nr = strlen(rendezvous_round_names[r]);
-        if (strncmp(rest + 1, rendezvous_round_names[r], nr) == 0 && rest[nr + 1] == '.' && rendezvous_all_digits(rest + nr + 2)) {
+        if (strncmp(rest + 1, rendezvous_round_names[r], nr) == 0 && rest[nr + 1] == '.' && rendezvous_rank_part(rest + nr + 2)) {
             return 1;
         }
     }
@@ -266,14 +294,19 @@ static inline RendezvousPeer rendezvous_self(void) {
     return p;
 }
 
-// writes P.error with this rank and the cause unless this rank reported already; never dies
+// writes P.error with this rank, this process and the cause unless this rank reported already or knows no run to
+// tell (it read no announcement yet); never dies
 static inline void rendezvous_report(Rendezvous* rz, const char* cause) {
-    if (rz->reported) { return; }
+    if (rz->reported || rz->nonce == 0) { return; }
     rz->reported = 1;
     char name[RENDEZVOUS_PATH_MAX + 64];
     rendezvous_name(name, rz->path, "error", -1);
+    RendezvousError e;
+    e.who = rendezvous_self();
     size_t n = strlen(cause);
-    if (rendezvous_write(name, rz->rank, rz->nonce, cause, n < RENDEZVOUS_ERROR_MAX ? n : RENDEZVOUS_ERROR_MAX) != 0) {
+    n = n < RENDEZVOUS_ERROR_MAX ? n : RENDEZVOUS_ERROR_MAX;
+    memcpy(e.text, cause, n);
+    if (rendezvous_write(name, rz->rank, rz->nonce, &e, sizeof(e.who) + n) != 0) {
         fprintf(stderr, "rank %d: could not write '%s' to tell the other ranks\n", rz->rank, name);
     }
 }
@@ -301,22 +334,29 @@ static inline int rendezvous_process_gone(pid_t pid) {
     return end != NULL && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
 }
 
+// 1 when p is a process of this pid namespace (the only ones this process can see) that no longer runs
+static inline int rendezvous_peer_gone(const RendezvousPeer* p) {
+    RendezvousPeer self = rendezvous_self();
+    return p->pid > 0 && p->pid_ns != 0 && p->pid_ns == self.pid_ns && rendezvous_process_gone((pid_t)p->pid);
+}
+
+// 1 when p is this process
+static inline int rendezvous_peer_is_self(const RendezvousPeer* p) {
+    RendezvousPeer self = rendezvous_self();
+    return p->pid == self.pid && p->pid_ns == self.pid_ns;
+}
+
 // Fills msg (RENDEZVOUS_ERROR_MAX + 64 bytes) and returns 1 when another rank of this run reported a failure, or a
 // process that joined from this node is gone; else 0. Cheap enough to poll every few milliseconds.
 static inline int rendezvous_peer_problem(const Rendezvous* rz, char* msg) {
     int gone = -1;
-    if (rz->peers != NULL) {
-        RendezvousPeer self = rendezvous_self();
-        for (int r = 0; r < rz->world && gone < 0; r++) {
-            const RendezvousPeer* p = &rz->peers[r];
-            if (r == rz->rank || p->pid_ns == 0 || p->pid_ns != self.pid_ns) { continue; }
-            if (rendezvous_process_gone((pid_t)p->pid)) { gone = r; }
-        }
+    for (int r = 0; rz->peers != NULL && r < rz->world && gone < 0; r++) {
+        if (r != rz->rank && rendezvous_peer_gone(&rz->peers[r])) { gone = r; }
     }
     int rank = -1;   // read after the process check: a rank that reported and exited is found with its message
-    char text[RENDEZVOUS_ERROR_MAX + 1];
-    if (rendezvous_error_of(rz->path, rz->nonce, &rank, text) && rank != rz->rank) {
-        snprintf(msg, RENDEZVOUS_ERROR_MAX + 64, "rank %d stopped: %s", rank, text);
+    RendezvousError e;
+    if (rendezvous_error_of(rz->path, rz->nonce, &rank, &e) && !rendezvous_peer_is_self(&e.who)) {
+        snprintf(msg, RENDEZVOUS_ERROR_MAX + 64, "rank %d stopped: %s", rank, e.text);
         return 1;
     }
     if (gone >= 0) {
@@ -340,11 +380,46 @@ static inline void rendezvous_check_peers(Rendezvous* rz) {
 // ----------------------------------------------------------------------------
 // the rounds
 
+// the file of rank's record of `round` in this run: P.<round>.<rank>, for the join round with the nonce appended
+// (one name per run and rank, created only once: a second process for the rank finds it)
+static inline void rendezvous_record_name(char* out, const Rendezvous* rz, int round, int rank) {
+    rendezvous_name(out, rz->path, rendezvous_round_names[round], rank);
+    size_t n = strlen(out);
+    if (round == RDZ_JOIN) { snprintf(out + n, RENDEZVOUS_PATH_MAX + 64 - n, ".%016llx", (unsigned long long)rz->nonce); }
+}
+
+// dies because the join record `name` of this rank exists: another process joined this run as this rank
+static inline void rendezvous_die_claimed(const Rendezvous* rz, const char* name) {
+    RendezvousHeader h;
+    RendezvousPeer other = {-1, 0}, self = rendezvous_self();
+    rendezvous_read(name, &h, &other, sizeof(other), NULL);
+    if (rendezvous_peer_gone(&other)) {
+        die("rank %d of the run in '%s' was joined by process %lld, which is gone (killed?): start the whole run again",
+            rz->rank, rz->path, (long long)other.pid);
+    }
+    die("rank %d is claimed twice: process %lld joined the run in '%s' as rank %d first; this process (%lld) stops "
+        "(were two processes started with the same rank?)", rz->rank, (long long)other.pid, rz->path, rz->rank, (long long)self.pid);
+}
+
+// Creates this rank's join record (this process) for this run; link() refuses an existing name, so of two processes
+// that join a run as one rank the second dies here, naming the first
+static inline void rendezvous_claim(const Rendezvous* rz) {
+    char name[RENDEZVOUS_PATH_MAX + 64], tmp[RENDEZVOUS_PATH_MAX + 96];
+    RendezvousPeer self = rendezvous_self();
+    rendezvous_record_name(name, rz, RDZ_JOIN, rz->rank);
+    rendezvous_tmp_name(tmp, name);
+    int err = rendezvous_write_file(tmp, rz->rank, rz->nonce, &self, sizeof(self));
+    if (err == 0 && link(tmp, name) != 0) { err = errno; }
+    unlink(tmp);
+    if (err == EEXIST) { rendezvous_die_claimed(rz, name); }
+    if (err != 0) { die("cannot write rendezvous file '%s': %s", name, strerror(err)); }
+}
+
 // Reads rank `from`'s record of `round` into data[0 .. bytes) when it exists with this run's nonce; returns 1, else 0.
 // Dies on a record of another size.
 static inline int rendezvous_try_record(const Rendezvous* rz, int round, int from, void* data, size_t bytes) {
     char name[RENDEZVOUS_PATH_MAX + 64];
-    rendezvous_name(name, rz->path, rendezvous_round_names[round], from);
+    rendezvous_record_name(name, rz, round, from);
     RendezvousHeader h;
     size_t got = 0;
     if (!rendezvous_read(name, &h, data, bytes, &got) || h.nonce != rz->nonce) { return 0; }
@@ -388,7 +463,7 @@ static inline int rendezvous_gather(Rendezvous* rz, int round, const int* from, 
 // every rank's record of `round`: writes mine (bytes) and returns when all[r * bytes ..] holds rank r's, r < world
 static inline void rendezvous_allgather(Rendezvous* rz, int round, const void* mine, void* all, size_t bytes) {
     char name[RENDEZVOUS_PATH_MAX + 64];
-    rendezvous_name(name, rz->path, rendezvous_round_names[round], rz->rank);
+    rendezvous_record_name(name, rz, round, rz->rank);
     rendezvous_write_check(name, rz->rank, rz->nonce, mine, bytes);
     int* ranks = (int*)malloc_check((size_t)rz->world * sizeof(int));
     for (int r = 0; r < rz->world; r++) { ranks[r] = r; }
@@ -400,7 +475,7 @@ static inline void rendezvous_allgather(Rendezvous* rz, int round, const void* m
 static inline void rendezvous_broadcast(Rendezvous* rz, int round, void* data, size_t bytes) {
     char name[RENDEZVOUS_PATH_MAX + 64];
     int zero = 0;
-    rendezvous_name(name, rz->path, rendezvous_round_names[round], 0);
+    rendezvous_record_name(name, rz, round, 0);
     if (rz->rank == 0) { rendezvous_write_check(name, 0, rz->nonce, data, bytes); }
     else { rendezvous_gather(rz, round, &zero, 1, data, bytes); }
 }
@@ -414,18 +489,30 @@ static inline uint64_t rendezvous_new_nonce(void) {
     return n == 0 ? 1 : n;
 }
 
-// rank 0: removes what earlier runs left (refusing a P that may be live), then announces this run in P
+// Rank 0, when P announces a run that reported no failure: when a running process joined that run as rank 0, this is
+// a second rank 0 of it and dies reporting that to the run (its nonce); else dies without touching the run
+static inline void rendezvous_refuse(Rendezvous* rz, uint64_t nonce) {
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    RendezvousHeader h;
+    RendezvousPeer first;
+    rz->nonce = nonce;
+    rendezvous_record_name(name, rz, RDZ_JOIN, 0);
+    if (rendezvous_read(name, &h, &first, sizeof(first), NULL) && !rendezvous_peer_gone(&first)) { rendezvous_die_claimed(rz, name); }
+    rz->nonce = 0;
+    die("rendezvous file '%s' already exists and no rank of its run reported a failure: another run may be using "
+        "it (or one was killed): remove it or use a fresh path", rz->path);
+}
+
+// rank 0: removes what earlier runs left (refusing a P that may be live), joins this run and announces it in P
 static inline void rendezvous_announce(Rendezvous* rz) {
     RendezvousHeader h;
     if (rendezvous_read(rz->path, &h, NULL, 0, NULL)) {
-        if (!rendezvous_error_of(rz->path, h.nonce, NULL, NULL)) {
-            die("rendezvous file '%s' already exists and no rank of its run reported a failure: another run may be using "
-                "it (or one was killed): remove it or use a fresh path", rz->path);
-        }
+        if (!rendezvous_error_of(rz->path, h.nonce, NULL, NULL)) { rendezvous_refuse(rz, h.nonce); }
         rendezvous_unlink(rz->path);   // left by a run that failed
     }
     rendezvous_remove_channel_files(rz->path);
     rz->nonce = rendezvous_new_nonce();
+    rendezvous_claim(rz);   // before P, so that a second rank 0 that reads P finds the first one's record
     rendezvous_write_check(rz->path, rz->world, rz->nonce, NULL, 0);
 }
 
@@ -450,8 +537,6 @@ static inline void rendezvous_open(Rendezvous* rz, const char* path, int rank, i
     if (strlen(path) >= RENDEZVOUS_PATH_MAX) { die("rendezvous path '%s' is too long", path); }
     rz->path = path; rz->rank = rank; rz->world = world; rz->timeout_s = timeout_s;
     RendezvousPeer* peers = (RendezvousPeer*)malloc_check((size_t)world * sizeof(RendezvousPeer));
-    RendezvousPeer self = rendezvous_self();
-    if (rank == 0) { rendezvous_announce(rz); }
     int* ranks = (int*)malloc_check((size_t)world * sizeof(int));
     for (int r = 0; r < world; r++) { ranks[r] = r; }
     rendezvous_open_channel = rz;
@@ -459,11 +544,13 @@ static inline void rendezvous_open(Rendezvous* rz, const char* path, int rank, i
     static int exit_hook_set = 0;
     if (!exit_hook_set && atexit(rendezvous_exit_hook) == 0) { exit_hook_set = 1; }
     char name[RENDEZVOUS_PATH_MAX + 64];
-    do {
-        if (rank > 0) { rendezvous_await_announcement(rz); }
-        rendezvous_name(name, path, rendezvous_round_names[RDZ_JOIN], rank);
-        rendezvous_write_check(name, rank, rz->nonce, &self, sizeof(self));
-    } while (!rendezvous_gather(rz, RDZ_JOIN, ranks, world, peers, sizeof(RendezvousPeer)));
+    if (rank == 0) { rendezvous_announce(rz); }   // which writes rank 0's join record
+    for (;;) {
+        if (rank > 0) { rendezvous_await_announcement(rz); rendezvous_claim(rz); }
+        if (rendezvous_gather(rz, RDZ_JOIN, ranks, world, peers, sizeof(RendezvousPeer))) { break; }
+        rendezvous_record_name(name, rz, RDZ_JOIN, rank);   // rank 0 replaced P: this record is of no run
+        rendezvous_unlink(name);
+    }
     free(ranks);
     rz->peers = peers;
     rendezvous_check_peers(rz);   // a join record of a process that is gone: files of a run killed without a report
@@ -476,7 +563,7 @@ static inline void rendezvous_remove_rounds(const Rendezvous* rz) {
     rendezvous_unlink(rz->path);
     for (int round = 0; round < RDZ_NUM_ROUNDS; round++) {
         for (int r = 0; r < rz->world; r++) {
-            rendezvous_name(name, rz->path, rendezvous_round_names[round], r);
+            rendezvous_record_name(name, rz, round, r);
             rendezvous_unlink(name);
         }
     }

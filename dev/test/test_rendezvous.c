@@ -30,12 +30,14 @@ typedef struct {
     int differ_rank[MAX_RANKS];        // these ranks change `differ_field` (1 = changed)
     size_t differ_field;               // index into RunAgreement
     double train_s;                    // how long ranks poll for failures after the id, as the watchdog does
+    int dup_rank;                      // a second process joins as this rank (-1: none) ...
+    double dup_delay_s;                // ... this long after the others started
 } Scenario;
 
 static Scenario sc;
 
-// the outcome of every rank
-typedef struct { int status[MAX_RANKS]; char err[MAX_RANKS][2048]; double seconds; } Outcome;
+// the outcome of every rank's process, and at index world that of the duplicate
+typedef struct { int status[MAX_RANKS + 1]; char err[MAX_RANKS + 1][2048]; pid_t pid[MAX_RANKS + 1]; double seconds; } Outcome;
 
 static RunAgreement base_agreement(void) {
     RunAgreement a;
@@ -51,9 +53,10 @@ static void inject_failure(int rank) {
     if (sc.fail_kind == FAIL_KILL) { raise(SIGKILL); }
 }
 
-// one rank of the scenario: join, agree, receive the id, poll for failures; exit code 0 when all went well
-static void rank_main(int rank) {
-    usleep((useconds_t)(sc.start_delay_s[rank] * 1e6));
+// one rank of the scenario after `delay` s: join, agree, receive the id, poll for failures; exit code 0 when all
+// went well
+static void rank_main(int rank, double delay) {
+    usleep((useconds_t)(delay * 1e6));
     Rendezvous rz;
     rendezvous_open(&rz, path, rank, sc.world, sc.timeout_s);
     if (rank == sc.fail_rank && sc.fail_at == AT_AGREEMENT) { usleep(100000); inject_failure(rank); }
@@ -76,33 +79,35 @@ static void rank_main(int rank) {
     exit(0);
 }
 
-// runs the scenario's ranks as forked processes; their exit codes (-signal when killed) and stderr into *o
+// runs the scenario's ranks (and its duplicate, as process `world`) as forked processes; their exit codes
+// (-signal when killed) and stderr into *o
 static void run_world(Outcome* o) {
-    int fds[MAX_RANKS][2];
-    pid_t pids[MAX_RANKS];
+    int fds[MAX_RANKS + 1][2];
+    int procs = sc.world + (sc.dup_rank >= 0);
     memset(o, 0, sizeof(*o));
     double t0 = rendezvous_now();
     fflush(stdout);
-    for (int r = 0; r < sc.world; r++) {
-        pids[r] = -1;
-        if (r == sc.absent_rank) { continue; }
-        if (pipe(fds[r]) != 0) { die("pipe failed"); }
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            dup2(fds[r][1], 2);
-            for (int k = 0; k <= r; k++) { if (pids[k] != -1 || k == r) { close(fds[k][0]); } }
-            rank_main(r);
+    for (int p = 0; p < procs; p++) {
+        o->pid[p] = -1;
+        if (p == sc.absent_rank) { continue; }
+        if (pipe(fds[p]) != 0) { die("pipe failed"); }
+        o->pid[p] = fork();
+        if (o->pid[p] == 0) {
+            dup2(fds[p][1], 2);
+            for (int k = 0; k <= p; k++) { if (o->pid[k] != -1) { close(fds[k][0]); } }
+            if (p == sc.world) { rank_main(sc.dup_rank, sc.dup_delay_s); }
+            rank_main(p, sc.start_delay_s[p]);
         }
-        close(fds[r][1]);
+        close(fds[p][1]);
     }
-    for (int r = 0; r < sc.world; r++) {
-        if (pids[r] == -1) { o->status[r] = 0; continue; }
+    for (int p = 0; p < procs; p++) {
+        if (o->pid[p] == -1) { o->status[p] = 0; continue; }
         ssize_t got = 0, n;
-        while ((n = read(fds[r][0], o->err[r] + got, sizeof(o->err[r]) - 1 - (size_t)got)) > 0) { got += n; }
-        close(fds[r][0]);
+        while ((n = read(fds[p][0], o->err[p] + got, sizeof(o->err[p]) - 1 - (size_t)got)) > 0) { got += n; }
+        close(fds[p][0]);
         int status;
-        waitpid(pids[r], &status, 0);
-        o->status[r] = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+        waitpid(o->pid[p], &status, 0);
+        o->status[p] = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
     }
     o->seconds = rendezvous_now() - t0;
 }
@@ -113,6 +118,7 @@ static void new_scenario(const char* name, int world) {
     sc.timeout_s = 20.0;
     sc.absent_rank = -1;
     sc.fail_rank = -1;
+    sc.dup_rank = -1;
     snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
 }
 
@@ -140,11 +146,14 @@ static int channel_files_left(void) {
     return n;
 }
 
-// after a successful run: rank 0's clean-up (done in the trainer once NCCL is up) leaves nothing
+// after a successful run: rank 0's clean-up (done in the trainer once NCCL is up, with the run's nonce, here P's)
+// leaves nothing
 static void remove_rounds_as_rank0(void) {
     Rendezvous rz;
+    RendezvousHeader h;
     memset(&rz, 0, sizeof(rz));
     rz.path = path; rz.world = sc.world;
+    if (rendezvous_read(path, &h, NULL, 0, NULL)) { rz.nonce = h.nonce; }
     rendezvous_remove_rounds(&rz);
 }
 
@@ -231,6 +240,33 @@ static void test_failures(void) {
     rendezvous_unlink(path);
 }
 
+// Rank `rank` of a run of `world` gets a second process, `delay` s after the others started (rank 0 `rank0_delay`
+// s after them): the one that joins second stops naming the first one's process id, and every rank of the run stops
+// with that cause, soon
+static void check_duplicate(const char* name, int world, int rank, double delay, double rank0_delay, const char* what) {
+    new_scenario(name, world);
+    sc.dup_rank = rank; sc.dup_delay_s = delay; sc.start_delay_s[0] = rank0_delay;
+    sc.train_s = 5.0;   // the ranks would poll this long without the failure
+    Outcome o;
+    run_world(&o);
+    char first_is_orig[128], first_is_dup[128];   // the message of the process that came second
+    snprintf(first_is_orig, sizeof(first_is_orig), "rank %d is claimed twice: process %d joined", rank, (int)o.pid[rank]);
+    snprintf(first_is_dup, sizeof(first_is_dup), "rank %d is claimed twice: process %d joined", rank, (int)o.pid[world]);
+    int named = (o.status[world] != 0 && strstr(o.err[world], first_is_orig) != NULL) ||
+                (o.status[rank] != 0 && strstr(o.err[rank], first_is_dup) != NULL);
+    if (!named) { printf("  duplicate: status %d, stderr: %s\n", o.status[world], o.err[world]); }
+    CHECK(named && o.status[world] != 0 && others_fail_with(&o, -1, "claimed twice") && o.seconds < delay + rank0_delay + FAILURE_BOUND_S,
+          "%s: the second stops naming the first's process id, every rank stops with that cause (%.2f s)", what, o.seconds);
+    rendezvous_remove_channel_files(path);
+    rendezvous_unlink(path);
+}
+
+static void test_duplicates(void) {
+    check_duplicate("dup1", 2, 1, 0.2, 0.0, "a second rank 1 while the run trains");
+    check_duplicate("dup0", 3, 0, 0.2, 0.0, "a second rank 0 while the run trains");
+    check_duplicate("dup_race", 2, 1, 0.0, 0.2, "two rank 1 processes that wait for rank 0 and join at once");
+}
+
 // writes a rendezvous file named P<suffix> with tag and nonce
 static void write_stale(const char* suffix, int tag, uint64_t nonce) {
     char name[RENDEZVOUS_PATH_MAX + 64];
@@ -280,7 +316,7 @@ static void test_leftovers(void) {
     stale_peer.pid = dead;
     char name[RENDEZVOUS_PATH_MAX + 64];
     rendezvous_write_check(path, 2, old, NULL, 0);
-    rendezvous_name(name, path, "joined", 0);
+    snprintf(name, sizeof(name), "%s.joined.0.%016llx", path, (unsigned long long)old);
     rendezvous_write_check(name, 0, old, &stale_peer, sizeof(stale_peer));
     write_stale(".id.0", 0, old);
     double t0 = rendezvous_now();
@@ -305,10 +341,12 @@ static void test_leftovers(void) {
     rendezvous_unlink(path);
     CHECK(child_fails_with(join_as_rank1_of_2, "no announcement from rank 0"), "no rank 0: a clear timeout");
 
-    const char* yes[] = {"rdz.joined.3", "rdz.agree.12", "rdz.id.0", "rdz.error", "rdz.tmp77", "rdz.joined.3.tmp12", "rdz.error.tmp9"};
-    const char* no[] = {"rdz", "rdz.cfg", "rdzx.joined.1", "rdz.joined.", "rdz.joined.x", "rdz.error.tmp", "other.error"};
+    const char* yes[] = {"rdz.joined.3", "rdz.agree.12", "rdz.id.0", "rdz.error", "rdz.tmp77", "rdz.joined.3.tmp12", "rdz.error.tmp9",
+                         "rdz.joined.3.00000000deadbeef", "rdz.joined.0.0123456789abcdef.tmp5"};
+    const char* no[] = {"rdz", "rdz.cfg", "rdzx.joined.1", "rdz.joined.", "rdz.joined.x", "rdz.error.tmp", "other.error",
+                        "rdz.joined.3.deadbeef", "rdz.joined.3.0123456789ABCDEF"};
     int ok = 1;
-    for (int i = 0; i < 7; i++) { ok &= rendezvous_is_channel_file(yes[i], "rdz") && !rendezvous_is_channel_file(no[i], "rdz"); }
+    for (int i = 0; i < 9; i++) { ok &= rendezvous_is_channel_file(yes[i], "rdz") && !rendezvous_is_channel_file(no[i], "rdz"); }
     CHECK(ok, "the clean-up removes exactly the channel's own file names");
 }
 
@@ -429,6 +467,7 @@ int main(void) {
     test_success();
     test_disagreement();
     test_failures();
+    test_duplicates();
     test_leftovers();
     test_resolve();
     test_devices_and_launchers();
