@@ -11,16 +11,22 @@
 //                     and stops naming it, reporting to the run (rank 0 writes its record before P, so a second
 //                     rank 0 that reads P finds it too).
 //   P.error           written by a rank that stops: its rank, its process id, the nonce and the cause
-// Every file is written to NAME.tmp<pid> and renamed, so a reader never sees half a file. Rank 0 starts by removing
-// what an earlier run left behind: its round files and error file always, P itself only when that run's error file
-// says it failed (P without one may belong to a running job: refused). A rank that starts before rank 0 and reads
-// such a stale P joins with the stale nonce; it watches P while it waits and joins again when rank 0 replaces it.
+// Every file is written to NAME.tmp<pid> and renamed (the join record: linked), so a reader never sees half a file.
+// Rank 0 starts by removing what an earlier run left behind: its round files and error file always, P itself only
+// when that run's error file says it failed (P without one may belong to a running job: refused). A rank > 0 waits
+// for a P whose run reported no failure and takes its nonce; P is read again after its error file was looked for, and
+// rank 0 removes a failed run's P before that error file, so a P that rank 0 is replacing is never taken. Should P be
+// replaced while the rank waits for the others (one removed by hand), it joins again.
 // Every wait polls every RENDEZVOUS_POLL_US, stops with the cause when another rank of this run wrote P.error or
 // a joined process of this node is gone, and stops with a clear error after the timeout.
-// While the channel is open, a rank that stops through die() writes P.error with die's message, and one that exits
-// any other way before rendezvous_close writes a generic cause, so the others (rendezvous_peer_problem, polled
-// during training by the watchdog of llmc/nccl_dp.cuh) stop too. Rank 0 removes P and the round files once the
-// communicator exists; P.error is removed by the next run's rank 0.
+// Failures are reported under the nonce of the run this rank knows: rank 0's from its announcement on, a rank > 0's
+// from the moment it read the announcement, before it joined. So an early failure, first of all a world size other
+// than the announced one, stops the other ranks within a poll interval, not at the timeout, while an error file of
+// an earlier run (another nonce) never stops a new one. A rank that fails before it read an announcement has no run
+// to tell: the others wait for it up to the timeout. From then on until rendezvous_close, a rank that stops through
+// die() writes P.error with die's message, and one that exits any other way writes a generic cause, so the others
+// (rendezvous_peer_problem, polled during training by the watchdog of llmc/nccl_dp.cuh) stop too. Rank 0 removes P
+// and the round files once the communicator exists; P.error is removed by the next run's rank 0.
 #ifndef LLMC_RENDEZVOUS_H
 #define LLMC_RENDEZVOUS_H
 
@@ -429,12 +435,15 @@ static inline int rendezvous_try_record(const Rendezvous* rz, int round, int fro
     return 1;
 }
 
-// the nonce in P when P exists and is not a stale file of a failed run; 0 otherwise (dies on a world size mismatch)
-static inline uint64_t rendezvous_live_nonce(const char* path, int world) {
-    RendezvousHeader h;
-    if (!rendezvous_read(path, &h, NULL, 0, NULL)) { return 0; }
-    if (h.tag != world) { die("rendezvous file '%s' is for world size %d, this process has world size %d", path, h.tag, world); }
-    return rendezvous_error_of(path, h.nonce, NULL, NULL) ? 0 : h.nonce;
+// The nonce of the run announced in P and its world size (into *world); 0 while there is none: no P, or the P of a
+// run that reported a failure (left by an earlier run). P is read again after its error file was looked for: rank 0
+// removes a failed run's P before that run's error file, so a P read then is not one whose error file just went.
+static inline uint64_t rendezvous_announced(const char* path, int* world) {
+    RendezvousHeader h, again;
+    if (!rendezvous_read(path, &h, NULL, 0, NULL) || rendezvous_error_of(path, h.nonce, NULL, NULL)) { return 0; }
+    if (!rendezvous_read(path, &again, NULL, 0, NULL) || again.nonce != h.nonce) { return 0; }
+    *world = h.tag;
+    return h.nonce;
 }
 
 // Waits until every rank in from[0 .. count) has written its record of `round`, copying them to
@@ -445,7 +454,8 @@ static inline int rendezvous_gather(Rendezvous* rz, int round, const int* from, 
     for (int k = 0; k < count; k++) {
         while (!rendezvous_try_record(rz, round, from[k], (char*)data + (size_t)k * bytes, bytes)) {
             rendezvous_check_peers(rz);
-            if (round == RDZ_JOIN && rz->rank > 0 && rendezvous_live_nonce(rz->path, rz->world) != rz->nonce) { return 0; }
+            int world;
+            if (round == RDZ_JOIN && rz->rank > 0 && rendezvous_announced(rz->path, &world) != rz->nonce) { return 0; }
             if (rendezvous_now() - t0 > rz->timeout_s) {
                 if (round == RDZ_JOIN) {
                     die("rendezvous timed out: rank %d of %d did not join through '%s' within %.1f s (was it started, with "
@@ -516,15 +526,21 @@ static inline void rendezvous_announce(Rendezvous* rz) {
     rendezvous_write_check(rz->path, rz->world, rz->nonce, NULL, 0);
 }
 
-// ranks > 0: waits for a live P and takes its nonce
+// Ranks > 0: waits for the announcement of a run in P and takes its nonce, so that from here on this rank's failures
+// are reported to that run; the first is a world size other than the announced one
 static inline void rendezvous_await_announcement(Rendezvous* rz) {
     double t0 = rendezvous_now();
-    while ((rz->nonce = rendezvous_live_nonce(rz->path, rz->world)) == 0) {
+    int world = 0;
+    while ((rz->nonce = rendezvous_announced(rz->path, &world)) == 0) {
         if (rendezvous_now() - t0 > rz->timeout_s) {
             die("rendezvous timed out: no announcement from rank 0 in '%s' after %.1f s (is rank 0 running, with the same "
                 "path?)", rz->path, rz->timeout_s);
         }
         usleep(RENDEZVOUS_POLL_US);
+    }
+    if (world != rz->world) {
+        die("world size mismatch: rank 0 announced a run of world size %d in '%s', this process (rank %d) has world size %d",
+            world, rz->path, rz->rank, rz->world);
     }
 }
 

@@ -23,6 +23,7 @@ enum { AT_AGREEMENT, AT_TRAINING };
 // what the ranks of one scenario do
 typedef struct {
     int world;
+    int world_of[MAX_RANKS];           // the world size this rank is started with (0: world)
     double timeout_s;
     double start_delay_s[MAX_RANKS];   // before joining
     int absent_rank;                   // never starts (-1: none)
@@ -58,7 +59,7 @@ static void inject_failure(int rank) {
 static void rank_main(int rank, double delay) {
     usleep((useconds_t)(delay * 1e6));
     Rendezvous rz;
-    rendezvous_open(&rz, path, rank, sc.world, sc.timeout_s);
+    rendezvous_open(&rz, path, rank, sc.world_of[rank] > 0 ? sc.world_of[rank] : sc.world, sc.timeout_s);
     if (rank == sc.fail_rank && sc.fail_at == AT_AGREEMENT) { usleep(100000); inject_failure(rank); }
     RunAgreement mine = base_agreement(), all[MAX_RANKS];
     if (sc.differ_rank[rank]) { ((int64_t*)&mine)[sc.differ_field] += 1000 + rank; }
@@ -240,6 +241,48 @@ static void test_failures(void) {
     rendezvous_unlink(path);
 }
 
+// Rank `rank` of 3 is started with world size 4 and starts `delay` s after ranks 0 and 1: it stops on rank 0's
+// announcement, and the other ranks stop with its cause, soon (not at the timeout); a new run on the same path then
+// works, its rank 1 starting first
+static void check_world_mismatch(const char* name, double delay, const char* what) {
+    new_scenario(name, 3);
+    sc.world_of[2] = 4;
+    sc.start_delay_s[2] = delay; sc.start_delay_s[1] = delay / 2;
+    sc.timeout_s = 5.0;
+    Outcome o;
+    run_world(&o);
+    int failed_itself = o.status[2] != 0 && strstr(o.err[2], "world size mismatch: rank 0 announced a run of world size 3") != NULL;
+    if (!failed_itself) { printf("  rank 2: status %d, stderr: %s\n", o.status[2], o.err[2]); }
+    CHECK(failed_itself && others_fail_with(&o, 2, "rank 2 stopped: world size mismatch") && o.seconds < delay + FAILURE_BOUND_S,
+          "%s: ranks 0 and 1 stop with rank 2's cause within %.1f s (took %.2f s for a timeout of %.0f s)", what,
+          FAILURE_BOUND_S, o.seconds, sc.timeout_s);
+    new_scenario(name, 2);
+    sc.start_delay_s[0] = 0.2;
+    run_world(&o);
+    CHECK(o.status[0] == 0 && o.status[1] == 0, "%s: then a run of 2 ranks on the same path works, rank 1 first (stderr: %s%s)",
+          what, o.err[0], o.err[1]);
+    remove_rounds_as_rank0();
+}
+
+static void test_early_failures(void) {
+    check_world_mismatch("world_late", 0.2, "rank 2 of 3 starts with -G 4 after rank 0 announced the run");
+    check_world_mismatch("world_early", 0.0, "rank 2 of 3 starts with -G 4 before rank 0 announces the run");
+
+    // the P of an earlier run of world size 4 that failed: a rank 1 of 2 that starts first waits for the new P
+    new_scenario("stale_world", 2);
+    uint64_t old = 0x5678;
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    rendezvous_write_check(path, 4, old, NULL, 0);
+    rendezvous_name(name, path, "error", -1);
+    rendezvous_write_check(name, 3, old, "stale", 5);
+    sc.start_delay_s[0] = 0.3;
+    Outcome o;
+    run_world(&o);
+    CHECK(o.status[0] == 0 && o.status[1] == 0, "a failed run of world size 4 left P: rank 1 of a run of 2 that starts "
+          "before rank 0 joins the new run (stderr: %s%s)", o.err[0], o.err[1]);
+    remove_rounds_as_rank0();
+}
+
 // Rank `rank` of a run of `world` gets a second process, `delay` s after the others started (rank 0 `rank0_delay`
 // s after them): the one that joins second stops naming the first one's process id, and every rank of the run stops
 // with that cause, soon
@@ -333,7 +376,8 @@ static void test_leftovers(void) {
 
     // a P for another world size, and a file that is no rendezvous file
     rendezvous_write_check(path, 4, old, NULL, 0);
-    CHECK(child_fails_with(join_as_rank1_of_2, "is for world size 4"), "a P for another world size is refused");
+    CHECK(child_fails_with(join_as_rank1_of_2, "world size mismatch: rank 0 announced a run of world size 4"),
+          "a P for another world size is refused");
     FILE* fp = fopen_check(path, "wb");
     fwrite_check("garbage!garbage!", 1, 16, fp);
     fclose_check(fp);
@@ -467,6 +511,7 @@ int main(void) {
     test_success();
     test_disagreement();
     test_failures();
+    test_early_failures();
     test_duplicates();
     test_leftovers();
     test_resolve();
