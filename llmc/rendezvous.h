@@ -3,7 +3,7 @@
 // that all processes of the node can see, which ties them to one run and tells every rank when one fails.
 //
 // The file channel, for the rendezvous path P given to every rank:
-//   P                 rank 0's announcement: the world size and this run's nonce (random, 64 bits)
+//   P                 rank 0's announcement: the world size, this run's nonce (random, 64 bits) and its time
 //   P.<round>.<rank>  one rank's record of a round (join: its process id; agree: what must match; id: rank 0's
 //                     communicator id), tagged with the nonce: files of another run are never read as this run's.
 //                     The join record's name ends in .<nonce> (16 hex digits) and it is created with link(), which
@@ -22,8 +22,11 @@
 // Failures are reported under the nonce of the run this rank knows: rank 0's from its announcement on, a rank > 0's
 // from the moment it read the announcement, before it joined. So an early failure, first of all a world size other
 // than the announced one, stops the other ranks within a poll interval, not at the timeout, while an error file of
-// an earlier run (another nonce) never stops a new one. A rank that fails before it read an announcement has no run
-// to tell: the others wait for it up to the timeout. From then on until rendezvous_close, a rank that stops through
+// an earlier run (another nonce) never stops a new one. A rank > 0 that finds P of a failed run announced after it
+// began (its run failed before this rank read the announcement) stops with the cause at once; a failed P announced
+// before it began is taken for an earlier run's and waited past. So a rank that starts only after its run was
+// announced and failed waits up to the timeout, as the others do for a rank that fails before it read an
+// announcement (it has no run to tell). From then on until rendezvous_close, a rank that stops through
 // die() writes P.error with die's message, and one that exits any other way writes a generic cause, so the others
 // (rendezvous_peer_problem, polled during training by the watchdog of llmc/nccl_dp.cuh) stop too. Rank 0 removes P
 // and the round files once the communicator exists; P.error is removed by the next run's rank 0.
@@ -57,6 +60,7 @@ typedef struct {
     int rank, world;
     uint64_t nonce;          // this run's
     double timeout_s;        // of every wait
+    int64_t opened_ns;       // when rendezvous_open began, on the clock of P's announcement time
     RendezvousPeer* peers;   // world entries, from the join round
     int reported;            // this rank wrote P.error already
     int closed;              // the run finished: exiting is no failure
@@ -72,6 +76,13 @@ static inline double rendezvous_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// nanoseconds since the epoch (CLOCK_REALTIME): the clock that the processes of a node share
+static inline int64_t rendezvous_wall_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 // the integer value of environment variable `name`, or `fallback` when it is not set
@@ -435,15 +446,23 @@ static inline int rendezvous_try_record(const Rendezvous* rz, int round, int fro
     return 1;
 }
 
-// The nonce of the run announced in P and its world size (into *world); 0 while there is none: no P, or the P of a
-// run that reported a failure (left by an earlier run). P is read again after its error file was looked for: rank 0
-// removes a failed run's P before that run's error file, so a P read then is not one whose error file just went.
-static inline uint64_t rendezvous_announced(const char* path, int* world) {
-    RendezvousHeader h, again;
-    if (!rendezvous_read(path, &h, NULL, 0, NULL) || rendezvous_error_of(path, h.nonce, NULL, NULL)) { return 0; }
-    if (!rendezvous_read(path, &again, NULL, 0, NULL) || again.nonce != h.nonce) { return 0; }
-    *world = h.tag;
-    return h.nonce;
+// The announcement in P: 1 with its header (nonce, world size) into *h, its time into *at_ns and into *failed whether
+// its run reported a failure; 0 while there is no P. P is read again after its error file was looked for: rank 0
+// removes a failed run's P before that error file, so an announcement read then is not one whose error file just went.
+static inline int rendezvous_read_announcement(const char* path, RendezvousHeader* h, int64_t* at_ns, int* failed) {
+    RendezvousHeader again;
+    *at_ns = 0;
+    if (!rendezvous_read(path, h, at_ns, sizeof(*at_ns), NULL)) { return 0; }
+    *failed = rendezvous_error_of(path, h->nonce, NULL, NULL);
+    return rendezvous_read(path, &again, NULL, 0, NULL) && again.nonce == h->nonce;
+}
+
+// 1 when P no longer announces this run: rank 0 replaced it, or is replacing it
+static inline int rendezvous_replaced(const Rendezvous* rz) {
+    RendezvousHeader h;
+    int64_t at_ns;
+    int failed;
+    return !rendezvous_read_announcement(rz->path, &h, &at_ns, &failed) || h.nonce != rz->nonce;
 }
 
 // Waits until every rank in from[0 .. count) has written its record of `round`, copying them to
@@ -454,8 +473,7 @@ static inline int rendezvous_gather(Rendezvous* rz, int round, const int* from, 
     for (int k = 0; k < count; k++) {
         while (!rendezvous_try_record(rz, round, from[k], (char*)data + (size_t)k * bytes, bytes)) {
             rendezvous_check_peers(rz);
-            int world;
-            if (round == RDZ_JOIN && rz->rank > 0 && rendezvous_announced(rz->path, &world) != rz->nonce) { return 0; }
+            if (round == RDZ_JOIN && rz->rank > 0 && rendezvous_replaced(rz)) { return 0; }
             if (rendezvous_now() - t0 > rz->timeout_s) {
                 if (round == RDZ_JOIN) {
                     die("rendezvous timed out: rank %d of %d did not join through '%s' within %.1f s (was it started, with "
@@ -523,24 +541,33 @@ static inline void rendezvous_announce(Rendezvous* rz) {
     rendezvous_remove_channel_files(rz->path);
     rz->nonce = rendezvous_new_nonce();
     rendezvous_claim(rz);   // before P, so that a second rank 0 that reads P finds the first one's record
-    rendezvous_write_check(rz->path, rz->world, rz->nonce, NULL, 0);
+    int64_t at_ns = rendezvous_wall_ns();
+    rendezvous_write_check(rz->path, rz->world, rz->nonce, &at_ns, sizeof(at_ns));
 }
 
 // Ranks > 0: waits for the announcement of a run in P and takes its nonce, so that from here on this rank's failures
-// are reported to that run; the first is a world size other than the announced one
+// are reported to that run; the first is a world size other than the announced one. A run that failed is waited past
+// when it was announced before this process began (an earlier run's P), and stops this rank with its cause when it
+// was announced after that: it is this rank's run, failed before this rank read its announcement.
 static inline void rendezvous_await_announcement(Rendezvous* rz) {
     double t0 = rendezvous_now();
-    int world = 0;
-    while ((rz->nonce = rendezvous_announced(rz->path, &world)) == 0) {
+    RendezvousHeader h;
+    int64_t at_ns;
+    int failed = 0;
+    for (;;) {
+        int found = rendezvous_read_announcement(rz->path, &h, &at_ns, &failed);
+        if (found && !failed) { break; }
+        if (found && at_ns > rz->opened_ns) { rz->nonce = h.nonce; rendezvous_check_peers(rz); }
         if (rendezvous_now() - t0 > rz->timeout_s) {
             die("rendezvous timed out: no announcement from rank 0 in '%s' after %.1f s (is rank 0 running, with the same "
                 "path?)", rz->path, rz->timeout_s);
         }
         usleep(RENDEZVOUS_POLL_US);
     }
-    if (world != rz->world) {
+    rz->nonce = h.nonce;
+    if (h.tag != rz->world) {
         die("world size mismatch: rank 0 announced a run of world size %d in '%s', this process (rank %d) has world size %d",
-            world, rz->path, rz->rank, rz->world);
+            h.tag, rz->path, rz->rank, rz->world);
     }
 }
 
@@ -552,6 +579,7 @@ static inline void rendezvous_open(Rendezvous* rz, const char* path, int rank, i
     memset(rz, 0, sizeof(*rz));
     if (strlen(path) >= RENDEZVOUS_PATH_MAX) { die("rendezvous path '%s' is too long", path); }
     rz->path = path; rz->rank = rank; rz->world = world; rz->timeout_s = timeout_s;
+    rz->opened_ns = rendezvous_wall_ns();
     RendezvousPeer* peers = (RendezvousPeer*)malloc_check((size_t)world * sizeof(RendezvousPeer));
     int* ranks = (int*)malloc_check((size_t)world * sizeof(int));
     for (int r = 0; r < world; r++) { ranks[r] = r; }

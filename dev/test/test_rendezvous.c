@@ -241,14 +241,15 @@ static void test_failures(void) {
     rendezvous_unlink(path);
 }
 
-// Rank `rank` of 3 is started with world size 4 and starts `delay` s after ranks 0 and 1: it stops on rank 0's
-// announcement, and the other ranks stop with its cause, soon (not at the timeout); a new run on the same path then
-// works, its rank 1 starting first
-static void check_world_mismatch(const char* name, double delay, const char* what) {
+// Rank 2 of 3 is started with world size 4, rank 0 `rank0_delay` s and rank 2 `rank2_delay` s after rank 1: rank 2
+// stops on rank 0's announcement, and the other ranks stop with its cause, soon (not at the timeout), whether they
+// joined already or still waited for the announcement; a new run on the same path then works, its rank 1 first
+static void check_world_mismatch(const char* name, double rank0_delay, double rank2_delay, const char* what) {
     new_scenario(name, 3);
     sc.world_of[2] = 4;
-    sc.start_delay_s[2] = delay; sc.start_delay_s[1] = delay / 2;
+    sc.start_delay_s[0] = rank0_delay; sc.start_delay_s[2] = rank2_delay;
     sc.timeout_s = 5.0;
+    double delay = rank0_delay > rank2_delay ? rank0_delay : rank2_delay;
     Outcome o;
     run_world(&o);
     int failed_itself = o.status[2] != 0 && strstr(o.err[2], "world size mismatch: rank 0 announced a run of world size 3") != NULL;
@@ -264,9 +265,30 @@ static void check_world_mismatch(const char* name, double delay, const char* wha
     remove_rounds_as_rank0();
 }
 
+// rank 0 of a run of 2, after 0.2 s: announces it and reports a failure, the error file first, so that no reader sees
+// the announcement before the failure
+static void announce_failed_run_later(void) {
+    usleep(200000);
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    RendezvousError e;
+    memset(&e, 0, sizeof(e));
+    e.who = rendezvous_self();
+    snprintf(e.text, sizeof(e.text), "injected early failure");
+    uint64_t nonce = 0x9abc;
+    rendezvous_name(name, path, "error", -1);
+    rendezvous_write_check(name, 0, nonce, &e, sizeof(e.who) + strlen(e.text));
+    int64_t at_ns = rendezvous_wall_ns();
+    rendezvous_write_check(path, 2, nonce, &at_ns, sizeof(at_ns));
+}
+
+static void join_as_rank1_of_2_waiting(void) {
+    Rendezvous rz;
+    rendezvous_open(&rz, path, 1, 2, 3.0);
+}
+
 static void test_early_failures(void) {
-    check_world_mismatch("world_late", 0.2, "rank 2 of 3 starts with -G 4 after rank 0 announced the run");
-    check_world_mismatch("world_early", 0.0, "rank 2 of 3 starts with -G 4 before rank 0 announces the run");
+    check_world_mismatch("world_late", 0.0, 0.3, "rank 2 of 3 starts with -G 4 after ranks 0 and 1 joined");
+    check_world_mismatch("world_early", 0.2, 0.0, "ranks 1 and 2 of 3 (-G 4) wait for rank 0's announcement");
 
     // the P of an earlier run of world size 4 that failed: a rank 1 of 2 that starts first waits for the new P
     new_scenario("stale_world", 2);
@@ -281,6 +303,19 @@ static void test_early_failures(void) {
     CHECK(o.status[0] == 0 && o.status[1] == 0, "a failed run of world size 4 left P: rank 1 of a run of 2 that starts "
           "before rank 0 joins the new run (stderr: %s%s)", o.err[0], o.err[1]);
     remove_rounds_as_rank0();
+
+    // rank 1 waits; its run is announced after it began and has failed before it could read the announcement
+    new_scenario("failed_first", 2);
+    fflush(stdout);
+    pid_t writer = fork();
+    if (writer == 0) { announce_failed_run_later(); _exit(0); }
+    double t0 = rendezvous_now();
+    CHECK(child_fails_with(join_as_rank1_of_2_waiting, "rank 1 of 2 stops: rank 0 stopped: injected early failure"),
+          "a run announced after rank 1 began, failed before rank 1 read it: rank 1 stops with its cause");
+    CHECK(rendezvous_now() - t0 < 2.0, "soon, not at the 3 s timeout (%.2f s)", rendezvous_now() - t0);
+    waitpid(writer, NULL, 0);
+    rendezvous_remove_channel_files(path);
+    rendezvous_unlink(path);
 }
 
 // Rank `rank` of a run of `world` gets a second process, `delay` s after the others started (rank 0 `rank0_delay`
