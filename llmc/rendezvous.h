@@ -7,34 +7,52 @@
 //   P.<round>.<rank>  one rank's record of a round (join: its process id; agree: what must match; id: rank 0's
 //                     communicator id), tagged with the nonce: files of another run are never read as this run's.
 //                     The join record's name ends in .<nonce> (16 hex digits) and it is created with link(), which
-//                     refuses an existing name: a second process for a rank of the run finds the first one's record
-//                     and stops naming it, reporting to the run (rank 0 writes its record before P, so a second
-//                     rank 0 that reads P finds it too).
+//                     refuses an existing name; rank 0 writes its own before P.
+//   P.alive.<rank>    the rank's heartbeat from its join to rendezvous_close, tagged with the nonce: its process id
+//                     and a count that a thread of the rank adds 1 to every RENDEZVOUS_BEAT_US (written in place)
 //   P.error           written by a rank that stops: its rank, its process id, the nonce and the cause
-// Every file is written to NAME.tmp<pid> and renamed (the join record: linked), so a reader never sees half a file.
-// Rank 0 starts by removing what an earlier run left behind: its round files and error file always, P itself only
-// when that run's error file says it failed (P without one may belong to a running job: refused). A rank > 0 waits
-// for a P whose run reported no failure and takes its nonce; P is read again after its error file was looked for, and
-// rank 0 removes a failed run's P before that error file, so a P that rank 0 is replacing is never taken. Should P be
+// Every other file is written to NAME.tmp<pid> and renamed (the join record: linked), so a reader never sees half a
+// file. Rank 0 starts by removing what an earlier run left behind: its round, heartbeat and error files always, P
+// itself only when that run's error file says it failed (P without one may belong to a running job: refused), and
+// nothing while rank 0 of a run that trains on the path (its P is gone by then) still beats. A rank > 0 waits for a
+// P whose run reported no failure and takes its nonce; P is read again after its error file was looked for, and rank
+// 0 removes a failed run's P before that error file, so a P that rank 0 is replacing is never taken. Should P be
 // replaced while the rank waits for the others (one removed by hand), it joins again.
-// Every wait polls every RENDEZVOUS_POLL_US, stops with the cause when another rank of this run wrote P.error or
-// a joined process of this node is gone, and stops with a clear error after the timeout.
+// Every wait polls every RENDEZVOUS_POLL_US, stops with the cause when another rank of this run wrote P.error, a
+// joined process of this node is gone or a rank's heartbeat stalled, and stops with a clear error after the timeout.
 // Failures are reported under the nonce of the run this rank knows: rank 0's from its announcement on, a rank > 0's
-// from the moment it read the announcement, before it joined. So an early failure, first of all a world size other
-// than the announced one, stops the other ranks within a poll interval, not at the timeout, while an error file of
-// an earlier run (another nonce) never stops a new one. A rank > 0 that finds P of a failed run announced after it
-// began (its run failed before this rank read the announcement) stops with the cause at once; a failed P announced
-// before it began is taken for an earlier run's and waited past. So a rank that starts only after its run was
-// announced and failed waits up to the timeout, as the others do for a rank that fails before it read an
-// announcement (it has no run to tell). From then on until rendezvous_close, a rank that stops through
-// die() writes P.error with die's message, and one that exits any other way writes a generic cause, so the others
-// (rendezvous_peer_problem, polled during training by the watchdog of llmc/nccl_dp.cuh) stop too. Rank 0 removes P
-// and the round files once the communicator exists; P.error is removed by the next run's rank 0.
+// from the moment it read the announcement, before it joined. A rank > 0 that finds P of a failed run announced
+// after it began stops with that run's cause (its run failed before this rank read the announcement); a failed P
+// announced before it began is taken for an earlier run's and waited past. From its announcement on until
+// rendezvous_close, a rank that stops through die() writes P.error with die's message, one that exits any other way
+// writes a generic cause, and one that stops on what it found (a process gone, a heartbeat stalled) writes that;
+// a rank that stops on another rank's report does not repeat it. So the others (rendezvous_peer_problem, polled
+// during training by the watchdog of llmc/nccl_dp.cuh) stop too. Rank 0 removes P and the round files once the
+// communicator exists; each rank removes its heartbeat file in rendezvous_close; P.error is removed by the next
+// run's rank 0.
+//
+// What this guarantees to the ranks that share P (every message one line, every exit non-zero):
+//   A second process for a rank stops with "rank R is claimed twice: process PID ...", naming the first one. While
+//     the run is announced (until its communicator exists) it reports that, and every rank of the run stops within
+//     a poll interval; later it finds the rank's heartbeat advancing and stops alone, leaving the run alone.
+//   An early failure (a world size other than rank 0's, any error after the announcement was read) stops every rank
+//     that joined or waits for that announcement within a poll interval (10 ms in the rounds, the watchdog's 0.1 s
+//     during training), not at the timeout; an error file of an earlier run never stops a new one. A rank that fails
+//     before it read an announcement (no run to tell), or one that starts only after its run was announced and
+//     failed (it cannot tell that P from an earlier run's), leaves the others, or itself, to the timeout.
+//   A rank that stops running (SIGSTOP, a debugger: every thread of it stops) stops the others, naming it, once its
+//     heartbeat has not advanced for silent_s (the trainer: RENDEZVOUS_SILENT_S). Silence counts only over the
+//     observer's own polls: a pause of the observer longer than silent_s / 4 (the whole job suspended) starts the
+//     count again. Progress means that the process runs, not that its steps advance: a rank that is merely slow (a
+//     long step, a checkpoint, an evaluation) beats on and is never stopped, nor is one whose main thread hangs while
+//     its heartbeat thread runs (the others then wait in NCCL for it).
 #ifndef LLMC_RENDEZVOUS_H
 #define LLMC_RENDEZVOUS_H
 
 #include <stdint.h>
+#include <stddef.h>
 #include <time.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <dirent.h>
 #include <signal.h>
@@ -45,15 +63,21 @@
 #define RENDEZVOUS_MAGIC 0x335a4452   // "RDZ3"
 #define RENDEZVOUS_TIMEOUT_S 120.0
 #define RENDEZVOUS_POLL_US 10000
+#define RENDEZVOUS_BEAT_US 100000     // how often a rank's heartbeat thread adds 1 to its count in P.alive.<rank>
+#define RENDEZVOUS_SILENT_S 60.0      // the trainer's bound: a rank whose count stays this long stops the run
 #define RENDEZVOUS_PATH_MAX 1024
 #define RENDEZVOUS_ERROR_MAX 1024
 
-// the rounds of a run, in order; their names are the file name parts
-enum { RDZ_JOIN, RDZ_AGREE, RDZ_ID, RDZ_NUM_ROUNDS };
-static const char* const rendezvous_round_names[RDZ_NUM_ROUNDS] = {"joined", "agree", "id"};
+// the rounds of a run, in order, then the heartbeat file; their names are the file name parts
+enum { RDZ_JOIN, RDZ_AGREE, RDZ_ID, RDZ_NUM_ROUNDS, RDZ_ALIVE = RDZ_NUM_ROUNDS, RDZ_NUM_PARTS };
+static const char* const rendezvous_round_names[RDZ_NUM_PARTS] = {"joined", "agree", "id", "alive"};
+// what rendezvous_peer_problem found
+enum { RDZ_NO_PROBLEM, RDZ_REPORTED, RDZ_OBSERVED };   // reported: another rank's P.error; observed: by this rank
 
 typedef struct { int32_t magic, tag; uint64_t nonce; } RendezvousHeader;   // tag: world size (P) or rank
 typedef struct { int64_t pid, pid_ns; } RendezvousPeer;                      // pid_ns: inode of /proc/self/ns/pid
+typedef struct { RendezvousPeer who; uint64_t count; } RendezvousAlive;      // P.alive.<rank>: its heartbeat
+typedef struct { uint64_t count; double at_s; } RendezvousHeard;            // a rank's last count, and when it changed
 
 typedef struct {
     const char* path;        // P
@@ -64,6 +88,12 @@ typedef struct {
     RendezvousPeer* peers;   // world entries, from the join round
     int reported;            // this rank wrote P.error already
     int closed;              // the run finished: exiting is no failure
+    double silent_s;         // a rank whose heartbeat count stays this long stops the run
+    RendezvousHeard* heard;  // world entries, from the join round on: the heartbeats seen
+    double last_poll_s;      // when rendezvous_peer_problem last looked at them
+    int beat_fd;             // this rank's P.alive.<rank>, written by beat_thread while heard is set
+    volatile int beat_stop;
+    pthread_t beat_thread;
 } Rendezvous;
 
 static Rendezvous* rendezvous_open_channel = NULL;   // the channel die() and exit() report through
@@ -271,7 +301,7 @@ static inline int rendezvous_is_channel_file(const char* name, const char* base)
     char* tmp = strstr(rest, ".tmp");
     if (tmp != NULL && rendezvous_all_digits(tmp + 4)) { *tmp = '\0'; }
     if (rest[0] == '\0' || strcmp(rest, ".error") == 0) { return 1; }
-    for (int r = 0; r < RDZ_NUM_ROUNDS; r++) {
+    for (int r = 0; r < RDZ_NUM_PARTS; r++) {
         size_t nr = strlen(rendezvous_round_names[r]);
         if (strncmp(rest + 1, rendezvous_round_names[r], nr) == 0 && rest[nr + 1] == '.' && rendezvous_rank_part(rest + nr + 2)) {
             return 1;
@@ -363,9 +393,99 @@ static inline int rendezvous_peer_is_self(const RendezvousPeer* p) {
     return p->pid == self.pid && p->pid_ns == self.pid_ns;
 }
 
-// Fills msg (RENDEZVOUS_ERROR_MAX + 64 bytes) and returns 1 when another rank of this run reported a failure, or a
-// process that joined from this node is gone; else 0. Cheap enough to poll every few milliseconds.
-static inline int rendezvous_peer_problem(const Rendezvous* rz, char* msg) {
+// ----------------------------------------------------------------------------
+// heartbeats: every rank's thread counts in P.alive.<rank> from its join to rendezvous_close
+
+// reads P.alive.<rank> into *h and *a; 1, or 0 while it does not exist
+static inline int rendezvous_read_alive(const char* path, int rank, RendezvousHeader* h, RendezvousAlive* a) {
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    size_t got = 0;
+    rendezvous_name(name, path, rendezvous_round_names[RDZ_ALIVE], rank);
+    return rendezvous_read(name, h, a, sizeof(*a), &got) && got == sizeof(*a);
+}
+
+// 1 when a process beats in P.alive.<rank> (its count changes within a few beats): it is that rank of a run that has
+// joined on this path and runs; that process into *who
+static inline int rendezvous_beating(const char* path, int rank, RendezvousPeer* who) {
+    RendezvousHeader h;
+    RendezvousAlive before, after;
+    if (!rendezvous_read_alive(path, rank, &h, &before)) { return 0; }
+    usleep(3 * RENDEZVOUS_BEAT_US);
+    if (!rendezvous_read_alive(path, rank, &h, &after) || after.count == before.count) { return 0; }
+    *who = after.who;
+    return 1;
+}
+
+// Where no run is announced: dies when a running process is this rank of a run that joined on this path already (P
+// and the rounds are gone once its communicator exists), naming it; not reported: that run itself is fine
+static inline void rendezvous_refuse_beating(const Rendezvous* rz) {
+    RendezvousPeer other;
+    if (!rendezvous_beating(rz->path, rz->rank, &other)) { return; }
+    die("rank %d is claimed twice: process %lld runs as rank %d of a run through '%s' (its heartbeat file advances); this "
+        "process (%lld) stops (were two processes started with the same rank? or use a fresh path)", rz->rank,
+        (long long)other.pid, rz->rank, rz->path, (long long)rendezvous_self().pid);
+}
+
+// the heartbeat thread: adds 1 to this rank's count in P.alive.<rank> every RENDEZVOUS_BEAT_US until rendezvous_close
+// (a process that is stopped, SIGSTOP or a debugger, stops beating with all its threads)
+static inline void* rendezvous_beat_main(void* arg) {
+    Rendezvous* rz = (Rendezvous*)arg;
+    uint64_t count = 0;
+    int warned = 0;
+    while (!rz->beat_stop) {
+        count++;
+        ssize_t n = pwrite(rz->beat_fd, &count, sizeof(count), sizeof(RendezvousHeader) + offsetof(RendezvousAlive, count));
+        if (n != (ssize_t)sizeof(count) && !warned) {
+            fprintf(stderr, "rank %d: cannot write its heartbeat to '%s.alive.%d': %s (the other ranks will stop the run)\n",
+                    rz->rank, rz->path, rz->rank, n < 0 ? strerror(errno) : "short write");
+            warned = 1;
+        }
+        usleep(RENDEZVOUS_BEAT_US);
+    }
+    return NULL;
+}
+
+// after the join: writes P.alive.<rank> (this process, count 0), starts the thread that beats there, and watches every
+// other rank's heartbeat from now on
+static inline void rendezvous_start_heartbeat(Rendezvous* rz) {
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    rendezvous_name(name, rz->path, rendezvous_round_names[RDZ_ALIVE], rz->rank);
+    RendezvousAlive a = {rendezvous_self(), 0};
+    rendezvous_write_check(name, rz->rank, rz->nonce, &a, sizeof(a));
+    rz->beat_fd = open(name, O_WRONLY);
+    if (rz->beat_fd < 0) { die("cannot open rendezvous file '%s': %s", name, strerror(errno)); }
+    rz->heard = (RendezvousHeard*)malloc_check((size_t)rz->world * sizeof(RendezvousHeard));
+    rz->last_poll_s = rendezvous_now();
+    for (int r = 0; r < rz->world; r++) { rz->heard[r].count = 0; rz->heard[r].at_s = rz->last_poll_s; }
+    if (pthread_create(&rz->beat_thread, NULL, rendezvous_beat_main, rz) != 0) { die("cannot start the rendezvous heartbeat thread"); }
+}
+
+// The first other rank whose heartbeat count has not changed for rz->silent_s, or -1. Silence is counted only over
+// this process's own polls: polls more than a quarter of the bound apart (this process did not run, e.g. the whole
+// job was suspended, or did other work) start every count again, so a pause as long as the bound never counts.
+static inline int rendezvous_silent_rank(Rendezvous* rz) {
+    if (rz->heard == NULL) { return -1; }
+    double now = rendezvous_now();
+    int restart = now - rz->last_poll_s > rz->silent_s / 4, silent = -1;
+    rz->last_poll_s = now;
+    for (int r = 0; r < rz->world; r++) {
+        RendezvousHeader h;
+        RendezvousAlive a;
+        if (r == rz->rank) { continue; }
+        if (rendezvous_read_alive(rz->path, r, &h, &a) && h.nonce == rz->nonce && a.count != rz->heard[r].count) {
+            rz->heard[r].count = a.count;
+            rz->heard[r].at_s = now;
+        }
+        if (restart) { rz->heard[r].at_s = now; }
+        if (silent < 0 && now - rz->heard[r].at_s > rz->silent_s) { silent = r; }
+    }
+    return silent;
+}
+
+// Fills msg (RENDEZVOUS_ERROR_MAX + 64 bytes) and returns RDZ_REPORTED when another rank of this run reported a
+// failure, RDZ_OBSERVED when a process that joined from this node is gone or a rank sent no heartbeat for
+// rz->silent_s, else RDZ_NO_PROBLEM. Cheap enough to poll every few milliseconds, from one thread at a time.
+static inline int rendezvous_peer_problem(Rendezvous* rz, char* msg) {
     int gone = -1;
     for (int r = 0; rz->peers != NULL && r < rz->world && gone < 0; r++) {
         if (r != rz->rank && rendezvous_peer_gone(&rz->peers[r])) { gone = r; }
@@ -374,24 +494,30 @@ static inline int rendezvous_peer_problem(const Rendezvous* rz, char* msg) {
     RendezvousError e;
     if (rendezvous_error_of(rz->path, rz->nonce, &rank, &e) && !rendezvous_peer_is_self(&e.who)) {
         snprintf(msg, RENDEZVOUS_ERROR_MAX + 64, "rank %d stopped: %s", rank, e.text);
-        return 1;
+        return RDZ_REPORTED;
     }
     if (gone >= 0) {
         snprintf(msg, RENDEZVOUS_ERROR_MAX + 64, "rank %d (process %lld) is gone without a message (killed?)", gone,
                  (long long)rz->peers[gone].pid);
-        return 1;
+        return RDZ_OBSERVED;
     }
-    return 0;
+    int silent = rendezvous_silent_rank(rz);
+    if (silent >= 0) {
+        snprintf(msg, RENDEZVOUS_ERROR_MAX + 64, "rank %d (process %lld) sent no heartbeat for %.1f s: it is stopped "
+                 "(SIGSTOP, a debugger) or hung", silent, (long long)rz->peers[silent].pid, rz->silent_s);
+        return RDZ_OBSERVED;
+    }
+    return RDZ_NO_PROBLEM;
 }
 
-// dies with the cause when rendezvous_peer_problem finds one (the cause is the other rank's, so it is not reported
-// again)
+// dies with the cause when rendezvous_peer_problem finds one; die() reports what this rank observed, not what another
+// rank reported already
 static inline void rendezvous_check_peers(Rendezvous* rz) {
     char msg[RENDEZVOUS_ERROR_MAX + 64];
-    if (rendezvous_peer_problem(rz, msg)) {
-        rz->reported = 1;
-        die("rank %d of %d stops: %s", rz->rank, rz->world, msg);
-    }
+    int problem = rendezvous_peer_problem(rz, msg);
+    if (problem == RDZ_NO_PROBLEM) { return; }
+    if (problem == RDZ_REPORTED) { rz->reported = 1; }
+    die("rank %d of %d stops: %s", rz->rank, rz->world, msg);
 }
 
 // ----------------------------------------------------------------------------
@@ -531,12 +657,15 @@ static inline void rendezvous_refuse(Rendezvous* rz, uint64_t nonce) {
         "it (or one was killed): remove it or use a fresh path", rz->path);
 }
 
-// rank 0: removes what earlier runs left (refusing a P that may be live), joins this run and announces it in P
+// rank 0: removes what earlier runs left (refusing a P that may be live, or the path of a run that trains), joins
+// this run and announces it in P
 static inline void rendezvous_announce(Rendezvous* rz) {
     RendezvousHeader h;
     if (rendezvous_read(rz->path, &h, NULL, 0, NULL)) {
         if (!rendezvous_error_of(rz->path, h.nonce, NULL, NULL)) { rendezvous_refuse(rz, h.nonce); }
         rendezvous_unlink(rz->path);   // left by a run that failed
+    } else {
+        rendezvous_refuse_beating(rz);   // its heartbeat files are among those removed next
     }
     rendezvous_remove_channel_files(rz->path);
     rz->nonce = rendezvous_new_nonce();
@@ -553,11 +682,12 @@ static inline void rendezvous_await_announcement(Rendezvous* rz) {
     double t0 = rendezvous_now();
     RendezvousHeader h;
     int64_t at_ns;
-    int failed = 0;
+    int failed = 0, looked = 0;
     for (;;) {
         int found = rendezvous_read_announcement(rz->path, &h, &at_ns, &failed);
         if (found && !failed) { break; }
         if (found && at_ns > rz->opened_ns) { rz->nonce = h.nonce; rendezvous_check_peers(rz); }
+        if (!found && !looked) { rendezvous_refuse_beating(rz); looked = 1; }   // no announcement: is this rank training?
         if (rendezvous_now() - t0 > rz->timeout_s) {
             die("rendezvous timed out: no announcement from rank 0 in '%s' after %.1f s (is rank 0 running, with the same "
                 "path?)", rz->path, rz->timeout_s);
@@ -573,12 +703,14 @@ static inline void rendezvous_await_announcement(Rendezvous* rz) {
 
 // Joins the run on path as rank `rank` of `world`: rank 0 cleans up and announces it, the others wait for that,
 // then every rank waits for all the others (their process ids into rz->peers; a joined process of this node that is
-// gone, as in the files of a run killed without a report, stops this rank at once). From here until
-// rendezvous_close, die() and exit() on this rank are reported to the others. Dies after timeout_s seconds.
-static inline void rendezvous_open(Rendezvous* rz, const char* path, int rank, int world, double timeout_s) {
+// gone, as in the files of a run killed without a report, stops this rank at once). Dies after timeout_s seconds,
+// and when a running process is this rank of a run on path already. From the announcement until rendezvous_close,
+// die() and exit() on this rank are reported to the others; from the join on, this rank beats in P.alive.<rank>
+// and a rank whose heartbeat stays silent_s is a problem (rendezvous_peer_problem).
+static inline void rendezvous_open(Rendezvous* rz, const char* path, int rank, int world, double timeout_s, double silent_s) {
     memset(rz, 0, sizeof(*rz));
     if (strlen(path) >= RENDEZVOUS_PATH_MAX) { die("rendezvous path '%s' is too long", path); }
-    rz->path = path; rz->rank = rank; rz->world = world; rz->timeout_s = timeout_s;
+    rz->path = path; rz->rank = rank; rz->world = world; rz->timeout_s = timeout_s; rz->silent_s = silent_s;
     rz->opened_ns = rendezvous_wall_ns();
     RendezvousPeer* peers = (RendezvousPeer*)malloc_check((size_t)world * sizeof(RendezvousPeer));
     int* ranks = (int*)malloc_check((size_t)world * sizeof(int));
@@ -598,6 +730,7 @@ static inline void rendezvous_open(Rendezvous* rz, const char* path, int rank, i
     free(ranks);
     rz->peers = peers;
     rendezvous_check_peers(rz);   // a join record of a process that is gone: files of a run killed without a report
+    rendezvous_start_heartbeat(rz);
 }
 
 // rank 0, once every rank has read every round: removes P and the round files (P.error stays until the next run)
@@ -613,10 +746,23 @@ static inline void rendezvous_remove_rounds(const Rendezvous* rz) {
     }
 }
 
-// the run finished: exiting is no longer a failure to report
+// stops the heartbeat thread and removes this rank's P.alive.<rank>
+static inline void rendezvous_stop_heartbeat(Rendezvous* rz) {
+    char name[RENDEZVOUS_PATH_MAX + 64];
+    rz->beat_stop = 1;
+    pthread_join(rz->beat_thread, NULL);
+    close(rz->beat_fd);
+    rendezvous_name(name, rz->path, rendezvous_round_names[RDZ_ALIVE], rz->rank);
+    rendezvous_unlink(name);
+    free(rz->heard);
+    rz->heard = NULL;
+}
+
+// the run finished: exiting is no longer a failure to report, and the heartbeat stops
 static inline void rendezvous_close(Rendezvous* rz) {
     rz->closed = 1;
     if (rendezvous_open_channel == rz) { rendezvous_open_channel = NULL; die_hook = NULL; }
+    if (rz->heard != NULL) { rendezvous_stop_heartbeat(rz); }
     free(rz->peers);
     rz->peers = NULL;
 }

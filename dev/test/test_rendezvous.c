@@ -1,9 +1,13 @@
 // Tests of llmc/rendezvous.h and llmc/agreement.h with 2-4 forked processes as the ranks of a run (no GPU): the
 // join, the agreement round and the id broadcast in any start order; a disagreement in one field stops every rank
 // with the field and the ranks named; a rank that dies (die(), a plain exit, SIGKILL) stops the others with its
-// cause within a few poll intervals, whether they wait in a round or poll like the training watchdog; a rank that
-// never starts is a timeout on the others; files left by a failed run are cleaned up and their stale id never read;
-// and the flag, launcher and GPU checks.
+// cause within a few poll intervals, whether they wait in a round or poll like the training watchdog; an early
+// failure (a world size other than rank 0's) stops the others at once, whether they joined or still wait for the
+// announcement, and a run on the same path then works; a second process for a rank stops naming the first, during
+// the rendezvous (every rank stops) and after it (the run goes on); a stopped rank (SIGSTOP) is named by the others
+// after the heartbeat bound, while a slow rank and a suspended run are not stopped; a rank that never starts is a
+// timeout on the others; files left by a failed run are cleaned up and their stale id never read; and the flag,
+// launcher and GPU checks. Heartbeat scenarios use a bound of 0.5 s and run in a second process next to the others.
 #include <signal.h>
 #include <stddef.h>
 #include "llmc/rendezvous.h"
@@ -12,12 +16,15 @@
 
 #define MAX_RANKS 4
 #define FAILURE_BOUND_S 3.0   // the others must stop this soon after a rank failed (poll interval: 10 ms)
+#define SILENT_S 5.0          // the heartbeat bound of the scenarios that do not test it
+#define SHORT_SILENT_S 0.5    // ... and of those that do (a heartbeat every 0.1 s)
+#define FINISH_US 200000      // ranks that trained wait this long without polling before they exit (see train)
 
 static char tmpdir[] = "/tmp/test_rendezvous_XXXXXX";
 static char path[RENDEZVOUS_PATH_MAX];
 static const unsigned char payload[16] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3};
 
-enum { FAIL_NONE, FAIL_DIE, FAIL_EXIT, FAIL_KILL };
+enum { FAIL_NONE, FAIL_DIE, FAIL_EXIT, FAIL_KILL, FAIL_STOP };
 enum { AT_AGREEMENT, AT_TRAINING };
 
 // what the ranks of one scenario do
@@ -25,6 +32,7 @@ typedef struct {
     int world;
     int world_of[MAX_RANKS];           // the world size this rank is started with (0: world)
     double timeout_s;
+    double silent_s;                   // every rank's heartbeat bound
     double start_delay_s[MAX_RANKS];   // before joining
     int absent_rank;                   // never starts (-1: none)
     int fail_rank, fail_kind, fail_at; // an injected failure (fail_kind FAIL_NONE: none)
@@ -33,6 +41,11 @@ typedef struct {
     double train_s;                    // how long ranks poll for failures after the id, as the watchdog does
     int dup_rank;                      // a second process joins as this rank (-1: none) ...
     double dup_delay_s;                // ... this long after the others started
+    int slow_rank;                     // this rank works slow_s without polling before the agreement (-1: none)
+    double slow_s;
+    double remove_rounds_at_s;         // rank 0 removes P and the round files this long into training, as the trainer
+                                       // does once the communicator is up (0: never)
+    double suspend_at_s, suspend_s;    // the whole run is stopped (SIGSTOP) this long after the start, for suspend_s
 } Scenario;
 
 static Scenario sc;
@@ -48,10 +61,26 @@ static RunAgreement base_agreement(void) {
     return a;
 }
 
+// FAIL_STOP: run_world continues the process once the others ended; it then goes on and meets their report
 static void inject_failure(int rank) {
     if (sc.fail_kind == FAIL_DIE) { die("injected failure on rank %d", rank); }
     if (sc.fail_kind == FAIL_EXIT) { exit(3); }
     if (sc.fail_kind == FAIL_KILL) { raise(SIGKILL); }
+    if (sc.fail_kind == FAIL_STOP) { raise(SIGSTOP); }
+}
+
+// polls for failures for train_s, as the watchdog does (counted polls, so that a suspended run goes on polling when
+// it resumes); rank 0 removes the rounds on the way when the scenario says. Then waits FINISH_US without polling, so
+// that no rank sees another one's exit at the end as a failure (the trainer's final barrier).
+static void train(Rendezvous* rz, int rank) {
+    int polls = (int)(sc.train_s * 1e6 / RENDEZVOUS_POLL_US), remove_at = (int)(sc.remove_rounds_at_s * 1e6 / RENDEZVOUS_POLL_US);
+    for (int i = 0; i < polls; i++) {
+        if (rank == sc.fail_rank && sc.fail_at == AT_TRAINING && i == 10) { inject_failure(rank); }
+        if (rank == 0 && remove_at > 0 && i == remove_at) { rendezvous_remove_rounds(rz); }
+        rendezvous_check_peers(rz);
+        usleep(RENDEZVOUS_POLL_US);
+    }
+    if (polls > 0) { usleep(FINISH_US); }
 }
 
 // one rank of the scenario after `delay` s: join, agree, receive the id, poll for failures; exit code 0 when all
@@ -59,8 +88,9 @@ static void inject_failure(int rank) {
 static void rank_main(int rank, double delay) {
     usleep((useconds_t)(delay * 1e6));
     Rendezvous rz;
-    rendezvous_open(&rz, path, rank, sc.world_of[rank] > 0 ? sc.world_of[rank] : sc.world, sc.timeout_s);
+    rendezvous_open(&rz, path, rank, sc.world_of[rank] > 0 ? sc.world_of[rank] : sc.world, sc.timeout_s, sc.silent_s);
     if (rank == sc.fail_rank && sc.fail_at == AT_AGREEMENT) { usleep(100000); inject_failure(rank); }
+    if (rank == sc.slow_rank) { usleep((useconds_t)(sc.slow_s * 1e6)); }
     RunAgreement mine = base_agreement(), all[MAX_RANKS];
     if (sc.differ_rank[rank]) { ((int64_t*)&mine)[sc.differ_field] += 1000 + rank; }
     rendezvous_allgather(&rz, RDZ_AGREE, &mine, all, sizeof(mine));
@@ -70,21 +100,39 @@ static void rank_main(int rank, double delay) {
     if (rank == 0) { memcpy(id, payload, sizeof(id)); }
     rendezvous_broadcast(&rz, RDZ_ID, id, sizeof(id));
     if (memcmp(id, payload, sizeof(id)) != 0) { die("rank %d received another id", rank); }
-    double t0 = rendezvous_now();
-    while (rendezvous_now() - t0 < sc.train_s) {
-        if (rank == sc.fail_rank && sc.fail_at == AT_TRAINING && rendezvous_now() - t0 > 0.1) { inject_failure(rank); }
-        rendezvous_check_peers(&rz);
-        usleep(RENDEZVOUS_POLL_US);
-    }
+    train(&rz, rank);
     rendezvous_close(&rz);
     exit(0);
 }
 
+// process p's stderr (from fd) and exit code (-signal when killed) into *o; a process that may stop (SIGSTOP) is
+// continued first
+static void collect(Outcome* o, int p, int fd, int may_stop) {
+    int status = 0, stopped = 0;
+    if (may_stop && waitpid(o->pid[p], &status, WUNTRACED) == o->pid[p] && WIFSTOPPED(status)) {
+        stopped = 1;
+        kill(o->pid[p], SIGCONT);
+    }
+    ssize_t got = 0, n;
+    while ((n = read(fd, o->err[p] + got, sizeof(o->err[p]) - 1 - (size_t)got)) > 0) { got += n; }
+    close(fd);
+    if (!may_stop || stopped) { waitpid(o->pid[p], &status, 0); }
+    o->status[p] = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+// stops every process of the run for sc.suspend_s, sc.suspend_at_s after the start (a job that is suspended)
+static void suspend_all(const Outcome* o, int procs) {
+    usleep((useconds_t)(sc.suspend_at_s * 1e6));
+    for (int p = 0; p < procs; p++) { if (o->pid[p] > 0) { kill(o->pid[p], SIGSTOP); } }
+    usleep((useconds_t)(sc.suspend_s * 1e6));
+    for (int p = 0; p < procs; p++) { if (o->pid[p] > 0) { kill(o->pid[p], SIGCONT); } }
+}
+
 // runs the scenario's ranks (and its duplicate, as process `world`) as forked processes; their exit codes
-// (-signal when killed) and stderr into *o
+// (-signal when killed) and stderr into *o. A rank that stops itself is continued once the others ended.
 static void run_world(Outcome* o) {
     int fds[MAX_RANKS + 1][2];
-    int procs = sc.world + (sc.dup_rank >= 0);
+    int procs = sc.world + (sc.dup_rank >= 0), stop_rank = sc.fail_kind == FAIL_STOP ? sc.fail_rank : -1;
     memset(o, 0, sizeof(*o));
     double t0 = rendezvous_now();
     fflush(stdout);
@@ -101,15 +149,11 @@ static void run_world(Outcome* o) {
         }
         close(fds[p][1]);
     }
+    if (sc.suspend_s > 0.0) { suspend_all(o, procs); }
     for (int p = 0; p < procs; p++) {
-        if (o->pid[p] == -1) { o->status[p] = 0; continue; }
-        ssize_t got = 0, n;
-        while ((n = read(fds[p][0], o->err[p] + got, sizeof(o->err[p]) - 1 - (size_t)got)) > 0) { got += n; }
-        close(fds[p][0]);
-        int status;
-        waitpid(o->pid[p], &status, 0);
-        o->status[p] = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+        if (o->pid[p] != -1 && p != stop_rank) { collect(o, p, fds[p][0], 0); }
     }
+    if (stop_rank >= 0) { collect(o, stop_rank, fds[stop_rank][0], 1); }
     o->seconds = rendezvous_now() - t0;
 }
 
@@ -117,9 +161,11 @@ static void new_scenario(const char* name, int world) {
     memset(&sc, 0, sizeof(sc));
     sc.world = world;
     sc.timeout_s = 20.0;
+    sc.silent_s = SILENT_S;
     sc.absent_rank = -1;
     sc.fail_rank = -1;
     sc.dup_rank = -1;
+    sc.slow_rank = -1;
     snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
 }
 
@@ -283,7 +329,7 @@ static void announce_failed_run_later(void) {
 
 static void join_as_rank1_of_2_waiting(void) {
     Rendezvous rz;
-    rendezvous_open(&rz, path, 1, 2, 3.0);
+    rendezvous_open(&rz, path, 1, 2, 3.0, SILENT_S);
 }
 
 static void test_early_failures(void) {
@@ -345,6 +391,67 @@ static void test_duplicates(void) {
     check_duplicate("dup_race", 2, 1, 0.0, 0.2, "two rank 1 processes that wait for rank 0 and join at once");
 }
 
+// A second process for rank `rank` of 2 starts once rank 0 removed P and the round files (the run trains): it stops
+// naming the first one's process id, without touching the run, which ends well and leaves no file
+static void check_duplicate_in_training(const char* name, int rank, const char* what) {
+    new_scenario(name, 2);
+    sc.dup_rank = rank; sc.dup_delay_s = 0.2;
+    sc.remove_rounds_at_s = 0.05; sc.train_s = 0.5; sc.silent_s = SHORT_SILENT_S; sc.timeout_s = 2.0;
+    Outcome o;
+    run_world(&o);
+    char expect[128];
+    snprintf(expect, sizeof(expect), "rank %d is claimed twice: process %d runs as rank %d", rank, (int)o.pid[rank], rank);
+    int named = o.status[2] != 0 && strstr(o.err[2], expect) != NULL;
+    if (!named) { printf("  duplicate: status %d, stderr: %s\n", o.status[2], o.err[2]); }
+    CHECK(named && o.status[0] == 0 && o.status[1] == 0 && channel_files_left() == 0, "%s: it stops naming the first's "
+          "process id, the run ends well, no file is left (status %d %d, %d files; stderr: %s%s)", what, o.status[0],
+          o.status[1], channel_files_left(), o.err[0], o.err[1]);
+}
+
+// rank `rank` of 3 is stopped (SIGSTOP) at `at`: the others stop naming it once its heartbeat was still for the bound,
+// and it stops with their report once it is continued
+static void check_stopped_rank(const char* name, int rank, int at, const char* what) {
+    new_scenario(name, 3);
+    sc.fail_rank = rank; sc.fail_kind = FAIL_STOP; sc.fail_at = at;
+    sc.silent_s = SHORT_SILENT_S; sc.timeout_s = 5.0; sc.train_s = 5.0;
+    Outcome o;
+    run_world(&o);
+    char expect[128];
+    snprintf(expect, sizeof(expect), "rank %d (process %d) sent no heartbeat for %.1f s", rank, (int)o.pid[rank], sc.silent_s);
+    int told = o.status[rank] != 0 && strstr(o.err[rank], "sent no heartbeat") != NULL;
+    if (!told) { printf("  rank %d: status %d, stderr: %s\n", rank, o.status[rank], o.err[rank]); }
+    CHECK(others_fail_with(&o, rank, expect) && told && o.seconds < 0.1 + sc.silent_s + FAILURE_BOUND_S, "%s: the others "
+          "stop naming it after %.1f s without its heartbeat, and so does it once continued (took %.2f s; the timeout is "
+          "%.0f s)", what, sc.silent_s, o.seconds, sc.timeout_s);
+    rendezvous_remove_channel_files(path);
+    rendezvous_unlink(path);
+}
+
+static void test_heartbeats(void) {
+    check_stopped_rank("stop_train", 1, AT_TRAINING, "rank 1 is stopped (SIGSTOP) while the others train");
+    check_stopped_rank("stop_agree", 2, AT_AGREEMENT, "rank 2 is stopped before the agreement");
+
+    new_scenario("slow", 3);
+    sc.slow_rank = 1; sc.slow_s = 0.3 + SHORT_SILENT_S;
+    sc.silent_s = SHORT_SILENT_S;
+    Outcome o;
+    run_world(&o);
+    CHECK(o.status[0] == 0 && o.status[1] == 0 && o.status[2] == 0, "a rank busy for longer than the heartbeat bound (a long "
+          "step) while the others wait: it beats, the run goes on (stderr: %s%s%s)", o.err[0], o.err[1], o.err[2]);
+    remove_rounds_as_rank0();
+
+    new_scenario("suspend", 3);
+    sc.silent_s = SHORT_SILENT_S; sc.train_s = 0.4;
+    sc.suspend_at_s = 0.2; sc.suspend_s = 0.3 + SHORT_SILENT_S;
+    run_world(&o);
+    CHECK(o.status[0] == 0 && o.status[1] == 0 && o.status[2] == 0, "the whole run stopped for longer than the bound (a "
+          "suspended job) goes on when continued (stderr: %s%s%s)", o.err[0], o.err[1], o.err[2]);
+    remove_rounds_as_rank0();
+
+    check_duplicate_in_training("dup1_train", 1, "a second rank 1 after the rendezvous");
+    check_duplicate_in_training("dup0_train", 0, "a second rank 0 after the rendezvous");
+}
+
 // writes a rendezvous file named P<suffix> with tag and nonce
 static void write_stale(const char* suffix, int tag, uint64_t nonce) {
     char name[RENDEZVOUS_PATH_MAX + 64];
@@ -361,7 +468,7 @@ static void announce_as_rank0(void) {
 
 static void join_as_rank1_of_2(void) {
     Rendezvous rz;
-    rendezvous_open(&rz, path, 1, 2, 0.3);
+    rendezvous_open(&rz, path, 1, 2, 0.3, SILENT_S);
 }
 
 static void test_leftovers(void) {
@@ -540,14 +647,45 @@ static void test_devices_and_launchers(void) {
     clear_launcher_env();
 }
 
+// Runs fn in a forked process while the caller goes on with other tests (the heartbeat scenarios mostly wait, so the
+// test takes less time this way); returns the read end of the pipe that its check counts come back through
+static int start_concurrently(void (*fn)(void)) {
+    int fd[2];
+    if (pipe(fd) != 0) { die("pipe failed"); }
+    fflush(stdout);
+    if (fork() == 0) {
+        close(fd[0]);
+        tests_passed = tests_failed = 0;
+        fn();
+        int counts[2] = {tests_passed, tests_failed};
+        if (write(fd[1], counts, sizeof(counts)) != (ssize_t)sizeof(counts)) { _exit(1); }
+        fflush(stdout);
+        _exit(0);
+    }
+    close(fd[1]);
+    return fd[0];
+}
+
+// adds the check counts of the process start_concurrently started (its pipe fd) once it is done
+static void join_concurrently(int fd) {
+    int counts[2] = {0, 1};   // a process that wrote nothing counts as one failure
+    if (read(fd, counts, sizeof(counts)) != (ssize_t)sizeof(counts)) { printf("FAIL: the concurrent tests sent no counts\n"); }
+    close(fd);
+    while (wait(NULL) > 0) {}
+    tests_passed += counts[0];
+    tests_failed += counts[1];
+}
+
 int main(void) {
     if (mkdtemp(tmpdir) == NULL) { die("cannot create a temporary directory"); }
+    int heartbeats = start_concurrently(test_heartbeats);
     test_agreement_text();
     test_success();
     test_disagreement();
     test_failures();
     test_early_failures();
     test_duplicates();
+    join_concurrently(heartbeats);
     test_leftovers();
     test_resolve();
     test_devices_and_launchers();
