@@ -7,10 +7,12 @@
 // unsharded AdamW bit for bit.
 // Failures reach every rank: the communicator is non-blocking; its creation waits at most the rendezvous timeout,
 // and from then on a watchdog thread polls NCCL's asynchronous error and, without MPI, the rendezvous channel (a
-// rank that stopped, a rank process that is gone) every DP_WATCHDOG_POLL_US; on a failure it prints the cause,
-// aborts the communicator and exits non-zero, within DP_ABORT_GRACE_S at most. die() on a rank reaches the others
-// through the rendezvous error file, or MPI_Abort under mpirun (mpirun also ends the job when a rank exits
-// non-zero). So every rank stops with the cause within about DP_ABORT_GRACE_S of a known failure on one rank.
+// rank that stopped, a rank process that is gone, a rank whose heartbeat has not advanced for RENDEZVOUS_SILENT_S)
+// every DP_WATCHDOG_POLL_US; on a failure it prints the cause, tells the other ranks when the cause is its own
+// finding, aborts the communicator and exits non-zero, within DP_ABORT_GRACE_S at most. die() on a rank reaches the
+// others through the rendezvous error file, or MPI_Abort under mpirun (mpirun also ends the job when a rank exits
+// non-zero). So every rank stops with the cause within about DP_ABORT_GRACE_S of a known failure on one rank, and
+// without MPI within RENDEZVOUS_SILENT_S + DP_ABORT_GRACE_S of a rank that stopped running (SIGSTOP, a debugger).
 // MPI is compiled in only with -DUSE_MPI (the Makefile sets it when mpicc works).
 #ifndef LLMC_NCCL_DP_CUH
 #define LLMC_NCCL_DP_CUH
@@ -143,9 +145,10 @@ static inline void* dp_watchdog_main(void* arg) {
             snprintf(msg, sizeof(msg), "NCCL reported an error: %s (%s)", ncclGetErrorString(state), ncclGetLastError(dp->comm));
             dp_watchdog_fail(dp, msg, 1);
         }
-        if (dp->use_file && rendezvous_peer_problem(&dp->rz, msg)) {
+        int problem = dp->use_file ? rendezvous_peer_problem(&dp->rz, msg) : RDZ_NO_PROBLEM;
+        if (problem != RDZ_NO_PROBLEM) {
             if (dp_peers_finished(dp)) { return NULL; }
-            dp_watchdog_fail(dp, msg, 0);
+            dp_watchdog_fail(dp, msg, problem == RDZ_OBSERVED);   // another rank's report is not repeated
         }
         usleep(DP_WATCHDOG_POLL_US);
     }
@@ -221,7 +224,7 @@ static inline void dp_launch(DataParallel* dp, const DPOptions* o) {
     rendezvous_check_devices(dp->local_rank, local_world, dp_visible_devices());
     cudaCheck(cudaSetDevice(dp->local_rank));
     if (!dp->use_mpi && o->rendezvous != NULL) {
-        rendezvous_open(&dp->rz, o->rendezvous, dp->rank, dp->world_size, o->timeout_s);
+        rendezvous_open(&dp->rz, o->rendezvous, dp->rank, dp->world_size, o->timeout_s, RENDEZVOUS_SILENT_S);
         dp->use_file = 1;
     }
 }
