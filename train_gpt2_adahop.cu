@@ -48,7 +48,7 @@
 #include "llmc/swiglu.cuh"         // defines: swiglu_forward/backward, swiglu_forward_channels
 #include "llmc/classifier.cuh"     // defines: softmax_crossentropy (fused, in place)
 #include "llmc/adamw.cuh"          // defines: AdamWConfig (the update kernels)
-#include "llmc/adahop_linear.cuh"  // defines: AdahopLinear, AdahopPass, LinearInput, the MXFP4 / AdaHOP linear layer
+#include "llmc/adahop_linear.cuh"  // defines: AdahopLinear, AdahopPass, LinearInputNeed, the MXFP4 / AdaHOP linear layer
 #include "llmc/nccl_dp.cuh"        // defines: DataParallel, dp_* collectives, dp_zero_step (ZeRO-1 AdamW)
 #include "llmc/evals.h"            // defines: EvalSuite, EvalTask: eval file reading, batching and scoring (host)
 #include "llmc/evals.cuh"          // defines: the GPU argmax of the LAMBADA last word
@@ -129,7 +129,6 @@ typedef struct {
     AdahopWorkspace ws;                     // quantization scratch (unused in bf16)
     LinearSaved* saved;                     // per linear: x^T in MXFP4 for the dW GEMM
     AdahopPass pass;                        // the linears' context: step in progress (seeds), statistics or not
-    bool producers_emit;                    // -Q fused: producers write their linear's operands (fast path)
     bool reduce_now;                        // backward: all-reduce each gradient bucket as soon as it is final
     int32_t* adahop_words;                  // host and device copies of the serialized AdaHOP state, for
     int32_t* adahop_words_dev;              // sending rank 0's to every rank
@@ -140,7 +139,6 @@ typedef struct {
     int precision, path, stochastic_grads, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
     int recompute;       // -A: keep one layer's fc (gate/up) output (1), and its qkv output (2), and recompute them in
                          // the backward pass
-    int producers_emit;  // -Q fused: the kernels that make a linear's input also write its quantized operands
     int lm_head;         // -H 1: the LM head is one more linear in the run's precision (AdaHOP included)
     int head_chunk;      // -M: tokens whose logits exist at a time (the BF16 head's forward, loss, gradient and
                          // backward run chunk by chunk); 0 = all of the micro-batch
@@ -228,7 +226,6 @@ static void model_build_linears(Model* m, const LinearOptions* lo, uint64_t seed
     m->saved = (LinearSaved*)calloc_check((size_t)num_linears, sizeof(LinearSaved));
     AdahopPass pass = {&m->ws, &m->adahop, 0, 0, false, m->stream};
     m->pass = pass;
-    m->producers_emit = lo->producers_emit && lo->precision != PREC_BF16 && lo->path == GEMM_PATH_FAST;
     if (lo->precision == PREC_BF16) { return; }
     int max_rows = N > widest ? N : widest;
     size_t stats_floats = 0;   // the row and column variances of x [N x cin], W [cout x cin], dY [N x cout] of every linear
@@ -431,8 +428,9 @@ static AdahopLinear block_linear(Model* m, int l, int kind) {
     int cin, cout, wt = ft->linear_w[kind], bt = ft->linear_b[kind], index = NUM_LINEAR_KINDS * l + kind;
     linear_shape(&m->config, kind, &cin, &cout);
     size_t w_off = (size_t)l * cin * cout, b_off = (size_t)l * cout;
-    AdahopLinear lin = {&m->pass, m->saved + index, index, cin, cout, m->w[wt] + w_off, bt < 0 ? NULL : m->w[bt] + b_off,
-                        m->g[wt] + w_off, bt < 0 ? NULL : m->g[bt] + b_off};
+    AdahopLinear lin = {.pass = &m->pass, .saved = m->saved + index, .index = index, .Cin = cin, .Cout = cout,
+                        .w = m->w[wt] + w_off, .bias = bt < 0 ? NULL : m->w[bt] + b_off, .dw = m->g[wt] + w_off,
+                        .dbias = bt < 0 ? NULL : m->g[bt] + b_off};
     return lin;
 }
 
@@ -440,7 +438,8 @@ static AdahopLinear block_linear(Model* m, int l, int kind) {
 static AdahopLinear head_linear(Model* m) {
     const ModelConfig* c = &m->config;
     int head = family_tensors[c->family].head, index = adahop_head_index(&m->adahop);
-    AdahopLinear lin = {&m->pass, m->saved + index, index, c->channels, c->padded_vocab_size, m->w[head], NULL, m->g[head], NULL};
+    AdahopLinear lin = {.pass = &m->pass, .saved = m->saved + index, .index = index, .Cin = c->channels,
+                        .Cout = c->padded_vocab_size, .w = m->w[head], .bias = NULL, .dw = m->g[head], .dbias = NULL};
     return lin;
 }
 
@@ -448,28 +447,16 @@ static AdahopLinear head_linear(Model* m) {
 // and, in a statistics pass, records the patterns of x and W
 static void block_linear_forward(Model* m, int l, int kind, floatX* out, const floatX* x, int N, bool bw) {
     AdahopLinear lin = block_linear(m, l, kind);
-    adahop_linear_forward(&lin, out, x, N, bw, NULL);
+    adahop_linear_forward(&lin, out, x, N, bw);
 }
 
 // the MLP activation of layer l, GELU (GPT-2) or SwiGLU (LLaMA) of fch, into mlp_act, then the MLP's last linear on it
-// into out. With producers emitting (-Q fused), the activation kernel also writes that linear's quantized operands
-// (adahop_linear_plan_emit) and writes mlp_act only where something reads it.
+// into out
 static void mlp_activation_projection_forward(Model* m, const LayerActs* la, int l, floatX* out, int N, bool bw) {
-    AdahopLinear lin = block_linear(m, l, LIN_FCPROJ);
     int H = m->config.hidden;
-    bool llama = m->config.family == FAMILY_LLAMA;
-    cudaStream_t s = m->stream;
-    OperandEmit e;
-    LinearEmitted emitted;
-    if (m->producers_emit && adahop_linear_plan_emit(&lin, N, bw, la->mlp_act, &e, &emitted)) {
-        if (llama) { swiglu_forward_emit(&e, la->fch, N, H, s); }
-        else { gelu_forward_emit(&e, la->fch, N, H, s); }
-        adahop_linear_forward(&lin, out, la->mlp_act, N, bw, &emitted);
-        return;
-    }
-    if (llama) { swiglu_forward(la->mlp_act, la->fch, N, H, s); }
-    else { gelu_forward(la->mlp_act, la->fch, (long)N * H, s); }
-    adahop_linear_forward(&lin, out, la->mlp_act, N, bw, NULL);
+    if (m->config.family == FAMILY_LLAMA) { swiglu_forward(la->mlp_act, la->fch, N, H, m->stream); }
+    else { gelu_forward(la->mlp_act, la->fch, (long)N * H, m->stream); }
+    block_linear_forward(m, l, LIN_FCPROJ, out, la->mlp_act, N, bw);
 }
 
 // GPT-2's blocks on the staged micro-batch: token + position embedding, then per layer LayerNorm -> qkv ->
@@ -556,7 +543,7 @@ static void classifier_forward(Model* m, int N, const int* targets, float dloss,
         AdahopLinear lowp_head;
         if (adahop_has_head(&m->adahop)) {   // one chunk (classifier_rows)
             lowp_head = head_linear(m);
-            adahop_linear_forward(&lowp_head, a->t[A_LOGITS], lnf, n, dloss != 0.0f, NULL);
+            adahop_linear_forward(&lowp_head, a->t[A_LOGITS], lnf, n, dloss != 0.0f);
         } else {
             linear_forward(a->t[A_LOGITS], lnf, m->w[head], NULL, n, C, Vp, m->stream);
         }
@@ -567,8 +554,7 @@ static void classifier_forward(Model* m, int N, const int* targets, float dloss,
         softmax_crossentropy(a->t[A_LOGITS], a->losses + t0, targets + t0, n, c->vocab_size, Vp, dloss, m->stream);
         if (dloss == 0.0f) { continue; }
         if (adahop_has_head(&m->adahop)) {
-            LinearInput in = {lnf, NULL, NULL};
-            adahop_linear_backward(&lowp_head, a->t[A_DC] + (size_t)t0 * C, a->t[A_LOGITS], n, &in, m->scratch);
+            adahop_linear_backward(&lowp_head, a->t[A_DC] + (size_t)t0 * C, a->t[A_LOGITS], n, lnf, NULL, m->scratch);
         } else {
             linear_backward(a->t[A_DC] + (size_t)t0 * C, m->g[head], NULL, m->scratch, a->t[A_LOGITS], lnf, m->w[head], n,
                             C, Vp, m->stream);
@@ -659,28 +645,36 @@ static void recompute_qkv(Model* m, const LayerActs* la, int l, int B, int T) {
     if (c->family == FAMILY_LLAMA) { rope_forward(la->qkv, &m->rope, B, T, c->num_heads, c->num_kv_heads, m->stream); }
 }
 
-// the BF16 input of linear `kind` of layer l, recomputed for its backward pass from what the forward pass kept: the
-// norm from the residual stream and its saved statistics, the MLP activation from fch (LinearInput.recompute)
-typedef struct { Model* m; const LayerActs* la; int l, kind, N; } LinearRecompute;
-
-static void recompute_linear_input(const void* ctx, const int* channels, int k, floatX* into) {
-    const LinearRecompute* r = (const LinearRecompute*)ctx;
-    if (r->kind == LIN_FCPROJ) { recompute_mlp_activation(r->m, r->la, channels, k, r->N, into); }
-    else { recompute_norm(r->m, r->la, r->l, r->kind == LIN_QKV, channels, k, r->N, into); }
+// the BF16 input of linear `kind` of layer l (or its k channels `channels`, channel-major), recomputed for its backward
+// pass from what the forward pass kept: the norm from the residual stream and its saved statistics, the MLP
+// activation from fch
+static void recompute_linear_input(Model* m, const LayerActs* la, int l, int kind, const int* channels, int k, int N,
+                                   floatX* into) {
+    if (kind == LIN_FCPROJ) { recompute_mlp_activation(m, la, channels, k, N, into); }
+    else { recompute_norm(m, la, l, kind == LIN_QKV, channels, k, N, into); }
 }
 
 // backward of linear `kind` of layer l (llmc/adahop_linear.cuh): dinp from dout, its weight and bias gradients (the
-// bias gradient not when the caller summed it: bias_summed). Its input is the kept tensor (atty; every input in bf16
-// mode), else recomputed when the linear asks for it.
+// bias gradient not when the caller summed it: bias_summed). What it reads of its input (adahop_linear_input_need)
+// is the kept tensor (atty; every input in bf16 mode), else recomputed into the dinp buffer.
 static void block_linear_backward(Model* m, const LayerActs* la, int l, int kind, floatX* dinp, const floatX* dout, int N,
                                   bool bias_summed) {
     AdahopLinear lin = block_linear(m, l, kind);
     if (bias_summed) { lin.dbias = NULL; }
-    LinearRecompute ctx = {m, la, l, kind, N};
-    LinearInput in = {NULL, recompute_linear_input, &ctx};
-    if (kind == LIN_ATTPROJ) { in.kept = la->atty; }
-    else if (m->acts.linear_inputs_kept) { in.kept = kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->mlp_act); }
-    adahop_linear_backward(&lin, dinp, dout, N, &in, m->scratch);
+    const floatX* kept = NULL;
+    if (kind == LIN_ATTPROJ) { kept = la->atty; }
+    else if (m->acts.linear_inputs_kept) { kept = kind == LIN_QKV ? la->ln1 : (kind == LIN_FC ? la->ln2 : la->mlp_act); }
+    LinearInputNeed need = adahop_linear_input_need(&lin);
+    const floatX *x = NULL, *x_channels = NULL;
+    if (need.reads != LINEAR_READS_NOTHING && kept) { x = kept; }
+    else if (need.reads == LINEAR_READS_CHANNELS) {
+        recompute_linear_input(m, la, l, kind, need.channels, need.k, N, dinp);
+        x_channels = dinp;
+    } else if (need.reads == LINEAR_READS_INPUT) {
+        recompute_linear_input(m, la, l, kind, NULL, 0, N, dinp);
+        x = dinp;
+    }
+    adahop_linear_backward(&lin, dinp, dout, N, x, x_channels, m->scratch);
 }
 
 // gradient bucket b (llmc/zero.h: block b, or b = L for the tensors outside the blocks) is final: with reduce_now,
@@ -931,10 +925,6 @@ static void usage(const char* prog) {
            "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 250)\n"
            "  -W <int>   steps of pattern statistics before each re-classification (default 10)\n"
            "  -K <int>   rows/columns taken out by outlier extraction (default 64)\n"
-           "  -Q <str>   where operands are quantized: fused (the kernel that makes a linear's input also writes its\n"
-           "             quantized operands; so far the MLP activation for the MLP's last linear, fast path) | separate\n"
-           "             (a quantization pass per operand); results are identical; separate is the default while it is\n"
-           "             the faster (dev/RESULTS.md, fused operands) (default separate)\n"
            "  -H <0|1>   the LM head too (logits and their two backward GEMMs) in the -p precision, as one more AdaHOP\n"
            "             linear; B x T x padded vocab below 2^31; with -p bf16 the head is BF16 either way and -H 1 changes\n"
            "             nothing (so a set of runs can share it) (default 0: BF16)\n"
@@ -961,9 +951,18 @@ static void usage(const char* prog) {
 }
 
 static Options parse_options(int argc, char** argv) {
-    Options o = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin", "d6", NULL, "data/gpt2_tokenizer.bin",
-                 NULL, 0, 16, 256, -1, 200, 20, 50, 20, 100, 64, 0, 0, 0, 1e-3f, 0.1f, 0.1f, 1.0f, 1337,
-                 {PREC_ADAHOP, GEMM_PATH_FAST, 0, 30, STRAT_IHT, 250, 10, 64, 0, 0, 0, DEFAULT_HEAD_CHUNK}, {-1, -1, NULL, RENDEZVOUS_TIMEOUT_S}, 1, 0.0f, 0.0f, 1, -1, 1};
+    Options o = {
+        .train_pattern = "data/tinyshakespeare_train.bin", .val_pattern = "data/tinyshakespeare_val.bin", .init = "d6",
+        .out_dir = NULL, .tokenizer_path = "data/gpt2_tokenizer.bin", .evals = NULL, .eval_every = 0,
+        .B = 16, .T = 256, .total_batch = -1, .max_steps = 200, .warmup = 20, .val_every = 50, .val_batches = 20,
+        .sample_every = 100, .gen_tokens = 64, .ckpt_every = 0, .keep_ckpts = 0, .resume = OUT_DIR_FRESH,
+        .lr = 1e-3f, .final_lr_frac = 0.1f, .weight_decay = 0.1f, .grad_clip = 1.0f, .seed = 1337,
+        .lin = {.precision = PREC_ADAHOP, .path = GEMM_PATH_FAST, .stochastic_grads = 0, .calib_steps = 30,
+                .calib_strategy = STRAT_IHT, .reclass_every = 250, .reclass_window = 10, .oe_k = 64, .recompute = 0,
+                .lm_head = 0, .head_chunk = DEFAULT_HEAD_CHUNK},
+        .dp = {.rank = -1, .world_size = -1, .rendezvous = NULL, .timeout_s = RENDEZVOUS_TIMEOUT_S},
+        .overlap = 1, .skip_loss_z = 0.0f, .skip_norm_z = 0.0f, .timed_gemms = 1, .data_seed = -1, .val_bf16 = 1,
+    };
     cli_handle_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
@@ -1013,11 +1012,6 @@ static Options parse_options(int argc, char** argv) {
             case 'A': o.lin.recompute = (int)parse_int(f, v, 0, 2); break;
             case 'H': o.lin.lm_head = (int)parse_int(f, v, 0, 1); break;
             case 'M': o.lin.head_chunk = (int)parse_int(f, v, 0, 1 << 30); break;
-            case 'Q':
-                if (strcmp(v, "fused") == 0) { o.lin.producers_emit = 1; }
-                else if (strcmp(v, "separate") == 0) { o.lin.producers_emit = 0; }
-                else { die("flag -Q: '%s' is not fused or separate", v); }
-                break;
             case 'G': o.dp.world_size = (int)parse_int(f, v, 1, 1 << 16); break;
             case 'I': o.dp.rank = (int)parse_int(f, v, 0, 1 << 16); break;
             case 'F': o.dp.rendezvous = v; break;

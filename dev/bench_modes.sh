@@ -5,10 +5,9 @@
 # is what the block linears keep from forward to backward (train_gpt2_adahop.cu, model_saved_input_bytes).
 # Usage: dev/bench_modes.sh [model:batch ...]   (model = a trainer -e preset: d12, llama:d12, ...; a bare depth N
 # means dN; default d12:64 d24:32 d48:16; STEPS=15, MODES="bf16 mxfp4 hadamard adahop"; a mode written MODE+A runs
-# with -A 1, the MLP pre-activation recomputed in the backward pass, MODE+A2 with -A 2, the qkv output too, MODE+F
-# with -Q fused, the operands emitted by their producers, MODE+H with -H 1, the LM head through AdaHOP too
-# (B*T*50304 < 2^31: B <= 41), MODE+M<n> with -M n, the classifier in chunks of n tokens (0: all at once), e.g.
-# MODES="bf16 adahop adahop+F adahop+A", or MODES="bf16 adahop adahop+H" RESULTS=build dev/bench_modes.sh d12:32 llama:d12:32).
+# with -A 1, the MLP pre-activation recomputed in the backward pass, MODE+A2 with -A 2, the qkv output too, MODE+H
+# with -H 1, the LM head through AdaHOP too (B*T*50304 < 2^31: B <= 41), MODE+M<n> with -M n, the classifier in
+# chunks of n tokens (0: all at once), e.g. MODES="bf16 adahop adahop+A", or MODES="bf16 adahop adahop+H" RESULTS=build dev/bench_modes.sh d12:32 llama:d12:32).
 # The table goes to the terminal and, when every run succeeded, to dev/results/bench_modes.md (RESULTS=folder
 # elsewhere); a failed run is a FAILED row and exit status 1. MFU = the trainer's model FLOPs per token x tok/s / its
 # GPU peak (989 TFLOP/s), the same model work in every mode.
@@ -22,8 +21,8 @@ configs=("$@")
 steps=${STEPS:-15}
 modes=(${MODES:-bf16 mxfp4 hadamard adahop})
 for mode in "${modes[@]}"; do
-    [[ $mode =~ ^(bf16|mxfp4|hadamard|adahop)(\+A2?|\+F|\+H|\+M[0-9]+)*$ ]] ||
-        { echo "bench_modes.sh: mode '$mode' is not bf16, mxfp4, hadamard or adahop with optional +A / +A2 / +F / +H / +M<n>" >&2; exit 2; }
+    [[ $mode =~ ^(bf16|mxfp4|hadamard|adahop)(\+A2?|\+H|\+M[0-9]+)*$ ]] ||
+        { echo "bench_modes.sh: mode '$mode' is not bf16, mxfp4, hadamard or adahop with optional +A / +A2 / +H / +M<n>" >&2; exit 2; }
 done
 failed=0
 out=${OUT:-build}/bench_modes
@@ -41,7 +40,6 @@ for cfg in "${configs[@]}"; do
         flags=(-p "${mode%%+*}")
         [[ $mode == *+A2* ]] && flags+=(-A 2)
         [[ $mode == *+A* && $mode != *+A2* ]] && flags+=(-A 1)
-        [[ $mode == *+F* ]] && flags+=(-Q fused)
         [[ $mode == *+H* ]] && flags+=(-H 1)
         [[ $mode =~ \+M([0-9]+) ]] && flags+=(-M "${BASH_REMATCH[1]}")
         if ! bench_train "$log" ./train_gpt2_adahop "$model" "$b" "$steps" "${flags[@]}"; then

@@ -15,7 +15,6 @@
 #include "matmul.cuh"
 #include "mxfp4.cuh"
 #include "outliers.cuh"
-#include "fused_operands.cuh"
 #include "adahop.h"
 
 enum { GEMM_PATH_EXACT = 0, GEMM_PATH_FAST = 1 };
@@ -54,7 +53,7 @@ typedef struct {
 
 // one linear's state kept from forward to backward: x^T in MXFP4 (the dW operand) and, for OE on x's
 // channels in the dW GEMM, the indices of those channels (their BF16 values are taken from x at backward time,
-// which the caller recomputes when it does not keep x: see adahop_linear_backward_reads). A linear whose
+// which the caller recomputes when it does not keep x: see adahop_linear_input_need). A linear whose
 // input the caller keeps in BF16 anyway (input_kept) saves nothing: its dW operand is quantized at backward time.
 typedef struct {
     MXOperand x_t;                    // [Cin x N] buffer for the largest N; views of the current N are used
@@ -123,6 +122,34 @@ static inline void gemm_nt_bf16(void* out, bool out_fp32, float beta, Operand a,
 
 // rows taken out by outlier extraction from an operand with `rows` rows
 static inline int adahop_oe_rows(const AdahopWorkspace* ws, int rows) { return min(ws->oe_k, rows); }
+
+// A GEMM's strategy (llmc/adahop.h) decoded once into what it does to the operands of out = A B^T, A [rows_a x K],
+// B [rows_b x K]: whether they are quantized at all (STRAT_BF16: a BF16 GEMM), how (the Hadamard, the scale rule,
+// stochastic rounding of a gradient A when the workspace asks for it), and how many of their rows outlier
+// extraction takes out in BF16
+typedef struct {
+    bool quantized;
+    MXQuantOptions a, b;
+    int oe_rows_a, oe_rows_b;
+} StrategyPlan;
+
+static inline StrategyPlan strategy_plan(const AdahopWorkspace* ws, int strategy, int rows_a, int rows_b, bool a_is_grad,
+                                         uint64_t seed) {
+    int hadamard = strategy != STRAT_BF16 && strategy != STRAT_PLAIN;
+    StrategyPlan p = {
+        .quantized = strategy != STRAT_BF16,
+        .a = {.hadamard = hadamard, .rule = MX_SCALE_OCP, .stochastic = a_is_grad && ws->stochastic_grads, .seed = seed},
+        .b = {.hadamard = hadamard, .rule = MX_SCALE_OCP, .stochastic = 0, .seed = seed ^ 0xB},
+        .oe_rows_a = strategy == STRAT_IHT_OE_ROWS_A ? adahop_oe_rows(ws, rows_a) : 0,
+        .oe_rows_b = strategy == STRAT_IHT_OE_ROWS_B ? adahop_oe_rows(ws, rows_b) : 0,
+    };
+    return p;
+}
+
+// the dW GEMM of a linear with Cin inputs and Cout outputs, A = dY^T [Cout x N], B = x^T [Cin x N], under strategy
+static inline StrategyPlan linear_dw_plan(const AdahopWorkspace* ws, int strategy, int Cin, int Cout, uint64_t seed) {
+    return strategy_plan(ws, strategy, Cout, Cin, true, seed);
+}
 
 // gathers rows idx of the operand into ws->oe_rows as a plain [k x K] BF16 operand
 static inline Operand operand_gather_rows(AdahopWorkspace* ws, Operand op, const int* idx, int k, cudaStream_t s) {
@@ -204,23 +231,18 @@ typedef struct {
     const floatX* bias;       // BF16 [N] or NULL
     bool a_is_grad;           // A is a gradient: stochastic rounding when the workspace asks for it
     uint64_t seed;
-    bool a_ready;             // fast path: A is in the workspace's E4M3 slot already (written by A's producer)
 } AdahopGemm;
 
 static inline void adahop_gemm(AdahopWorkspace* ws, const AdahopGemm* g, cudaStream_t s) {
     Operand a = g->a, b = g->b;
-    if (g->strategy == STRAT_BF16) { gemm_nt_bf16(g->out, g->out_fp32, g->beta, a, b, g->bias, s); return; }
-    bool hadamard = g->strategy != STRAT_PLAIN;
-    MXQuantOptions oa = {hadamard, MX_SCALE_OCP, g->a_is_grad && ws->stochastic_grads, g->seed};
-    MXQuantOptions ob = {hadamard, MX_SCALE_OCP, 0, g->seed ^ 0xB};
     int M = a.rows, N = b.rows, K = a.K;
-    int ka = g->strategy == STRAT_IHT_OE_ROWS_A ? adahop_oe_rows(ws, M) : 0;
-    int kb = g->strategy == STRAT_IHT_OE_ROWS_B ? adahop_oe_rows(ws, N) : 0;
+    StrategyPlan plan = strategy_plan(ws, g->strategy, M, N, g->a_is_grad, g->seed);
+    if (!plan.quantized) { gemm_nt_bf16(g->out, g->out_fp32, g->beta, a, b, g->bias, s); return; }
+    int ka = plan.oe_rows_a, kb = plan.oe_rows_b;
     MXOperand qa = mx_view(&ws->qa, M, K), qb = mx_view(&ws->qb, N, K);
     E4M3Operand ea = e4m3_view(&ws->ea, M, K), eb = e4m3_view(&ws->eb, N, K);
-    if (g->a_ready && (ws->path != GEMM_PATH_FAST || ka > 0)) { die("adahop_gemm: a ready A needs the fast path and no OE on A"); }
-    const MXOperand* mxa = g->a_ready ? NULL : operand_prepare(ws, &qa, &ea, a, NULL, oa, ws->oe_idx, ka, s);
-    const MXOperand* mxb = operand_prepare(ws, &qb, &eb, b, g->b_saved, ob, ws->oe_idx, g->b_saved ? 0 : kb, s);
+    const MXOperand* mxa = operand_prepare(ws, &qa, &ea, a, NULL, plan.a, ws->oe_idx, ka, s);
+    const MXOperand* mxb = operand_prepare(ws, &qb, &eb, b, g->b_saved, plan.b, ws->oe_idx, g->b_saved ? 0 : kb, s);
     const int* idx_b = g->b_saved ? g->b_idx : ws->oe_idx;
     if (ws->path == GEMM_PATH_FAST && g->out_fp32 && g->bias == NULL && (size_t)M * N <= ws->max_out_elems) {
         mx_gemm_fast_scales_after((float*)g->out, g->beta, &ea, &eb, ws->gemm_part, s);
@@ -301,81 +323,25 @@ typedef struct {
     float* dbias;             // [Cout] or NULL
 } AdahopLinear;
 
-// how the backward pass gets the BF16 input x [N x Cin] when its GEMMs read it: `kept`, when the caller holds x,
-// else recompute(ctx, channels, k, into) writes all of x [N x Cin] into `into` (channels NULL) or only the k
-// channels `channels` of x, channel-major [k x N]; recomputed values must equal the forward's bit for bit
-typedef struct {
-    const floatX* kept;
-    void (*recompute)(const void* ctx, const int* channels, int k, floatX* into);
-    const void* ctx;
-} LinearInput;
-
-// operands of x that x's producer wrote for the forward (llmc/fused_operands.cuh): the forward GEMM's A as E4M3 in
-// the workspace's A slot, x^T in MXFP4 in saved->x_t with x's OE channel sums in ws->col_sq
-typedef struct {
-    E4M3Operand rows;
-    MXOperand row_codes;      // the rows' MXFP4 codes, in the workspace's A slot (scratch)
-    MXOperand cols;
-    bool has_rows, has_cols;
-} LinearEmitted;
-
-// What x's producer writes for the linear's forward on the fast path, into e (emitted: what it will hold): the
-// forward GEMM's A as E4M3 unless that GEMM reads x in BF16 (strategy BF16, or OE, whose extracted product and row
-// ranking take BF16 x); x^T for the dW GEMM with need_backward; x in BF16 only where it is read: by such a forward
-// GEMM, by a statistics pass, or when the rows are not emitted. Returns false when there is nothing to emit.
-static inline bool adahop_linear_plan_emit(const AdahopLinear* lin, int N, bool need_backward, floatX* x, OperandEmit* e,
-                                           LinearEmitted* emitted) {
-    const AdahopPass* p = lin->pass;
-    AdahopWorkspace* ws = p->ws;
-    int fwd = adahop_strategy_of(p->st, lin->index, GEMM_FWD), dw = adahop_strategy_of(p->st, lin->index, GEMM_DW);
-    memset(e, 0, sizeof(*e));
-    memset(emitted, 0, sizeof(*emitted));
-    if (ws->path != GEMM_PATH_FAST) { return false; }
-    emitted->has_rows = fwd == STRAT_PLAIN || fwd == STRAT_IHT;
-    emitted->has_cols = need_backward && dw != STRAT_BF16 && !lin->saved->input_kept;
-    if (emitted->has_rows) {
-        emitted->rows = e4m3_view(&ws->ea, N, lin->Cin);
-        emitted->row_codes = mx_view(&ws->qa, N, lin->Cin);   // scratch: the E4M3 rows are made from them
-        e->rows = &emitted->rows;
-        e->row_codes = &emitted->row_codes;
-        MXQuantOptions opt = {fwd != STRAT_PLAIN, MX_SCALE_OCP, 0, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_FWD)};
-        e->row_opt = opt;
-    }
-    if (emitted->has_cols) {
-        emitted->cols = mx_view(&lin->saved->x_t, lin->Cin, N);
-        e->cols = &emitted->cols;
-        MXQuantOptions opt = {dw != STRAT_PLAIN, MX_SCALE_OCP, 0, 0};
-        e->col_opt = opt;
-        if (dw == STRAT_IHT_OE_ROWS_B) { e->col_sq = ws->col_sq; e->col_sq_scratch = ws->col_sq_part; }
-    }
-    if (!emitted->has_rows || (p->stats && need_backward)) { e->bf16 = x; }
-    return emitted->has_rows || emitted->has_cols;
-}
-
 // forward: out [N x Cout] = x W^T + b; with need_backward, prepares lin->saved->x_t for the dW GEMM; in a statistics
-// pass, queues the patterns of x and W (adahop_flush_patterns records them). emitted (may be NULL) says which operands
-// x's producer wrote already (adahop_linear_plan_emit); x is read only for the others.
-static inline void adahop_linear_forward(const AdahopLinear* lin, floatX* out, const floatX* x, int N, bool need_backward,
-                                         const LinearEmitted* emitted) {
+// pass, queues the patterns of x and W (adahop_flush_patterns records them)
+static inline void adahop_linear_forward(const AdahopLinear* lin, floatX* out, const floatX* x, int N, bool need_backward) {
     const AdahopPass* p = lin->pass;
     AdahopWorkspace* ws = p->ws;
     LinearSaved* saved = lin->saved;
     int Cin = lin->Cin, Cout = lin->Cout;
     cudaStream_t s = p->stream;
-    bool rows_ready = emitted && emitted->has_rows, cols_ready = emitted && emitted->has_cols;
-    AdahopGemm fwd = {adahop_strategy_of(p->st, lin->index, GEMM_FWD), out, false, 0.0f, {x, N, Cin, false},
-                      {lin->w, Cout, Cin, false}, NULL, NULL, NULL, lin->bias, false,
-                      adahop_seed(ws, p->step, p->micro, lin->index, GEMM_FWD), rows_ready};
+    AdahopGemm fwd = {.strategy = adahop_strategy_of(p->st, lin->index, GEMM_FWD), .out = out, .out_fp32 = false, .beta = 0.0f,
+                      .a = {x, N, Cin, false}, .b = {lin->w, Cout, Cin, false}, .bias = lin->bias, .a_is_grad = false,
+                      .seed = adahop_seed(ws, p->step, p->micro, lin->index, GEMM_FWD)};
     adahop_gemm(ws, &fwd, s);
     int dw = adahop_strategy_of(p->st, lin->index, GEMM_DW);
     saved->dw_strategy_saved = dw;
-    if (need_backward && dw != STRAT_BF16 && !saved->input_kept) {
-        MXQuantOptions opt = {dw != STRAT_PLAIN, MX_SCALE_OCP, 0, 0};
+    StrategyPlan dw_plan = linear_dw_plan(ws, dw, Cin, Cout, 0);
+    if (need_backward && dw_plan.quantized && !saved->input_kept) {   // x^T as the dW GEMM's B, OE on x's channels
         MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
         Operand xt = {x, Cin, N, true};
-        int k = dw == STRAT_IHT_OE_ROWS_B ? adahop_oe_rows(ws, Cin) : 0;   // x's outlier channels
-        if (!cols_ready) { operand_quantize(ws, &xt_view, xt, opt, saved->x_channel_idx, k, s); }
-        else if (k > 0) { mx_extract_top_rows(&xt_view, ws->col_sq, saved->x_channel_idx, k, s); }
+        operand_quantize(ws, &xt_view, xt, dw_plan.b, saved->x_channel_idx, dw_plan.oe_rows_b, s);
     }
     if (p->stats && need_backward) {
         adahop_queue_pattern(ws, lin->index, TENSOR_X, x, N, Cin, s);
@@ -383,41 +349,47 @@ static inline void adahop_linear_forward(const AdahopLinear* lin, floatX* out, c
     }
 }
 
-// what of the BF16 input x the backward reads: nothing (dW from the saved MXFP4 x^T), only x's OE channels (OE on
-// the rows of the NT-form B from the saved x^T), or all of x (BF16 dW, OE on rows of A, or x kept anyway)
+// What the backward of lin reads of its BF16 input x [N x Cin], which the caller provides (recomputes, where it did not
+// keep x): nothing (dW from the saved MXFP4 x^T), all of x (a BF16 dW GEMM, OE on the rows of its A, or x kept
+// anyway), or only x's OE channels `channels` (k of them, device indices), channel-major [k x N] (OE on the rows of
+// the NT-form B, the rest from the saved x^T)
 enum { LINEAR_READS_NOTHING, LINEAR_READS_CHANNELS, LINEAR_READS_INPUT };
-static inline int adahop_linear_backward_reads(const LinearSaved* saved) {
-    int dw = saved->dw_strategy_saved;
-    if (saved->input_kept || dw == STRAT_BF16 || dw == STRAT_IHT_OE_ROWS_A) { return LINEAR_READS_INPUT; }
-    return dw == STRAT_IHT_OE_ROWS_B ? LINEAR_READS_CHANNELS : LINEAR_READS_NOTHING;
+typedef struct { int reads; const int* channels; int k; } LinearInputNeed;
+
+static inline LinearInputNeed adahop_linear_input_need(const AdahopLinear* lin) {
+    const LinearSaved* saved = lin->saved;
+    StrategyPlan dw = linear_dw_plan(lin->pass->ws, saved->dw_strategy_saved, lin->Cin, lin->Cout, 0);
+    LinearInputNeed need = {LINEAR_READS_NOTHING, NULL, 0};
+    if (saved->input_kept || !dw.quantized || dw.oe_rows_a > 0) { need.reads = LINEAR_READS_INPUT; }
+    else if (dw.oe_rows_b > 0) { need = (LinearInputNeed){LINEAR_READS_CHANNELS, saved->x_channel_idx, dw.oe_rows_b}; }
+    return need;
 }
 
 // backward: dw += dout^T x (FP32), then dinp = dout W; dbias += column sums of dout (scratch:
-// column_sums_scratch_bytes(Cout)). What it reads of x comes from `input`, recomputed into the dinp buffer (read
-// before dinp is written). The dW GEMM takes saved->x_t from the forward.
-static inline void adahop_linear_backward(const AdahopLinear* lin, floatX* dinp, const floatX* dout, int N,
-                                          const LinearInput* input, float* scratch) {
+// column_sums_scratch_bytes(Cout)). x: all of the BF16 input, or NULL; x_channels: its OE channels, or NULL; what
+// adahop_linear_input_need asks for must be given (either may live in the dinp buffer: they are read before dinp is
+// written). The dW GEMM takes saved->x_t from the forward.
+static inline void adahop_linear_backward(const AdahopLinear* lin, floatX* dinp, const floatX* dout, int N, const floatX* x,
+                                          const floatX* x_channels, float* scratch) {
     const AdahopPass* p = lin->pass;
     AdahopWorkspace* ws = p->ws;
     const LinearSaved* saved = lin->saved;
-    int Cin = lin->Cin, Cout = lin->Cout, dw = saved->dw_strategy_saved, reads = adahop_linear_backward_reads(saved);
+    int Cin = lin->Cin, Cout = lin->Cout, dw = saved->dw_strategy_saved;
     cudaStream_t s = p->stream;
-    const floatX *x = NULL, *x_channels = NULL;
-    if (reads != LINEAR_READS_NOTHING && input->kept) { x = input->kept; }
-    else if (reads == LINEAR_READS_CHANNELS) {
-        input->recompute(input->ctx, saved->x_channel_idx, adahop_oe_rows(ws, Cin), dinp);
-        x_channels = dinp;
-    } else if (reads == LINEAR_READS_INPUT) {
-        input->recompute(input->ctx, NULL, 0, dinp);
-        x = dinp;
+    LinearInputNeed need = adahop_linear_input_need(lin);
+    if ((need.reads == LINEAR_READS_INPUT && !x) || (need.reads == LINEAR_READS_CHANNELS && !x && !x_channels)) {
+        die("adahop_linear_backward: linear %d reads its input, none was given", lin->index);
     }
     MXOperand xt_view = mx_view(&saved->x_t, Cin, N);
-    bool from_saved = dw != STRAT_BF16 && !saved->input_kept;
-    AdahopGemm gw = {dw, lin->dw, true, 1.0f, {dout, Cout, N, true}, {x, Cin, N, true}, from_saved ? &xt_view : NULL,
-                     saved->x_channel_idx, x_channels, NULL, true, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DW)};
+    bool from_saved = linear_dw_plan(ws, dw, Cin, Cout, 0).quantized && !saved->input_kept;
+    AdahopGemm gw = {.strategy = dw, .out = lin->dw, .out_fp32 = true, .beta = 1.0f, .a = {dout, Cout, N, true},
+                     .b = {x, Cin, N, true}, .b_saved = from_saved ? &xt_view : NULL, .b_idx = saved->x_channel_idx,
+                     .b_rows = x_channels, .bias = NULL, .a_is_grad = true,
+                     .seed = adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DW)};
     adahop_gemm(ws, &gw, s);
-    AdahopGemm gx = {adahop_strategy_of(p->st, lin->index, GEMM_DX), dinp, false, 0.0f, {dout, N, Cout, false},
-                     {lin->w, Cin, Cout, true}, NULL, NULL, NULL, NULL, true, adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DX)};
+    AdahopGemm gx = {.strategy = adahop_strategy_of(p->st, lin->index, GEMM_DX), .out = dinp, .out_fp32 = false, .beta = 0.0f,
+                     .a = {dout, N, Cout, false}, .b = {lin->w, Cin, Cout, true}, .bias = NULL, .a_is_grad = true,
+                     .seed = adahop_seed(ws, p->step, p->micro, lin->index, GEMM_DX)};
     adahop_gemm(ws, &gx, s);
     if (lin->dbias) { bias_backward(lin->dbias, scratch, dout, N, Cout, s); }
     if (p->stats) { adahop_queue_pattern(ws, lin->index, TENSOR_DY, dout, N, Cout, s); }

@@ -21,7 +21,7 @@ __device__ __forceinline__ float gelu_sigmoid(float v) {
 // recomputed values are bit-identical
 __device__ __forceinline__ float gelu_value(float v) { return v * gelu_sigmoid(v); }
 
-// gelu of 8 values, rounded to BF16: the forward's output, also where a producer emits operands (llmc/fused_operands.cuh)
+// gelu of 8 values, rounded to BF16: the forward's output, also where a producer emits operands (dev/cuda/fused_operands.cuh)
 __device__ __forceinline__ x128 gelu8(x128 x) {
     x128 o;
     for (int k = 0; k < 8; k++) { o[k] = (floatX)gelu_value((float)x[k]); }
@@ -45,7 +45,7 @@ __global__ void gelu_channels_kernel(floatX* out, const floatX* inp, const int* 
 }
 
 // d * gelu'(v), rounded to BF16 by the caller: shared by gelu_backward_kernel and the producer that emits the fc
-// linear's output-gradient operands (llmc/fused_operands.cuh), so that both are bit-identical
+// linear's output-gradient operands (dev/cuda/fused_operands.cuh), so that both are bit-identical
 // (the tanh form's 0.5 (1 + th) + 0.5 v (1 - th^2) u' with th = 2 s - 1: s + 2 v s (1 - s) u')
 __device__ __forceinline__ float gelu_grad_value(float v, float d) {
     float s = gelu_sigmoid(v);

@@ -15,7 +15,7 @@ struct LayerNormStats { float mean, rstd; };
 // the statistics of R rows at offsets base[0..R-1] by one warp (every lane calls it and gets them): res = a + b
 // stored at res_out as it is read (when b is given; res = a otherwise), mean, then the variance about it. A row's sums
 // run in one order whatever R (only the rows' loads interleave, to be in flight together), so layernorm_forward
-// (R = 1) and its operand-emitting producer (llmc/fused_operands.cuh, R > 1) agree bit for bit.
+// (R = 1) and its operand-emitting producer (dev/cuda/fused_operands.cuh, R > 1) agree bit for bit.
 template <int R>
 __device__ __forceinline__ void layernorm_rows_stats(LayerNormStats st[R], const floatX* a, const floatX* b,
                                                      floatX* res_out, const size_t base[R], int C) {

@@ -339,8 +339,9 @@ static inline void cublaslt_gemm(const GemmSpec* g, cudaStream_t stream) {
 // BF16 operands: D (BF16, or FP32 when d_fp32) = op(A) op(B) (+ beta D) (+ bias), see cublaslt_gemm
 static inline GemmSpec matmul_spec(void* d, bool d_fp32, const floatX* a, const floatX* b, const floatX* bias,
                                    int m, int n, int k, bool trans_a, bool trans_b, float beta, GemmBatch batch) {
-    GemmSpec g = {d, d_fp32 ? CUDA_R_32F : CUDA_R_16BF, a, b, CUDA_R_16BF, bias, m, n, k, trans_a, trans_b, beta, batch,
-                  -1, NULL, NULL, GEMM_EPILOGUE_NONE, NULL};
+    GemmSpec g = {.d = d, .d_type = d_fp32 ? CUDA_R_32F : CUDA_R_16BF, .a = a, .b = b, .ab_type = CUDA_R_16BF, .bias = bias,
+                  .m = m, .n = n, .k = k, .trans_a = trans_a, .trans_b = trans_b, .beta = beta, .batch = batch,
+                  .scale_mode = -1, .a_scale = NULL, .b_scale = NULL, .epilogue = GEMM_EPILOGUE_NONE, .aux = NULL};
     return g;
 }
 

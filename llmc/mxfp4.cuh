@@ -479,8 +479,10 @@ static inline void e4m3_zero_rows(E4M3Operand* e, const int* idx, int k, cudaStr
 static inline void mx_gemm_fast(void* out, bool out_fp32, const E4M3Operand* a, const E4M3Operand* b, const floatX* bias,
                                 float beta, cudaStream_t stream) {
     if (a->K != b->K) { die("mx_gemm_fast: inner dimensions %d and %d differ", a->K, b->K); }
-    GemmSpec g = {out, out_fp32 ? CUDA_R_32F : CUDA_R_16BF, b->values, a->values, CUDA_R_8F_E4M3, bias, b->rows, a->rows,
-                  a->K, true, false, beta, gemm_single, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, b->row_scale, a->row_scale};
+    GemmSpec g = {.d = out, .d_type = out_fp32 ? CUDA_R_32F : CUDA_R_16BF, .a = b->values, .b = a->values,
+                  .ab_type = CUDA_R_8F_E4M3, .bias = bias, .m = b->rows, .n = a->rows, .k = a->K, .trans_a = true,
+                  .trans_b = false, .beta = beta, .batch = gemm_single, .scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+                  .a_scale = b->row_scale, .b_scale = a->row_scale, .epilogue = GEMM_EPILOGUE_NONE};
     cublaslt_gemm(&g, stream);
 }
 
@@ -501,8 +503,9 @@ __global__ void outer_scale_add_kernel(float* out, const float* part, const floa
 static inline void mx_gemm_fast_scales_after(float* out, float beta, const E4M3Operand* a, const E4M3Operand* b, float* part,
                                              cudaStream_t stream) {
     if (a->K != b->K) { die("mx_gemm_fast_scales_after: inner dimensions %d and %d differ", a->K, b->K); }
-    GemmSpec g = {part, CUDA_R_32F, b->values, a->values, CUDA_R_8F_E4M3, NULL, b->rows, a->rows, a->K, true, false, 0.0f,
-                  gemm_single, -1, NULL, NULL};
+    GemmSpec g = {.d = part, .d_type = CUDA_R_32F, .a = b->values, .b = a->values, .ab_type = CUDA_R_8F_E4M3, .bias = NULL,
+                  .m = b->rows, .n = a->rows, .k = a->K, .trans_a = true, .trans_b = false, .beta = 0.0f, .batch = gemm_single,
+                  .scale_mode = -1, .epilogue = GEMM_EPILOGUE_NONE};
     cublaslt_gemm(&g, stream);
     long n = (long)a->rows * b->rows;
     if (n > INT_MAX) { die("mx_gemm_fast_scales_after: a %d x %d output is too large", a->rows, b->rows); }

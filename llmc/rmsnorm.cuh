@@ -14,7 +14,7 @@ __device__ __forceinline__ float rmsnorm_value(float x, float rs, float w) { ret
 // the rstd of R rows at offsets base[0..R-1], 1 / sqrt(mean(res^2) + eps), by one warp (every lane calls it and gets
 // them): res = a + b stored at res_out as it is read (when b is given; res = a otherwise). A row's sum runs in one
 // order whatever R (only the rows' loads interleave, to be in flight together), so rmsnorm_forward (R = 1) and its
-// operand-emitting producer (llmc/fused_operands.cuh, R > 1) agree bit for bit.
+// operand-emitting producer (dev/cuda/fused_operands.cuh, R > 1) agree bit for bit.
 template <int R>
 __device__ __forceinline__ void rmsnorm_rows_rstd(float rs[R], const floatX* a, const floatX* b, floatX* res_out,
                                                   const size_t base[R], int C, float eps) {

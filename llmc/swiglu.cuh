@@ -10,7 +10,7 @@
 __device__ __forceinline__ float swiglu_value(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 // swiglu_value of 8 gate and 8 up values, rounded to BF16: the forward's output, also where a producer emits operands
-// (llmc/fused_operands.cuh)
+// (dev/cuda/fused_operands.cuh)
 __device__ __forceinline__ x128 swiglu8(x128 g, x128 u) {
     x128 o;
     for (int k = 0; k < 8; k++) { o[k] = (floatX)swiglu_value((float)g[k], (float)u[k]); }
@@ -36,7 +36,7 @@ __global__ void swiglu_channels_kernel(floatX* out, const floatX* inp, const int
 
 // the backward of one pair (g, u) with incoming gradient d, rounded to BF16 by the caller: d(gate) = d u silu'(g)
 // with silu'(g) = sig(g) (1 + g (1 - sig(g))), d(up) = d g sig(g). Shared by swiglu_backward_kernel and the producer
-// that emits the gate/up linear's output-gradient operands (llmc/fused_operands.cuh), so that both are bit-identical.
+// that emits the gate/up linear's output-gradient operands (dev/cuda/fused_operands.cuh), so that both are bit-identical.
 __device__ __forceinline__ float swiglu_sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
 __device__ __forceinline__ float swiglu_dgate_value(float g, float u, float d) {
     float sig = swiglu_sigmoid(g);

@@ -107,8 +107,10 @@ int main(int argc, char** argv) {
         cudaCheck(cudaMemset(a16, 0, (size_t)M * K * sizeof(floatX)));
         cudaCheck(cudaMemset(b16, 0, (size_t)N * K * sizeof(floatX)));
         float t_bf16 = time_ms([&] { matmul(out, false, b16, a16, NULL, N, M, K, true, false, 0.0f, gemm_single, 0); }, reps);
-        GemmSpec g = {out, CUDA_R_16BF, b, a, CUDA_R_8F_E4M3, NULL, N, M, K, true, false, 0.0f, gemm_single,
-                      CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, sb, sa};
+        GemmSpec g = {.d = out, .d_type = CUDA_R_16BF, .a = b, .b = a, .ab_type = CUDA_R_8F_E4M3, .bias = NULL, .m = N, .n = M,
+                      .k = K, .trans_a = true, .trans_b = false, .beta = 0.0f, .batch = gemm_single,
+                      .scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, .a_scale = sb, .b_scale = sa,
+                      .epilogue = GEMM_EPILOGUE_NONE};
         float t_row = cublaslt_gemm_try(&g, 0) ? time_ms([&] { cublaslt_gemm_try(&g, 0); }, reps) : -1.0f;
         g.scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
         char layout[64] = "not run";

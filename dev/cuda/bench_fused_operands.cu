@@ -1,4 +1,4 @@
-// Benchmark of the producers that emit operands (llmc/fused_operands.cuh): GELU forward writing the fc projection's
+// Benchmark of the producers that emit operands (dev/cuda/fused_operands.cuh): GELU forward writing the fc projection's
 // operands in the same pass (gelu_forward_emit) against gelu_forward followed by the separate quantizers
 // (quantize_operands_separate: the E4M3 forward operand, x^T in MXFP4, the OE column sums), at the MLP shapes of
 // GPT-2 d24 (N = 32768 tokens, 4C = 4096), d12 (N = 65536, 4C = 3072) and d48 (N = 16384, 4C = 6400), the same for
@@ -19,7 +19,7 @@
 #include "llmc/swiglu.cuh"
 #include "llmc/layernorm.cuh"
 #include "llmc/rmsnorm.cuh"
-#include "llmc/fused_operands.cuh"
+#include "dev/cuda/fused_operands.cuh"
 #include "dev/cuda/fused_reference.cuh"
 #include "llmc/llama_config.h"
 

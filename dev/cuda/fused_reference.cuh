@@ -1,9 +1,9 @@
-// The reference of the operand emitter (llmc/fused_operands.cuh) for its test and bench: the same operands made by
+// The reference of the operand emitter (dev/cuda/fused_operands.cuh) for its test and bench: the same operands made by
 // the separate quantizers of llmc/mxfp4.cuh from the producer's BF16 output.
 #ifndef DEV_CUDA_FUSED_REFERENCE_CUH
 #define DEV_CUDA_FUSED_REFERENCE_CUH
 
-#include "llmc/fused_operands.cuh"
+#include "dev/cuda/fused_operands.cuh"
 
 // the same operands through the separate quantizers, from x [N x C], the producer's BF16 output (e->bf16 is not
 // written): the reference path

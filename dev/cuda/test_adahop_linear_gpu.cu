@@ -106,15 +106,19 @@ static double fast_path_tolerance(const AdahopCase* c, int g, NTOperand a, NTOpe
     return 1e-5 + FP8_ACCUMULATION_U * bound / sqrt(w2 > 0 ? w2 : 1.0);
 }
 
-// LinearInput.recompute for the test: x [N x Cin] copied, or its channels gathered channel-major
-typedef struct { const floatX* x; int N, Cin; } InputCopy;
-static void copy_input(const void* ctx, const int* channels, int k, floatX* into) {
-    const InputCopy* c = (const InputCopy*)ctx;
-    if (channels) {
-        gather_cols_kernel<<<ceil_div((long)k * c->N, 256), 256>>>(into, c->x, channels, k, c->N, c->Cin);
+// what the backward of lin reads of x [N x Cin] (adahop_linear_input_need) written into `into`, as the trainer's
+// recomputed inputs are: all of x copied, or its OE channels gathered channel-major; *x_all / *x_channels point at it
+static void provide_input(const AdahopLinear* lin, const floatX* x, int N, floatX* into, const floatX** x_all,
+                          const floatX** x_channels) {
+    LinearInputNeed need = adahop_linear_input_need(lin);
+    *x_all = *x_channels = NULL;
+    if (need.reads == LINEAR_READS_CHANNELS) {
+        gather_cols_kernel<<<ceil_div((long)need.k * N, 256), 256>>>(into, x, need.channels, need.k, N, lin->Cin);
         cudaCheckLaunch();
-    } else {
-        cudaCheck(cudaMemcpy(into, c->x, (size_t)c->N * c->Cin * sizeof(floatX), cudaMemcpyDeviceToDevice));
+        *x_channels = into;
+    } else if (need.reads == LINEAR_READS_INPUT) {
+        cudaCheck(cudaMemcpy(into, x, (size_t)N * lin->Cin * sizeof(floatX), cudaMemcpyDeviceToDevice));
+        *x_all = into;
     }
 }
 
@@ -139,17 +143,18 @@ static void check_saved_path(AdahopWorkspace* ws, const AdahopCase* c, const flo
     float* dw = (float*)device_malloc((size_t)Cout * Cin * sizeof(float), "dW");
     cudaCheck(cudaMemset(dw, 0, (size_t)Cout * Cin * sizeof(float)));
     AdahopPass pass = {ws, &st, 0, 0, false, 0};
-    AdahopLinear lin = {&pass, &saved, LIN_FC, Cin, Cout, w, NULL, dw, NULL};
-    adahop_linear_forward(&lin, y, x, N, true, NULL);
+    AdahopLinear lin = {.pass = &pass, .saved = &saved, .index = LIN_FC, .Cin = Cin, .Cout = Cout, .w = w, .bias = NULL,
+                        .dw = dw, .dbias = NULL};
+    adahop_linear_forward(&lin, y, x, N, true);
     if (c->strategy[GEMM_DW] != STRAT_BF16 && !input_kept && comparable[GEMM_DW]) {
         CHECK(same_bytes(saved.x_t.codes, c->codes[GEMM_DW][1], (size_t)Cin * N / 2) && same_bytes(saved.x_t.scales, c->scales[GEMM_DW][1], (size_t)Cin * N / 32),
               "saved path: x^T saved at forward time differs from the reference's dW operand (strategy %d)", c->strategy[GEMM_DW]);
     }
     // what the backward reads of x arrives in the dX buffer, as the trainer's recomputed inputs do: all of x, or only
     // its OE channels (channel-major), here copied or gathered from x
-    InputCopy copy = {x, N, Cin};
-    LinearInput in = {NULL, copy_input, &copy};
-    adahop_linear_backward(&lin, dx, dy, N, &in, NULL);
+    const floatX *x_all, *x_channels;
+    provide_input(&lin, x, N, dx, &x_all, &x_channels);
+    adahop_linear_backward(&lin, dx, dy, N, x_all, x_channels, NULL);
     float* got[3] = {from_device_bf16(y, (size_t)N * Cout), from_device_bf16(dx, (size_t)N * Cin), (float*)malloc_check((size_t)Cout * Cin * sizeof(float))};
     cudaCheck(cudaMemcpy(got[2], dw, (size_t)Cout * Cin * sizeof(float), cudaMemcpyDeviceToHost));
     const float* want[3] = {c->y, c->dX, c->dW};
@@ -211,7 +216,8 @@ static void run_case(const char* path, int gemm_path) {
     for (int g = 0; g < 3; g++) {
         int M = a[g].rows, Nn = b[g].rows, st = c.strategy[g];
         uint64_t seed = mx_mix64(c.seed ^ (uint64_t)g);
-        AdahopGemm gemm = {st, out, true, 0.0f, a[g], b[g], NULL, NULL, NULL, NULL, g > 0, seed};
+        AdahopGemm gemm = {.strategy = st, .out = out, .out_fp32 = true, .beta = 0.0f, .a = a[g], .b = b[g], .a_is_grad = g > 0,
+                           .seed = seed};
         adahop_gemm(&ws, &gemm, 0);
         float* got = (float*)malloc_check((size_t)M * Nn * sizeof(float));
         cudaCheck(cudaDeviceSynchronize());

@@ -1,4 +1,4 @@
-// The producers that emit operands (llmc/fused_operands.cuh) against the path they replace: GELU, SwiGLU, LayerNorm
+// The producers that emit operands (dev/cuda/fused_operands.cuh) against the path they replace: GELU, SwiGLU, LayerNorm
 // and RMSNorm forward (the norms with and without the residual add), and GELU and SwiGLU backward (the fc / gate-up
 // linear's output gradient; GELU's in place, as gelu_backward runs), emitting their BF16 output, the row-wise E4M3
 // operand with its row scales and inexact-block count, the row-wise MXFP4 codes, x^T in MXFP4 and the column sums of
@@ -17,7 +17,7 @@
 #include "llmc/swiglu.cuh"
 #include "llmc/layernorm.cuh"
 #include "llmc/rmsnorm.cuh"
-#include "llmc/fused_operands.cuh"
+#include "dev/cuda/fused_operands.cuh"
 #include "dev/cuda/fused_reference.cuh"
 #include "llmc/llama_config.h"
 #include "dev/cuda/test_compare.cuh"

@@ -41,8 +41,10 @@ static inline void mx_gemm_native_sm100(floatX* out, const MXOperand* a, const M
     mx_tile_scales_kernel<<<ceil_div((long)mx_tiled_scales_bytes(a->rows, a->K), 256), 256, 0, stream>>>(tiled_a, a->scales, a->rows, a->K / 32);
     mx_tile_scales_kernel<<<ceil_div((long)mx_tiled_scales_bytes(b->rows, b->K), 256), 256, 0, stream>>>(tiled_b, b->scales, b->rows, b->K / 32);
     cudaCheckLaunch();
-    GemmSpec g = {out, CUDA_R_16BF, b->codes, a->codes, CUDA_R_4F_E2M1, NULL, b->rows, a->rows, a->K, true, false,
-                  0.0f, gemm_single, CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0, tiled_b, tiled_a};
+    GemmSpec g = {.d = out, .d_type = CUDA_R_16BF, .a = b->codes, .b = a->codes, .ab_type = CUDA_R_4F_E2M1, .bias = NULL,
+                  .m = b->rows, .n = a->rows, .k = a->K, .trans_a = true, .trans_b = false, .beta = 0.0f, .batch = gemm_single,
+                  .scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0, .a_scale = tiled_b, .b_scale = tiled_a,
+                  .epilogue = GEMM_EPILOGUE_NONE};
     cublaslt_gemm(&g, stream);
 }
 

@@ -4,9 +4,9 @@
 // GEMM's A on the fast path, and/or its MXFP4 codes), x^T in MXFP4 along K = tokens (the dW GEMM's B, Hadamard
 // along tokens), and the column sums of squares that OE on x's channels ranks. Producers: LayerNorm and RMSNorm with
 // the residual add in front (GPT-2's and LLaMA's qkv and fc / gate-up inputs), GELU (GPT-2's fc-projection input) and
-// SwiGLU (LLaMA's down-projection input). The trainer calls GELU and SwiGLU forward (-Q fused); the norm and backward
-// producers are tested (dev/cuda/test_fused_operands.cu), not yet called by it. dev/cuda/fused_reference.cuh is the
-// same contract through the separate quantizers.
+// SwiGLU (LLaMA's down-projection input). An experiment, kept with its test (dev/cuda/test_fused_operands.cu) and
+// bench (dev/cuda/bench_fused_operands.cu): the trainer quantizes every operand in a pass of its own, which measured
+// faster (dev/RESULTS.md). dev/cuda/fused_reference.cuh is the same contract through the separate quantizers.
 //
 // Backward producers write a linear's output gradient dY [N x Cout]: its rows are the dX GEMM's A (row_opt), its x^T
 // the dW GEMM's A (col_opt), each with its GEMM's stochastic rounding and seed; the rounding index of an element is
@@ -35,15 +35,15 @@
 // token's sums in the norm kernel's order, writing the residual sum and the saved mean/rstd); its chunks then read the
 // residual sum back (L2, just written), so a norm reads a and b once from DRAM as its own kernel does and skips the
 // write and re-read of its BF16 output.
-#ifndef LLMC_FUSED_OPERANDS_CUH
-#define LLMC_FUSED_OPERANDS_CUH
+#ifndef DEV_CUDA_FUSED_OPERANDS_CUH
+#define DEV_CUDA_FUSED_OPERANDS_CUH
 
-#include "cuda_common.cuh"
-#include "mxfp4.cuh"
-#include "gelu.cuh"
-#include "swiglu.cuh"
-#include "layernorm.cuh"
-#include "rmsnorm.cuh"
+#include "llmc/cuda_common.cuh"
+#include "llmc/mxfp4.cuh"
+#include "llmc/gelu.cuh"
+#include "llmc/swiglu.cuh"
+#include "llmc/layernorm.cuh"
+#include "llmc/rmsnorm.cuh"
 
 #define EMIT_THREADS 256
 #define EMIT_WARPS (EMIT_THREADS / 32)
