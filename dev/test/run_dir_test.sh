@@ -6,10 +6,8 @@
 # exit 128 + signal); FIFOs as shard, model or checkpoint are refused at once instead of waited on.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out=build/run_dir_test
-rm -rf "$out" && mkdir -p "$out"
-pass=0 fail=0
-result() { if [ "$2" -eq 0 ]; then echo "ok   $1"; pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
+source dev/test/run_checks.sh
+start_checks run_dir_test cpu   # out = build/run_dir_test_cpu, emptied
 train() { OMP_NUM_THREADS=1 timeout 60 ./train_gpt2 -v 0 -g 0 "$@"; }
 sums() { (cd "$1" && sha256sum state_*.bin main.log 2>/dev/null); }
 # wait_for FILE: until FILE exists (at most 30 s)
@@ -68,5 +66,4 @@ mv "$f/state_00000002.bin" "$f/state_00000001.bin" && mkfifo "$f/state_00000002.
 msg=$(train -x 4 -y 1 -o "$f" 2>&1 >/dev/null); rc=$?
 [ $rc -ne 124 ] && [[ $msg == *"state_00000002.bin"*"not a regular file"* ]]; result "a FIFO among the checkpoints is skipped with a warning, not waited on" $?
 
-echo "run_dir_test: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish_checks run_dir_test
