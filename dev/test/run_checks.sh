@@ -1,4 +1,4 @@
-# Shared by the trainer's GPU test scripts (source it, then start_checks): counting checks and reading a run's
+# Shared by the trainer's test scripts (source it, then start_checks): counting checks and reading a run's
 # main.log.
 
 # start_checks NAME [INIT]: init = INIT (the trainer's -e; d6 when empty), out = build/NAME_INIT emptied, counters zeroed
