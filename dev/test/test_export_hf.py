@@ -64,7 +64,7 @@ def random_model(cfg, seed):
 
 def write_model(path, cfg, params, optimizer_state=False, gemm_words=None):
     """our model file (llmc/checkpoint.h); with optimizer_state a training state of the GPU trainer: random AdamW
-    m and v, then 5 words of AdaHOP state, then, given gemm_words (int32s), a GEMM algorithm table (contents 15)"""
+    m and v (v >= 0), then 5 words of AdaHOP state, then, given gemm_words (int32s), a GEMM algorithm table (contents 15)"""
     assert gemm_words is None or optimizer_state, "a GEMM algorithm table comes with the optimizer and AdaHOP state"
     flat = np.concatenate([params[n].reshape(-1) for n, _ in model_file.param_shapes(cfg)]).astype("<f4")
     contents = (15 if gemm_words is not None else 7) if optimizer_state else 1
@@ -79,7 +79,9 @@ def write_model(path, cfg, params, optimizer_state=False, gemm_words=None):
         h[18], h[19] = cfg["NKV"], cfg["H"]
     sections = [flat.tobytes(), b"", b""]
     if optimizer_state:
-        sections[1] = np.random.default_rng(1).normal(size=2 * flat.size).astype("<f4").tobytes()
+        moments = np.random.default_rng(1).normal(size=(2, flat.size))
+        moments[1] = np.abs(moments[1])   # AdamW v >= 0: a negative one is refused by the trainers' checkpoint reader
+        sections[1] = moments.astype("<f4").tobytes()
         sections[2] = np.arange(5, dtype="<i4").tobytes()
     if gemm_words is not None:
         sections.append(np.array(gemm_words, dtype="<i4").tobytes())
