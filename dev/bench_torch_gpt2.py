@@ -3,11 +3,14 @@ Strong PyTorch reference for GPT-2 training throughput.
 
 Own GPT-2 module (pre-LN, flash SDPA, tied head, padded vocab), BF16 autocast with
 FP32 master weights, torch.compile, fused AdamW, grad clipping, random tokens on GPU.
+--recipe also runs torchao's float8 training (what a Hopper user would pick for low precision): the block
+linears (qkv, attention projection, fc, fc projection) as torchao Float8Linear with its tensorwise or rowwise
+recipe, the tied LM head in BF16; a float8 recipe without torchao is reported as skipped.
 
 Example:
-  python dev/bench_torch_gpt2.py --depth 12 24 48 --steps 20 --json out.jsonl
+  python dev/bench_torch_gpt2.py --depth 12 24 48 --steps 20 --recipe bf16 float8_tensorwise float8_rowwise --json out.jsonl
 """
-import argparse, contextlib, gc, json, sys, time
+import argparse, contextlib, gc, importlib, itertools, json, sys, time
 
 try:
     import torch
@@ -22,6 +25,7 @@ try:
 except ImportError:  # older torch: let SDPA pick (flash is preferred anyway)
     def flash_ctx(): return contextlib.nullcontext()
 
+RECIPES = ("bf16", "float8_tensorwise", "float8_rowwise")   # float8_<torchao Float8LinearRecipeName value>
 VOCAB, VOCAB_PADDED = 50257, 50304
 SHAPES = {12: (768, 12), 24: (1024, 16), 36: (1280, 20), 48: (1600, 25)}  # depth -> (C, heads)
 DEFAULT_BATCH = {12: 64, 24: 32, 36: 32, 48: 16}
@@ -69,10 +73,32 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
 
 
-def bench(depth, B, T, args):
+def float8_convert(model, recipe):
+    """the block linears of model as torchao Float8Linear with the recipe's configuration (the LM head, tied to the
+    token embedding, stays BF16); returns the number of linears converted"""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    config = Float8LinearConfig.from_recipe_name(recipe[len("float8_"):])
+    convert_to_float8_training(model, config=config, module_filter_fn=lambda mod, fqn: fqn.startswith("blocks."))
+    return sum(type(m).__name__ == "Float8Linear" for m in model.modules())
+
+
+def torchao_missing():
+    """why torchao's float8 training cannot run here, or None"""
+    try:
+        importlib.import_module("torchao.float8")
+    except Exception as e:  # an ImportError, or a torchao built for another torch
+        return f"torchao not importable ({type(e).__name__}: {e})"
+    return None
+
+
+def bench(depth, B, T, args, recipe="bf16"):
     dev = "cuda"
     torch.cuda.reset_peak_memory_stats()
     model = GPT(depth, max_T=T).to(dev)
+    if recipe != "bf16":
+        converted = float8_convert(model, recipe)
+        if converted != 4 * depth:
+            raise RuntimeError(f"{recipe}: {converted} linears converted to float8, expected {4 * depth}")
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -118,6 +144,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps (torch.compile happens here)")
     ap.add_argument("--steps", type=int, default=20, help="timed optimizer steps")
     ap.add_argument("--no-compile", action="store_true", help="run eager (no torch.compile)")
+    ap.add_argument("--recipe", nargs="+", default=["bf16"], choices=RECIPES,
+                    help="training recipes, each at every depth: bf16 autocast, or torchao float8 on the block linears")
     ap.add_argument("--json", metavar="OUT", help="append results as JSON lines to OUT")
     args = ap.parse_args()
     if args.batch is None:
@@ -135,22 +163,26 @@ def main():
     print(f"torch {torch.__version__} | CUDA {torch.version.cuda} | {torch.cuda.get_device_name()} | "
           f"compile={not args.no_compile} warmup={args.warmup} steps={args.steps}", flush=True)
     results = []
-    for depth, B in zip(args.depth, args.batch):
+    missing = torchao_missing() if any(r != "bf16" for r in args.recipe) else None
+    for recipe, (depth, B) in itertools.product(args.recipe, list(zip(args.depth, args.batch))):
         T = args.seq
-        try:
-            r = bench(depth, B, T, args)
-        except (torch.cuda.OutOfMemoryError, RuntimeError) as e:  # compile may wrap the OOM
-            if not isinstance(e, torch.cuda.OutOfMemoryError) and "out of memory" not in str(e):
-                raise
-            r = dict(status="OOM", peak_GiB=torch.cuda.max_memory_allocated() / 2**30)
-        r = dict(depth=depth, B=B, T=T, compile=not args.no_compile, **r)
+        if recipe != "bf16" and missing:
+            r = dict(status="skipped", reason=missing)
+        else:
+            try:
+                r = bench(depth, B, T, args, recipe)
+            except (torch.cuda.OutOfMemoryError, RuntimeError) as e:  # compile may wrap the OOM
+                if not isinstance(e, torch.cuda.OutOfMemoryError) and "out of memory" not in str(e):
+                    raise
+                r = dict(status="OOM", peak_GiB=torch.cuda.max_memory_allocated() / 2**30)
+        r = dict(recipe=recipe, depth=depth, B=B, T=T, compile=not args.no_compile, **r)
         results.append(r)
         if r["status"] == "ok":
-            print(f"d{depth} B={B} T={T}: {r['tok_s']:,.0f} tok/s  {r['ms_step']:.1f} ms/step  "
+            print(f"{recipe} d{depth} B={B} T={T}: {r['tok_s']:,.0f} tok/s  {r['ms_step']:.1f} ms/step  "
                   f"peak {r['peak_GiB']:.2f} GiB  ({r['params_M']}M params, loss {r['loss']}, "
                   f"warmup {r['warmup_s']}s)", flush=True)
         else:
-            print(f"d{depth} B={B} T={T}: OOM", flush=True)
+            print(f"{recipe} d{depth} B={B} T={T}: {r['status']}{': ' + r['reason'] if 'reason' in r else ''}", flush=True)
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps(r) + "\n")
@@ -159,13 +191,13 @@ def main():
             torch._dynamo.reset()
         torch.cuda.empty_cache()
 
-    print(f"\n{'depth':>5} {'B':>4} {'T':>5} {'tok/s':>12} {'ms/step':>9} {'peak_GiB':>9}")
+    print(f"\n{'recipe':>17} {'depth':>5} {'B':>4} {'T':>5} {'tok/s':>12} {'ms/step':>9} {'peak_GiB':>9}")
     for r in results:
+        head = f"{r['recipe']:>17} {r['depth']:>5} {r['B']:>4} {r['T']:>5}"
         if r["status"] == "ok":
-            print(f"{r['depth']:>5} {r['B']:>4} {r['T']:>5} {r['tok_s']:>12,.0f} {r['ms_step']:>9.1f} {r['peak_GiB']:>9.2f}")
+            print(f"{head} {r['tok_s']:>12,.0f} {r['ms_step']:>9.1f} {r['peak_GiB']:>9.2f}")
         else:
-            print(f"{r['depth']:>5} {r['B']:>4} {r['T']:>5} {'OOM':>12} {'-':>9} {'-':>9}")
-
+            print(f"{head} {r['status']:>12} {'-':>9} {'-':>9}")
 
 if __name__ == "__main__":
     main()
