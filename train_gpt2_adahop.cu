@@ -137,6 +137,7 @@ typedef struct {
 // precision options of the linear layers
 typedef struct {
     int precision, path, stochastic_grads, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
+    int scale_rule_fwd, scale_rule_grad;   // -Q: MXFP4 block-scale rules of the forward and the gradient operands
     int recompute;       // -A: keep one layer's fc (gate/up) output (1), and its qkv output (2), and recompute them in
                          // the backward pass
     int lm_head;         // -H 1: the LM head is one more linear in the run's precision (AdaHOP included)
@@ -236,8 +237,12 @@ static void model_build_linears(Model* m, const LinearOptions* lo, uint64_t seed
     }
     if (lo->lm_head) { stats_floats += 2 * (size_t)N + 2 * (size_t)c->channels + 2 * (size_t)c->padded_vocab_size; }
     // the largest FP32 dW output is C x widest: every linear has C inputs or C outputs and at most widest of the other
-    adahop_workspace_init(&m->ws, (size_t)N * widest, max_rows, max_rows, (size_t)c->channels * widest, lo->path, lo->stochastic_grads, lo->oe_k, seed,
-                          NUM_TENSORS * num_linears, stats_floats);
+    AdahopWorkspaceSpec spec = {.max_elems = (size_t)N * widest, .max_rows = max_rows, .max_k = max_rows,
+                                .max_out_elems = (size_t)c->channels * widest, .path = lo->path,
+                                .stochastic_grads = lo->stochastic_grads, .oe_k = lo->oe_k, .seed = seed,
+                                .scale_rule_fwd = lo->scale_rule_fwd, .scale_rule_grad = lo->scale_rule_grad,
+                                .max_pending = NUM_TENSORS * num_linears, .stats_floats = stats_floats};
+    adahop_workspace_init(&m->ws, &spec);
     for (int i = 0; i < num_linears; i++) {
         int cin, cout, kind = i % NUM_LINEAR_KINDS;
         linear_shape(c, kind, &cin, &cout);
@@ -925,6 +930,9 @@ static void usage(const char* prog) {
            "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 250)\n"
            "  -W <int>   steps of pattern statistics before each re-classification (default 10)\n"
            "  -K <int>   rows/columns taken out by outlier extraction (default 64)\n"
+           "  -Q <rule>  MXFP4 block-scale rule, of every operand or FWD,GRAD (the forward operands x, W and their\n"
+           "             transposes; the gradients dY): ocp (e = floor(log2 amax) - 2, maxima in [6, 8) 2^e clip to 6) |\n"
+           "             roundup (never clips) | bump7 (ocp, e + 1 where the maximum reaches 7 2^e) (default ocp)\n"
            "  -H <0|1>   the LM head too (logits and their two backward GEMMs) in the -p precision, as one more AdaHOP\n"
            "             linear; B x T x padded vocab below 2^31; with -p bf16 the head is BF16 either way and -H 1 changes\n"
            "             nothing (so a set of runs can share it) (default 0: BF16)\n"
@@ -950,6 +958,22 @@ static void usage(const char* prog) {
            RENDEZVOUS_TIMEOUT_S);
 }
 
+// -Q RULE or -Q FWD,GRAD: the block-scale rule of every operand, or of the forward operands (x, W) and of the
+// gradient operands (dY) apart (llmc/mxfp4.h: ocp, roundup, bump7)
+static void parse_scale_rules(const char* v, int* fwd, int* grad) {
+    char first[16] = "", second[16] = "";
+    const char* comma = strchr(v, ',');
+    size_t n = comma ? (size_t)(comma - v) : strlen(v);
+    if (n < sizeof(first)) { memcpy(first, v, n); }
+    if (comma && strlen(comma + 1) < sizeof(second)) { strcpy(second, comma + 1); }
+    *fwd = *grad = -1;
+    for (int r = 0; r < MX_NUM_SCALE_RULES; r++) {
+        if (strcmp(first, mx_scale_rule_names[r]) == 0) { *fwd = r; }
+        if (strcmp(comma ? second : first, mx_scale_rule_names[r]) == 0) { *grad = r; }
+    }
+    if (*fwd < 0 || *grad < 0) { die("flag -Q: '%s' is not RULE or FWD,GRAD with rules ocp, roundup, bump7", v); }
+}
+
 static Options parse_options(int argc, char** argv) {
     Options o = {
         .train_pattern = "data/tinyshakespeare_train.bin", .val_pattern = "data/tinyshakespeare_val.bin", .init = "d6",
@@ -958,7 +982,8 @@ static Options parse_options(int argc, char** argv) {
         .sample_every = 100, .gen_tokens = 64, .ckpt_every = 0, .keep_ckpts = 0, .resume = OUT_DIR_FRESH,
         .lr = 1e-3f, .final_lr_frac = 0.1f, .weight_decay = 0.1f, .grad_clip = 1.0f, .seed = 1337,
         .lin = {.precision = PREC_ADAHOP, .path = GEMM_PATH_FAST, .stochastic_grads = 0, .calib_steps = 30,
-                .calib_strategy = STRAT_IHT, .reclass_every = 250, .reclass_window = 10, .oe_k = 64, .recompute = 0,
+                .calib_strategy = STRAT_IHT, .reclass_every = 250, .reclass_window = 10, .oe_k = 64,
+                .scale_rule_fwd = MX_SCALE_OCP, .scale_rule_grad = MX_SCALE_OCP, .recompute = 0,
                 .lm_head = 0, .head_chunk = DEFAULT_HEAD_CHUNK},
         .dp = {.rank = -1, .world_size = -1, .rendezvous = NULL, .timeout_s = RENDEZVOUS_TIMEOUT_S},
         .overlap = 1, .skip_loss_z = 0.0f, .skip_norm_z = 0.0f, .timed_gemms = 1, .data_seed = -1, .val_bf16 = 1,
@@ -1009,6 +1034,7 @@ static Options parse_options(int argc, char** argv) {
             case 'R': o.lin.reclass_every = (int)parse_int(f, v, 0, 1 << 30); break;
             case 'W': o.lin.reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'K': o.lin.oe_k = (int)parse_int(f, v, 1, 4096); break;
+            case 'Q': parse_scale_rules(v, &o.lin.scale_rule_fwd, &o.lin.scale_rule_grad); break;
             case 'A': o.lin.recompute = (int)parse_int(f, v, 0, 2); break;
             case 'H': o.lin.lm_head = (int)parse_int(f, v, 0, 1); break;
             case 'M': o.lin.head_chunk = (int)parse_int(f, v, 0, 1 << 30); break;
@@ -1212,6 +1238,7 @@ static RunAgreement run_agreement_of(const Options* o, const ModelConfig* c, con
     a.precision = l->precision; a.gemm_path = l->path; a.stochastic_grads = l->stochastic_grads;
     a.calib_steps = l->calib_steps; a.calib_strategy = l->calib_strategy; a.reclass_every = l->reclass_every;
     a.reclass_window = l->reclass_window; a.oe_k = l->oe_k; a.recompute = l->recompute; a.lm_head = l->lm_head; a.overlap = o->overlap;
+    a.scale_rules = l->scale_rule_fwd * MX_NUM_SCALE_RULES + l->scale_rule_grad;
     a.skip_loss_z = agreement_double(o->skip_loss_z); a.skip_norm_z = agreement_double(o->skip_norm_z);   // -L, -Z: an extra norm all-reduce
     a.timed_gemms = resumed ? 0 : o->timed_gemms;   // -a 1 broadcasts rank 0's table after the first step; a resume loads it
     a.seed = (int64_t)o->seed;
@@ -1254,6 +1281,8 @@ static void json_run_event(FILE* fp, const char* gpu_name, const Model* m, const
     jsonl_int(&j, "world_size", m->dp->world_size);
     jsonl_string(&j, "precision", precision_names[o->lin.precision]);
     jsonl_int(&j, "lm_head_lowp", o->lin.lm_head);
+    jsonl_string(&j, "scale_rule_fwd", mx_scale_rule_names[o->lin.scale_rule_fwd]);
+    jsonl_string(&j, "scale_rule_grad", mx_scale_rule_names[o->lin.scale_rule_grad]);
     jsonl_int(&j, "logit_rows", m->acts.logit_rows);
     jsonl_int(&j, "seed", (long long)o->seed);
     jsonl_int(&j, "data_seed", (long long)o->data_seed);
@@ -1469,9 +1498,11 @@ int main(int argc, char** argv) {
     printf("saved inputs of the block linears: %.2f GiB\n", model_saved_input_bytes(&model) / 1073741824.0);
     printf("classifier: logits of %d tokens at a time (-M %d)\n", model.acts.logit_rows, o.lin.head_chunk);
     static const char* path_names[2] = {"exact", "fast"};
-    printf("block linears%s: %s%s%s, stochastic rounding of gradients %s%s\n", o.lin.lm_head ? " and the LM head (-H 1)" : "",
+    printf("block linears%s: %s%s%s, stochastic rounding of gradients %s, block scales %s / %s (forward / gradients)%s\n",
+           o.lin.lm_head ? " and the LM head (-H 1)" : "",
            precision_names[o.lin.precision], o.lin.precision == PREC_BF16 ? "" : ", MXFP4 GEMM path ",
            o.lin.precision == PREC_BF16 ? "" : path_names[o.lin.path], o.lin.stochastic_grads ? "on" : "off",
+           mx_scale_rule_names[o.lin.scale_rule_fwd], mx_scale_rule_names[o.lin.scale_rule_grad],
            o.lin.recompute == 2 ? ", MLP pre-activation and qkv recomputed in the backward (-A 2)"
            : o.lin.recompute == 1 ? ", MLP pre-activation recomputed in the backward (-A 1)" : "");
     if (o.lin.precision == PREC_ADAHOP) {

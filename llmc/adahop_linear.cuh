@@ -26,9 +26,26 @@ typedef struct { const floatX* data; int rows, K; bool transposed; } Operand;
 // one tensor's pattern statistics waiting in the pinned buffer: row variances [R] at offset, column variances [C] after
 typedef struct { int linear, tensor, R, C; size_t offset; } PendingPattern;
 
+// what the workspace is sized for and how its linears quantize: the largest rows * K of any operand, its largest
+// row count and K, the largest FP32 GEMM output (the largest weight's dW); the GEMM path, stochastic rounding of
+// the gradient operands, OE's row count, the seed of the rounding; the block-scale rule (llmc/mxfp4.h) of the
+// forward operands (x, W; also x^T and W^T in the backward) and of the gradient operands (dY, dY^T); up to
+// max_pending tensors of pattern statistics per step holding at most stats_floats row and column variances together
+typedef struct {
+    size_t max_elems;
+    int max_rows, max_k;
+    size_t max_out_elems;
+    int path, stochastic_grads, oe_k;
+    uint64_t seed;
+    int scale_rule_fwd, scale_rule_grad;
+    int max_pending;
+    size_t stats_floats;
+} AdahopWorkspaceSpec;
+
 // Scratch shared by every linear of the model, sized for the largest operand
 typedef struct {
     int path, stochastic_grads, oe_k;
+    int scale_rule_fwd, scale_rule_grad;   // block-scale rules of the forward and the gradient operands
     uint64_t seed;
     size_t max_elems;                 // largest rows * K of any operand
     int max_rows;                     // largest operand row count
@@ -68,12 +85,12 @@ static inline E4M3Operand e4m3_view(const E4M3Operand* buf, int rows, int K) {
     return v;
 }
 
-// max_pending tensors of pattern statistics per step holding at most stats_floats row and column variances together;
-// max_out_elems is the largest FP32 GEMM output (the largest weight's dW)
-static inline void adahop_workspace_init(AdahopWorkspace* ws, size_t max_elems, int max_rows, int max_k, size_t max_out_elems,
-                                         int path, int stochastic_grads, int oe_k, uint64_t seed, int max_pending, size_t stats_floats) {
+static inline void adahop_workspace_init(AdahopWorkspace* ws, const AdahopWorkspaceSpec* spec) {
     memset(ws, 0, sizeof(*ws));
-    ws->path = path; ws->stochastic_grads = stochastic_grads; ws->oe_k = oe_k; ws->seed = seed;
+    size_t max_elems = spec->max_elems, max_out_elems = spec->max_out_elems, stats_floats = spec->stats_floats;
+    int max_rows = spec->max_rows, max_k = spec->max_k, path = spec->path, oe_k = spec->oe_k, max_pending = spec->max_pending;
+    ws->path = path; ws->stochastic_grads = spec->stochastic_grads; ws->oe_k = oe_k; ws->seed = spec->seed;
+    ws->scale_rule_fwd = spec->scale_rule_fwd; ws->scale_rule_grad = spec->scale_rule_grad;
     ws->max_elems = max_elems; ws->max_rows = max_rows; ws->max_out_elems = max_out_elems;
     ws->qa = mx_operand_alloc(1, (int)(max_elems / 32) * 32);
     ws->qb = mx_operand_alloc(1, (int)(max_elems / 32) * 32);
@@ -124,8 +141,8 @@ static inline void gemm_nt_bf16(void* out, bool out_fp32, float beta, Operand a,
 static inline int adahop_oe_rows(const AdahopWorkspace* ws, int rows) { return min(ws->oe_k, rows); }
 
 // A GEMM's strategy (llmc/adahop.h) decoded once into what it does to the operands of out = A B^T, A [rows_a x K],
-// B [rows_b x K]: whether they are quantized at all (STRAT_BF16: a BF16 GEMM), how (the Hadamard, the scale rule,
-// stochastic rounding of a gradient A when the workspace asks for it), and how many of their rows outlier
+// B [rows_b x K]: whether they are quantized at all (STRAT_BF16: a BF16 GEMM), how (the Hadamard, the scale rule of
+// a forward or gradient operand, stochastic rounding of a gradient A when the workspace asks for it), and how many of their rows outlier
 // extraction takes out in BF16
 typedef struct {
     bool quantized;
@@ -138,8 +155,9 @@ static inline StrategyPlan strategy_plan(const AdahopWorkspace* ws, int strategy
     int hadamard = strategy != STRAT_BF16 && strategy != STRAT_PLAIN;
     StrategyPlan p = {
         .quantized = strategy != STRAT_BF16,
-        .a = {.hadamard = hadamard, .rule = MX_SCALE_OCP, .stochastic = a_is_grad && ws->stochastic_grads, .seed = seed},
-        .b = {.hadamard = hadamard, .rule = MX_SCALE_OCP, .stochastic = 0, .seed = seed ^ 0xB},
+        .a = {.hadamard = hadamard, .rule = a_is_grad ? ws->scale_rule_grad : ws->scale_rule_fwd,
+              .stochastic = a_is_grad && ws->stochastic_grads, .seed = seed},
+        .b = {.hadamard = hadamard, .rule = ws->scale_rule_fwd, .stochastic = 0, .seed = seed ^ 0xB},
         .oe_rows_a = strategy == STRAT_IHT_OE_ROWS_A ? adahop_oe_rows(ws, rows_a) : 0,
         .oe_rows_b = strategy == STRAT_IHT_OE_ROWS_B ? adahop_oe_rows(ws, rows_b) : 0,
     };

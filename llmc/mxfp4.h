@@ -8,6 +8,8 @@
 // - The block scale is an E8M0 byte e + 127 for the shared exponent e in [-127, 127]; 0xFF is NaN.
 //   MX_SCALE_OCP:     e = floor(log2(amax)) - 2 (block maxima in [6, 8) * 2^e clip to 6).
 //   MX_SCALE_ROUNDUP: the smallest e with amax / 2^e <= 6 (never clips).
+//   MX_SCALE_BUMP7:   OCP's e, plus 1 when amax / 2^e >= 7 (maxima in [7, 8) * 2^e scale to [3.5, 4); those in
+//                     [6, 7) * 2^e still clip to 6, by less than 1/7).
 //   floor(log2) comes exactly from the float bits (subnormal amax included); e is clamped below at -127
 //   (the largest finite amax gives e = 126, so the upper bound 127 is never reached).
 //   An all-zero block has e = -127 (byte 0x00) and codes 0 (8 for -0 inputs). A block holding any NaN or
@@ -39,7 +41,8 @@
 #define MX_HD static inline
 #endif
 
-enum { MX_SCALE_OCP = 0, MX_SCALE_ROUNDUP = 1 };
+enum { MX_SCALE_OCP = 0, MX_SCALE_ROUNDUP = 1, MX_SCALE_BUMP7 = 2, MX_NUM_SCALE_RULES = 3 };
+static const char* const mx_scale_rule_names[MX_NUM_SCALE_RULES] = {"ocp", "roundup", "bump7"};
 
 // the bits of a float
 MX_HD uint32_t mx_float_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -76,6 +79,7 @@ MX_HD int mx_block_exponent(float amax, int rule) {
     if (amax == 0.0f) { return -127; }
     int e = mx_floor_log2(amax) - 2;                                        // amax / 2^e in [4, 8)
     if (rule == MX_SCALE_ROUNDUP && mx_significand(amax) > 0xC00000u) { e++; }   // (6, 8) -> (3, 4)
+    if (rule == MX_SCALE_BUMP7 && mx_significand(amax) >= 0xE00000u) { e++; }    // [7, 8) -> [3.5, 4)
     return e < -127 ? -127 : e;
 }
 

@@ -203,7 +203,11 @@ static void run_case(const char* path, int gemm_path) {
     max_rows = max_rows > Cout ? max_rows : Cout;
     size_t max_elems = (size_t)max_rows * max_rows;
     AdahopWorkspace ws;
-    adahop_workspace_init(&ws, max_elems, max_rows, max_rows, (size_t)Cin * Cout, gemm_path, c.stochastic, c.oe_k, 0, NUM_TENSORS, 6 * (size_t)max_rows);
+    AdahopWorkspaceSpec spec = {.max_elems = max_elems, .max_rows = max_rows, .max_k = max_rows, .max_out_elems = (size_t)Cin * Cout,
+                                .path = gemm_path, .stochastic_grads = c.stochastic, .oe_k = c.oe_k, .seed = 0,
+                                .scale_rule_fwd = MX_SCALE_OCP, .scale_rule_grad = MX_SCALE_OCP, .max_pending = NUM_TENSORS,
+                                .stats_floats = 6 * (size_t)max_rows};
+    adahop_workspace_init(&ws, &spec);
     Operand a[3] = {{x, N, Cin, false}, {dy, N, Cout, false}, {dy, Cout, N, true}};
     Operand b[3] = {{w, Cout, Cin, false}, {w, Cin, Cout, true}, {x, Cin, N, true}};
     const float* want[3] = {c.y, c.dX, c.dW};

@@ -1,5 +1,5 @@
 // The AdaHOP GPU kernels against the C reference (llmc/adahop_cpu.h) on fresh random and adversarial inputs:
-// MXFP4 codes and scales bit for bit (rows, columns, with/without Hadamard, both scale rules, RNE and SR),
+// MXFP4 codes and scales bit for bit (rows, columns, with/without Hadamard, every scale rule, RNE and SR),
 // dequantization and E4M3 re-expression bit for bit, the one-pass BF16 -> E4M3 row quantizer, both GEMM paths
 // against an FP64 product of the dequantized operands, the Hadamard's error reduction on in-block outliers,
 // outlier statistics and classification, top-k and outlier extraction. Unsupported shapes exit with a message.
@@ -81,7 +81,7 @@ static int same_operand(const char* what, const MXOperand* d, const MXTensor* h)
 static void test_quantize(int kind, int R, int C, MXQuantOptions opt) {
     char what[160];
     snprintf(what, sizeof(what), "%s %dx%d H=%d rule=%s SR=%d", data_names[kind], R, C, opt.hadamard,
-             opt.rule == MX_SCALE_OCP ? "ocp" : "roundup", opt.stochastic);
+             mx_scale_rule_names[opt.rule], opt.stochastic);
     float* x = make_data(kind, R, C);
     floatX* dx = to_device_bf16(x, (size_t)R * C);
     // along rows (K = C)
@@ -423,7 +423,7 @@ int main(void) {
     for (int kind = 0; kind < NUM_DATA; kind++) {
         for (int s = 0; s < 8; s++) {
             for (int h = 0; h < 2; h++) {
-                for (int rule = 0; rule < 2; rule++) {
+                for (int rule = 0; rule < MX_NUM_SCALE_RULES; rule++) {
                     for (int sr = 0; sr < 2; sr++) {
                         MXQuantOptions opt = {h, rule, sr, seed + 17};
                         test_quantize(kind, shapes[s][0], shapes[s][1], opt);

@@ -178,12 +178,21 @@ static int roundup_ref(double a) {
     return e < -127 ? -127 : e;
 }
 
+// the bump-at-7 exponent from doubles: OCP's, plus 1 when amax / 2^e >= 7
+static int bump7_ref(double a) {
+    int e = floor_log2_ref(a) - 2;
+    if (a / ldexp(1.0, e) >= 7.0) { e++; }
+    return e < -127 ? -127 : e;
+}
+
 static void test_scales(void) {
-    float amax[7] = {6.0f, 7.9f, 8.0f, 0.75f, 1e-40f, FLT_MAX, 0.0f};
-    int ocp[7] = {0, 0, 1, -3, -127, 125, -127}, up[7] = {0, 1, 1, -3, -127, 126, -127};
-    for (int i = 0; i < 7; i++) {
+    float amax[9] = {6.0f, 7.9f, 8.0f, 0.75f, 1e-40f, FLT_MAX, 0.0f, 6.99f, 7.0f};
+    int ocp[9] = {0, 0, 1, -3, -127, 125, -127, 0, 0}, up[9] = {0, 1, 1, -3, -127, 126, -127, 1, 1},
+        b7[9] = {0, 1, 1, -3, -127, 126, -127, 0, 1};
+    for (int i = 0; i < 9; i++) {
         CHECK(mx_block_exponent(amax[i], MX_SCALE_OCP) == ocp[i], "OCP exponent of %g: %d, want %d", amax[i], mx_block_exponent(amax[i], MX_SCALE_OCP), ocp[i]);
         CHECK(mx_block_exponent(amax[i], MX_SCALE_ROUNDUP) == up[i], "round-up exponent of %g: %d, want %d", amax[i], mx_block_exponent(amax[i], MX_SCALE_ROUNDUP), up[i]);
+        CHECK(mx_block_exponent(amax[i], MX_SCALE_BUMP7) == b7[i], "bump-7 exponent of %g: %d, want %d", amax[i], mx_block_exponent(amax[i], MX_SCALE_BUMP7), b7[i]);
     }
     CHECK(mx_block_exponent(INFINITY, 0) == 128 && mx_block_exponent(NAN, 1) == 128, "non-finite amax -> 128");
     CHECK(mx_floor_log2(FLT_TRUE_MIN) == -149 && mx_floor_log2(3 * FLT_TRUE_MIN) == -148 && mx_floor_log2(nextafterf(FLT_MIN, 0)) == -127,
@@ -194,11 +203,13 @@ static void test_scales(void) {
     for (int i = 0; i < 200000; i++) {
         float a = ldexpf(1.0f + rng_uniform(&r), (int)rng_below(&r, 270) - 148);
         if (i % 4 == 0) { a = ldexpf(i % 8 ? 1.5f : 1.5f + FLT_EPSILON, (int)rng_below(&r, 250) - 125); }   // round-up boundary
+        if (i % 4 == 1) { a = ldexpf(i % 8 == 1 ? 1.75f : 1.75f - FLT_EPSILON, (int)rng_below(&r, 250) - 125); }   // bump-7
         if (a == 0.0f || isinf(a)) { continue; }
         int f = floor_log2_ref(a);
         bad += mx_floor_log2(a) != f;
         bad += mx_block_exponent(a, MX_SCALE_OCP) != (f - 2 < -127 ? -127 : f - 2);
         bad += mx_block_exponent(a, MX_SCALE_ROUNDUP) != roundup_ref(a);
+        bad += mx_block_exponent(a, MX_SCALE_BUMP7) != bump7_ref(a);
     }
     CHECK(bad == 0, "scale exponents differ from the double reference on %d values", bad);
     CHECK(mx_scale_byte(0) == 127 && mx_scale_byte(-127) == 0 && mx_scale_byte(127) == 254 && mx_scale_byte(128) == 0xFF, "E8M0 bytes");
@@ -252,9 +263,9 @@ static void test_round_trip(void) {
     rng_seed(&r, 3);
     float x[32], q[32];
     uint8_t p[16];
-    int bad_bound = 0, bad_brute = 0, clipped = 0, roundup_clipped = 0;
+    int bad_bound = 0, bad_brute = 0, clipped = 0, roundup_clipped = 0, bump7_clipped = 0, bump7_over7 = 0;
     for (int t = 0; t < 20000; t++) {
-        int rule = t % 2, sh = (int)rng_below(&r, 200) - 100;
+        int rule = t % MX_NUM_SCALE_RULES, sh = (int)rng_below(&r, 200) - 100;
         for (int i = 0; i < 32; i++) { x[i] = ldexpf(rng_normal(&r) * (i == t % 32 && t % 3 == 0 ? 20.0f : 1.0f), sh); }
         uint8_t s = mx_quantize_block(x, rule, 0, 0, 0, p);
         mx_dequantize_block(p, s, q);
@@ -266,6 +277,8 @@ static void test_round_trip(void) {
             if (a > 6.0) {
                 clipped++;
                 roundup_clipped += rule == MX_SCALE_ROUNDUP;
+                bump7_clipped += rule == MX_SCALE_BUMP7;
+                bump7_over7 += rule == MX_SCALE_BUMP7 && a >= 7.0;
                 bad_bound += fabs(q[i]) != ldexp(6.0, e);
             } else {
                 double half = lo < 7 ? 0.5 * (grid[lo + 1] - grid[lo]) : 0.0;
@@ -277,6 +290,7 @@ static void test_round_trip(void) {
     CHECK(bad_bound == 0, "round-trip error above half a grid step on %d elements", bad_bound);
     CHECK(bad_brute == 0, "dequantize(quantize(x)) differs from brute-force nearest on %d elements", bad_brute);
     CHECK(clipped > 0 && roundup_clipped == 0, "OCP clips some block maxima (%d), round-up none (%d)", clipped, roundup_clipped);
+    CHECK(bump7_clipped > 0 && bump7_over7 == 0, "bump-7 clips some (%d), none scaled to 7 or more (%d)", bump7_clipped, bump7_over7);
 }
 
 static void test_hadamard(void) {
