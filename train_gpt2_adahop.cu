@@ -138,6 +138,9 @@ typedef struct {
 typedef struct {
     int precision, path, stochastic_grads, calib_steps, calib_strategy, reclass_every, reclass_window, oe_k;
     int scale_rule_fwd, scale_rule_grad;   // -Q: MXFP4 block-scale rules of the forward and the gradient operands
+    int bf16_first, bf16_last;             // -B: the linears of the first / last this many blocks in BF16
+    float bf16_tail;                       // -T: the last this share of the steps in BF16 (every GEMM, or the
+    int bf16_tail_fwd;                     //     forward GEMMs only: bf16_tail_fwd)
     int recompute;       // -A: keep one layer's fc (gate/up) output (1), and its qkv output (2), and recompute them in
                          // the backward pass
     int lm_head;         // -H 1: the LM head is one more linear in the run's precision (AdaHOP included)
@@ -446,6 +449,20 @@ static AdahopLinear head_linear(Model* m) {
     AdahopLinear lin = {.pass = &m->pass, .saved = m->saved + index, .index = index, .Cin = c->channels,
                         .Cout = c->padded_vocab_size, .w = m->w[head], .bias = NULL, .dw = m->g[head], .dbias = NULL};
     return lin;
+}
+
+// which GEMMs run in BF16 whatever their strategy in training step `step` (0-based; llmc/adahop.h bf16_gemms): -B the linears of the first
+// and last blocks, always; -T every linear's GEMMs (or only the forward GEMM) from the tail's first step on
+static void model_set_bf16_gemms(Model* m, const LinearOptions* lo, int step, int max_steps) {
+    AdahopState* st = &m->adahop;
+    int L = m->config.num_layers;
+    bool tail = lo->bf16_tail > 0.0f && step >= max_steps - (int)lroundf(lo->bf16_tail * max_steps);
+    uint8_t all = (1 << NUM_GEMMS) - 1, tail_bits = !tail ? 0 : lo->bf16_tail_fwd ? 1 << GEMM_FWD : all;
+    for (int i = 0; i < st->num_linears; i++) {
+        int l = i / NUM_LINEAR_KINDS;   // the LM head (-H 1) is the linear after the blocks' (l = L)
+        bool edge = l < L && (l < lo->bf16_first || l >= L - lo->bf16_last);
+        st->bf16_gemms[i] = (edge ? all : 0) | tail_bits;
+    }
 }
 
 // forward of linear `kind` of layer l, y = x W^T (+ b); with bw (a backward pass follows) it keeps its dW operand
@@ -930,6 +947,9 @@ static void usage(const char* prog) {
            "  -R <int>   AdaHOP re-classification every R steps, 0 = never (default 250)\n"
            "  -W <int>   steps of pattern statistics before each re-classification (default 10)\n"
            "  -K <int>   rows/columns taken out by outlier extraction (default 64)\n"
+           "  -B <f,l>   the block linears of the first f and the last l transformer blocks in BF16 (default 0,0)\n"
+           "  -T <F>     the last F (0..1) of the steps with every low-precision GEMM in BF16 (the block linears', the\n"
+           "             LM head's with -H 1); F:fwd only the forward GEMMs (default 0)\n"
            "  -Q <rule>  MXFP4 block-scale rule, of every operand or FWD,GRAD (the forward operands x, W and their\n"
            "             transposes; the gradients dY): ocp (e = floor(log2 amax) - 2, maxima in [6, 8) 2^e clip to 6) |\n"
            "             roundup (never clips) | bump7 (ocp, e + 1 where the maximum reaches 7 2^e) (default ocp)\n"
@@ -983,7 +1003,8 @@ static Options parse_options(int argc, char** argv) {
         .lr = 1e-3f, .final_lr_frac = 0.1f, .weight_decay = 0.1f, .grad_clip = 1.0f, .seed = 1337,
         .lin = {.precision = PREC_ADAHOP, .path = GEMM_PATH_FAST, .stochastic_grads = 0, .calib_steps = 30,
                 .calib_strategy = STRAT_IHT, .reclass_every = 250, .reclass_window = 10, .oe_k = 64,
-                .scale_rule_fwd = MX_SCALE_OCP, .scale_rule_grad = MX_SCALE_OCP, .recompute = 0,
+                .scale_rule_fwd = MX_SCALE_OCP, .scale_rule_grad = MX_SCALE_OCP, .bf16_first = 0, .bf16_last = 0,
+                .bf16_tail = 0.0f, .bf16_tail_fwd = 0, .recompute = 0,
                 .lm_head = 0, .head_chunk = DEFAULT_HEAD_CHUNK},
         .dp = {.rank = -1, .world_size = -1, .rendezvous = NULL, .timeout_s = RENDEZVOUS_TIMEOUT_S},
         .overlap = 1, .skip_loss_z = 0.0f, .skip_norm_z = 0.0f, .timed_gemms = 1, .data_seed = -1, .val_bf16 = 1,
@@ -1035,6 +1056,25 @@ static Options parse_options(int argc, char** argv) {
             case 'W': o.lin.reclass_window = (int)parse_int(f, v, 1, 1 << 30); break;
             case 'K': o.lin.oe_k = (int)parse_int(f, v, 1, 4096); break;
             case 'Q': parse_scale_rules(v, &o.lin.scale_rule_fwd, &o.lin.scale_rule_grad); break;
+            case 'B': {
+                char* end = NULL;
+                long first = strtol(v, &end, 10), last = end && *end == ',' ? strtol(end + 1, &end, 10) : -1;
+                if (first < 0 || last < 0 || first > 4096 || last > 4096 || !end || *end != '\0') {
+                    die("flag -B: '%s' is not FIRST,LAST (blocks counted from each end, e.g. 0,2)", v);
+                }
+                o.lin.bf16_first = (int)first; o.lin.bf16_last = (int)last;
+                break;
+            }
+            case 'T': {
+                char frac[32] = "";
+                const char* colon = strchr(v, ':');
+                size_t n = colon ? (size_t)(colon - v) : strlen(v);
+                if (n >= sizeof(frac) || (colon && strcmp(colon + 1, "fwd") != 0)) { die("flag -T: '%s' is not F or F:fwd", v); }
+                memcpy(frac, v, n);
+                o.lin.bf16_tail = parse_float(f, frac, 0.0f, 1.0f);
+                o.lin.bf16_tail_fwd = colon != NULL;
+                break;
+            }
             case 'A': o.lin.recompute = (int)parse_int(f, v, 0, 2); break;
             case 'H': o.lin.lm_head = (int)parse_int(f, v, 0, 1); break;
             case 'M': o.lin.head_chunk = (int)parse_int(f, v, 0, 1 << 30); break;
@@ -1239,6 +1279,8 @@ static RunAgreement run_agreement_of(const Options* o, const ModelConfig* c, con
     a.calib_steps = l->calib_steps; a.calib_strategy = l->calib_strategy; a.reclass_every = l->reclass_every;
     a.reclass_window = l->reclass_window; a.oe_k = l->oe_k; a.recompute = l->recompute; a.lm_head = l->lm_head; a.overlap = o->overlap;
     a.scale_rules = l->scale_rule_fwd * MX_NUM_SCALE_RULES + l->scale_rule_grad;
+    a.bf16_blocks = (int64_t)l->bf16_first * 4097 + l->bf16_last;
+    a.bf16_tail = agreement_double(l->bf16_tail); a.bf16_tail_fwd = l->bf16_tail_fwd;
     a.skip_loss_z = agreement_double(o->skip_loss_z); a.skip_norm_z = agreement_double(o->skip_norm_z);   // -L, -Z: an extra norm all-reduce
     a.timed_gemms = resumed ? 0 : o->timed_gemms;   // -a 1 broadcasts rank 0's table after the first step; a resume loads it
     a.seed = (int64_t)o->seed;
@@ -1283,6 +1325,10 @@ static void json_run_event(FILE* fp, const char* gpu_name, const Model* m, const
     jsonl_int(&j, "lm_head_lowp", o->lin.lm_head);
     jsonl_string(&j, "scale_rule_fwd", mx_scale_rule_names[o->lin.scale_rule_fwd]);
     jsonl_string(&j, "scale_rule_grad", mx_scale_rule_names[o->lin.scale_rule_grad]);
+    jsonl_int(&j, "bf16_first_blocks", o->lin.bf16_first);
+    jsonl_int(&j, "bf16_last_blocks", o->lin.bf16_last);
+    jsonl_number(&j, "bf16_tail", o->lin.bf16_tail);
+    jsonl_int(&j, "bf16_tail_fwd_only", o->lin.bf16_tail_fwd);
     jsonl_int(&j, "logit_rows", m->acts.logit_rows);
     jsonl_int(&j, "seed", (long long)o->seed);
     jsonl_int(&j, "data_seed", (long long)o->data_seed);
@@ -1413,6 +1459,9 @@ int main(int argc, char** argv) {
     }
     if (o.data_seed < 0) { o.data_seed = (int64_t)o.seed; }
     if (o.T > config.max_seq_len) { die("flag -t: T=%d exceeds the model's max_seq_len %d", o.T, config.max_seq_len); }
+    if (o.lin.bf16_first + o.lin.bf16_last > config.num_layers) {
+        die("flag -B: %d first and %d last blocks are more than the model's %d", o.lin.bf16_first, o.lin.bf16_last, config.num_layers);
+    }
     if ((int64_t)o.B * o.T * dp.world_size > (1 << 30)) {   // the int token counts below, with room for the products
         die("flags -b, -t: B*T*world = %lld tokens per micro-step round is more than 2^30", (long long)o.B * o.T * dp.world_size);
     }
@@ -1510,6 +1559,11 @@ int main(int argc, char** argv) {
                o.lin.calib_steps, adahop_strategy_names[o.lin.calib_strategy], o.lin.reclass_every, o.lin.reclass_window, o.lin.oe_k);
         adahop_print_table(&model.adahop, stdout);
     }
+    if (o.lin.bf16_first + o.lin.bf16_last > 0 || o.lin.bf16_tail > 0.0f) {
+        printf("in BF16 whatever the strategy: the linears of the first %d and last %d blocks (-B); from step %d on, %s (-T)\n",
+               o.lin.bf16_first, o.lin.bf16_last, o.max_steps - (int)lroundf(o.lin.bf16_tail * o.max_steps) + 1,
+               o.lin.bf16_tail == 0.0f ? "nothing more" : o.lin.bf16_tail_fwd ? "every forward GEMM" : "every GEMM");
+    }
     printf("model FLOPs per token %.4g (6 x %.1fM matmul weights + attention); MFU against %.0f TFLOP/s per GPU\n",
            flops_per_token, model_matmul_params(&config) / 1e6, GPU_PEAK_FLOPS / 1e12);
     json_run_event(jsonf, prop.name, &model, &o, micro_steps, start_step, flops_per_token);
@@ -1518,6 +1572,7 @@ int main(int argc, char** argv) {
     double total_time = 0.0;
     int timed_steps = 0;
     for (int step = start_step; step <= o.max_steps; step++) {
+        model_set_bf16_gemms(&model, &o.lin, step, o.max_steps);   // of training step step + 1 and the validation before it
         bool last = step == o.max_steps;
         if (o.ckpt_every > 0 && step > start_step && (step % o.ckpt_every == 0 || last)) { save_state(&model, &o, step, &train, &rng, &guard); }
         if (have_val && (step % o.val_every == 0 || last)) {

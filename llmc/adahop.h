@@ -40,6 +40,8 @@ typedef struct {
     int* votes;       // [num_linears][NUM_TENSORS][NUM_PATTERNS] patterns recorded since the last vote
     int* pattern;     // [num_linears][NUM_TENSORS] pattern of the last vote (PATTERN_NONE before the first)
     int* strategy;    // [num_linears][NUM_GEMMS] voted strategy, dW rule applied (STRAT_PLAIN before the first)
+    uint8_t* bf16_gemms;   // [num_linears] bit g set: GEMM g of the linear runs in BF16 whatever the strategy (the
+                           // trainer's -B and -T set it from the flags and the step; not part of the saved state)
     const char* const* linear_names;   // [NUM_LINEAR_KINDS] for the logs and the table (adahop_linear_names by default)
 } AdahopState;
 
@@ -140,6 +142,7 @@ static inline void adahop_init(AdahopState* st, int precision, int num_layers, i
     st->votes = (int*)calloc_check((size_t)room * NUM_TENSORS * NUM_PATTERNS, sizeof(int));
     st->pattern = (int*)calloc_check((size_t)room * NUM_TENSORS, sizeof(int));   // PATTERN_NONE
     st->strategy = (int*)malloc_check((size_t)room * NUM_GEMMS * sizeof(int));
+    st->bf16_gemms = (uint8_t*)calloc_check((size_t)room, sizeof(uint8_t));
     for (int i = 0; i < room * NUM_GEMMS; i++) { st->strategy[i] = STRAT_PLAIN; }
 }
 
@@ -161,6 +164,7 @@ static inline void adahop_free(AdahopState* st) {
     free(st->votes);
     free(st->pattern);
     free(st->strategy);
+    free(st->bf16_gemms);
     memset(st, 0, sizeof(*st));
 }
 
@@ -174,6 +178,7 @@ static inline void adahop_check_linear(const AdahopState* st, const char* what, 
 // the strategy of GEMM `gemm` of linear `linear` under the state's precision
 static inline int adahop_strategy_of(const AdahopState* st, int linear, int gemm) {
     adahop_check_linear(st, "adahop_strategy_of", linear, gemm, NUM_GEMMS);
+    if ((st->bf16_gemms[linear] >> gemm) & 1) { return STRAT_BF16; }
     switch (st->precision) {
         case PREC_BF16: return STRAT_BF16;
         case PREC_MXFP4: return STRAT_PLAIN;

@@ -21,6 +21,7 @@
     X(lr, "-l", 1) X(final_lr_frac, "-q", 1) X(weight_decay, "-c", 1) X(grad_clip, "-k", 1) \
     X(precision, "-p", 0) X(gemm_path, "-P", 0) X(stochastic_grads, "-S", 0) X(calib_steps, "-w", 0) \
     X(calib_strategy, "-C", 0) X(reclass_every, "-R", 0) X(reclass_window, "-W", 0) X(oe_k, "-K", 0) X(scale_rules, "-Q", 0) \
+    X(bf16_blocks, "-B", 0) X(bf16_tail, "-T", 1) X(bf16_tail_fwd, "-T (:fwd)", 0) \
     X(recompute, "-A", 0) X(lm_head, "-H", 0) X(overlap, "-O", 0) X(skip_loss_z, "-L", 1) X(skip_norm_z, "-Z", 1) \
     X(timed_gemms, "-a (of a fresh run)", 0) \
     X(seed, "seed (-r, or the checkpoint's)", 0) X(data_seed, "data seed (-D, or the checkpoint's)", 0) \

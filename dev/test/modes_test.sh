@@ -4,7 +4,8 @@
 # AdaHOP runs with a 5-step calibration and a re-classification at step 8, so the strategy table is exercised.
 # mxfp4 and adahop then run twice with the same flags: their step-10 checkpoints must be equal byte for byte, strategy
 # changes included (what paired comparisons rely on).
-# adahop runs with the other block-scale rules (-Q roundup, -Q ocp,bump7): another loss, within 3% of bf16.
+# adahop runs with the recipe flags (-Q roundup, -Q ocp,bump7, -B 1,1, -T 0.5, -T 0.5:fwd): another loss, within 3%
+# of bf16.
 # Then the LM head in low precision (-H 1) and the bf16-forward validation of a quantized run (-f 1): see below.
 # usage: modes_test.sh [INIT]   INIT is the trainer's -e: d12 (GPT-2 124M, the default) or e.g. llama:d12
 set -uo pipefail
@@ -28,13 +29,15 @@ for mode in mxfp4 hadamard adahop adahop:exact; do
     awk -v a="${final[$mode]:-nan}" -v b="${final[bf16]:-nan}" 'BEGIN { exit !(a == a + 0 && b == b + 0 && (a - b < 0.03 * b) && (b - a < 0.03 * b)) }'
     result "$mode step-10 loss ${final[$mode]:-none} within 3% of bf16 ${final[bf16]:-none}" $?
 done
-for q in roundup ocp,bump7; do   # -Q: the scale rules take effect (another loss than OCP's) and train as well
-    log="$out/adahop_Q${q/,/_}.txt"
-    ./train_gpt2_adahop "${common[@]}" -p adahop -Q "$q" > "$log" 2>&1 || { echo "adahop -Q $q: FAILED"; tail -5 "$log"; }
+# the recipe flags take effect (another loss than adahop's) and train as well: block-scale rules (-Q), the first and
+# last blocks in BF16 (-B), the second half of the steps in BF16 (-T), or only its forward GEMMs (-T F:fwd)
+for flags in "-Q roundup" "-Q ocp,bump7" "-B 1,1" "-T 0.5" "-T 0.5:fwd"; do
+    log="$out/adahop_${flags//[ ,:.-]/_}.txt"
+    ./train_gpt2_adahop "${common[@]}" -p adahop $flags > "$log" 2>&1 || { echo "adahop $flags: FAILED"; tail -5 "$log"; }
     loss=$(sed -n 's/^step *10\/10 | loss \([0-9.]*\).*/\1/p' "$log")
     awk -v a="${loss:-nan}" -v o="${final[adahop]:-nan}" -v b="${final[bf16]:-nan}" \
         'BEGIN { exit !(a == a + 0 && b == b + 0 && a != o && (a - b < 0.03 * b) && (b - a < 0.03 * b)) }'
-    result "adahop -Q $q: step-10 loss ${loss:-none} differs from OCP's ${final[adahop]:-none}, within 3% of bf16" $?
+    result "adahop $flags: step-10 loss ${loss:-none} differs from adahop's ${final[adahop]:-none}, within 3% of bf16" $?
 done
 for mode in mxfp4 adahop; do   # two runs of the same flags: step-10 checkpoints (weights, AdamW, AdaHOP state) equal byte for byte
     for run in 1 2; do

@@ -68,6 +68,32 @@ static void test_fixed_precisions(void) {
     }
 }
 
+// bf16_gemms (the trainer's -B / -T) puts exactly the GEMMs of its bits in BF16, in every precision and before and
+// after the first vote; the voted strategies underneath are unchanged and come back when the bits are cleared
+static void test_bf16_override(void) {
+    for (int p = 0; p < NUM_PRECISIONS; p++) {
+        AdahopState st;
+        adahop_init(&st, p, 2, 1, STRAT_PLAIN, 0, 1, 8);
+        int before[2 * NUM_LINEAR_KINDS * NUM_GEMMS];
+        adahop_effective_strategies(&st, before);
+        st.bf16_gemms[1] = 1 << GEMM_DX;
+        st.bf16_gemms[5] = (1 << GEMM_FWD) | (1 << GEMM_DW);
+        int ok = 1;
+        for (int lin = 0; lin < st.num_linears; lin++) {
+            for (int g = 0; g < NUM_GEMMS; g++) {
+                int want = (st.bf16_gemms[lin] >> g) & 1 ? STRAT_BF16 : before[lin * NUM_GEMMS + g];
+                ok &= adahop_strategy_of(&st, lin, g) == want;
+            }
+        }
+        CHECK(ok, "%s: only the GEMMs of bf16_gemms run in BF16", precision_names[p]);
+        memset(st.bf16_gemms, 0, (size_t)st.num_linears);
+        int after[2 * NUM_LINEAR_KINDS * NUM_GEMMS];
+        adahop_effective_strategies(&st, after);
+        CHECK(memcmp(before, after, sizeof(before)) == 0, "%s: cleared bits give the strategies back", precision_names[p]);
+        adahop_free(&st);
+    }
+}
+
 // majority per (linear, tensor); ties -> None if tied, else the lower enum; no votes -> the previous pattern
 static void test_majority(void) {
     AdahopState st;
@@ -412,6 +438,7 @@ static void test_errors(void) {
 int main(void) {
     test_names();
     test_fixed_precisions();
+    test_bf16_override();
     test_majority();
     test_calibration_boundary(STRAT_PLAIN);
     test_calibration_boundary(STRAT_IHT);
