@@ -135,7 +135,7 @@ RANKS_ARG = $(if $(wildcard data/gpt2.tiktoken),--ranks data/gpt2.tiktoken)
 test-python: $(PYTHON_DEPS) $(BUILD)/model_logits train_gpt2
 	@rm -f $$TEST_SKIP_LOG
 	@echo "== dev/data/test_tokenize_text.py"; $(PYTHON) dev/data/test_tokenize_text.py
-	@echo "== dev/test/test_doc_links.py (every relative link and #anchor of the Markdown files resolves)"; $(PYTHON) dev/test/test_doc_links.py
+	@echo "== dev/test/test_doc_links.py (every relative link, #anchor and code-span path of the Markdown files resolves)"; $(PYTHON) dev/test/test_doc_links.py
 	@echo "== dev/test/test_plot_losses.py (plot_losses.py on synthetic logs)"; $(PYTHON) dev/test/test_plot_losses.py
 	@echo "== dev/test/test_run_modes.py (run_modes.sh and long_runs.sh with a fake trainer)"; $(PYTHON) dev/test/test_run_modes.py
 	@echo "== dev/test/test_bench_sdpa.py (bench_sdpa.py --ours and ab_flash.sh with fake test_flash_wgmma builds)"; $(PYTHON) dev/test/test_bench_sdpa.py
